@@ -1,0 +1,26 @@
+// Package functions holds the composition of every Lambda function: one Setup
+// per function that reads its configuration, builds its clients once and
+// returns its handler. Each functions/<name>/main.go passes its Setup to
+// lambdafn.Start; the local runner looks Setups up in All and calls them
+// in-process, so AWS and the local stack run the same wiring.
+//
+// The handlers here are the foundation's skeletons: they accept their event
+// shape, log it and acknowledge it. The flows' issues replace them with the
+// real services (votes, objects, archive, rotation).
+package functions
+
+import (
+	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+)
+
+// All maps each function's logical id in template.yaml to its Setup.
+var All = map[string]lambdafn.Setup{
+	"CounterFunction":         Counter,
+	"VotesApiFunction":        VotesAPI,
+	"ObjectsApiFunction":      ObjectsAPI,
+	"ObjectsFinalizeFunction": ObjectsFinalize,
+	"ObjectsReaperFunction":   ObjectsReaper,
+	"ObjectsSweeperFunction":  ObjectsSweeper,
+	"ArchiverFunction":        Archiver,
+	"RotatorFunction":         Rotator,
+}

@@ -1,0 +1,141 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/shared/cfn"
+)
+
+// placeholderNames resolves resource references to recognisable strings,
+// enough to check a template without provisioning it.
+type placeholderNames struct{}
+
+func (placeholderNames) Ref(id string) (string, error) { return "ref-" + id, nil }
+func (placeholderNames) GetAtt(id, attr string) (string, error) {
+	return "arn:aws:test:us-east-1:000000000000:" + id + "/" + attr, nil
+}
+
+func mustTemplate(tb testing.TB) *cfn.Template {
+	tb.Helper()
+	t, err := cfn.ParseFile(filepath.Join(repoRoot(tb), "template.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
+
+func repoRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := filepath.Abs("..")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+func TestTemplateReferencesResolve(t *testing.T) {
+	tpl := mustTemplate(t)
+	if err := tpl.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tpl.DependencyOrder(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTemplateEventSourcesWithinLimits(t *testing.T) {
+	tpl := mustTemplate(t)
+	params, err := tpl.ParamValues(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := cfn.Context{Params: params, Names: placeholderNames{}, Pseudo: map[string]string{
+		"AWS::Region": "us-east-1", "AWS::AccountId": "000000000000", "AWS::StackName": "ddbpipe",
+		"AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com",
+	}}
+	for _, err := range tpl.CheckLimits(ctx) {
+		t.Error(err)
+	}
+}
+
+func TestTemplateGlobals(t *testing.T) {
+	tpl := mustTemplate(t)
+	for _, f := range tpl.Functions() {
+		for prop, want := range map[string]string{"Runtime": "provided.al2023", "Handler": "bootstrap"} {
+			if got := cfn.Scalar(f.Properties[prop]); got != want {
+				t.Errorf("%s %s = %q, want %q", f.LogicalID, prop, got, want)
+			}
+		}
+		if arch, _ := f.Properties["Architectures"].([]any); len(arch) != 1 || arch[0] != "arm64" {
+			t.Errorf("%s Architectures = %v, want [arm64]", f.LogicalID, f.Properties["Architectures"])
+		}
+		lc, _ := f.Properties["LoggingConfig"].(map[string]any)
+		if lc["LogFormat"] != "JSON" {
+			t.Errorf("%s LoggingConfig.LogFormat = %v, want JSON", f.LogicalID, lc["LogFormat"])
+		}
+		if f.Metadata["BuildMethod"] != "makefile" {
+			t.Errorf("%s Metadata.BuildMethod = %v, want makefile (the Makefile's build-%%Function rule)", f.LogicalID, f.Metadata["BuildMethod"])
+		}
+		if len(f.Properties["Policies"].([]any)) == 0 {
+			t.Errorf("%s has no Policies: each function gets its own least-privilege policy", f.LogicalID)
+		}
+	}
+}
+
+// Every template function has a main package and a Setup, and every
+// function folder is in the template.
+func TestTemplateFunctionsMatchCode(t *testing.T) {
+	tpl := mustTemplate(t)
+	root := repoRoot(t)
+	inTemplate := map[string]bool{}
+	for _, f := range tpl.Functions() {
+		inTemplate[f.LogicalID] = true
+		if _, err := os.Stat(filepath.Join(root, f.Dir(), "main.go")); err != nil {
+			t.Errorf("%s: %s/main.go: %v", f.LogicalID, f.Dir(), err)
+		}
+		if functions.All[f.LogicalID] == nil {
+			t.Errorf("%s has no Setup in functions.All", f.LogicalID)
+		}
+	}
+	for id := range functions.All {
+		if !inTemplate[id] {
+			t.Errorf("functions.All has %s, which template.yaml does not declare", id)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, "functions", "*", "main.go"))
+	for _, d := range dirs {
+		name := filepath.Base(filepath.Dir(d))
+		found := false
+		for id := range inTemplate {
+			found = found || cfn.FunctionName(id) == name
+		}
+		if !found {
+			t.Errorf("functions/%s is not a function of template.yaml", name)
+		}
+	}
+}
+
+// Every function cross-compiles the way `make build` and `sam build` do.
+func TestFunctionsBuildForLambda(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-compiles every function")
+	}
+	tpl := mustTemplate(t)
+	var pkgs []string
+	for _, f := range tpl.Functions() {
+		pkgs = append(pkgs, "./"+f.Dir())
+	}
+	sort.Strings(pkgs)
+	cmd := exec.Command("go", append([]string{"build", "-tags", "lambda.norpc", "-o", t.TempDir()}, pkgs...)...)
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+	}
+}
