@@ -1,0 +1,66 @@
+# ddbpipe — the two commands: `make demo` and `make test`.
+# Everything installs itself on first use (Go modules, npm packages, the
+# versitygw S3 server); installs land in .local/ and ~/.cache/ddbpipe.
+
+GO        ?= go
+FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
+# What Lambda runs: a static linux/arm64 binary named bootstrap, without the
+# legacy RPC entry point (provided.al2023 uses the Runtime API).
+LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all build deps install test unit demo bench up down fmt vet clean
+
+all: build
+
+deps:
+	$(GO) mod download
+
+# Cross-compile every function to build/<name>/bootstrap.
+build: deps
+	@for f in $(FUNCTIONS); do \
+		echo "build functions/$$f → build/$$f/bootstrap"; \
+		$(LAMBDA_GO) -o build/$$f/bootstrap ./functions/$$f || exit 1; \
+	done
+
+# `sam build` (BuildMethod: makefile, build_in_source in samconfig.toml)
+# calls build-<LogicalId>; CounterFunction → functions/counter,
+# ObjectsApiFunction → functions/objects-api (same rule as cfn.FunctionName).
+kebab = $(shell echo '$(1)' | sed -E 's/([a-z0-9])([A-Z])/\1-\2/g' | tr 'A-Z' 'a-z')
+build-%Function:
+	$(LAMBDA_GO) -o "$(ARTIFACTS_DIR)/bootstrap" ./functions/$(call kebab,$*)
+
+# Install the local AWS servers (DynamoDB Local, fauxqs, versitygw).
+install: deps
+	$(GO) run ./cmd/ddbpipe local install
+
+# Unit, integration and end-to-end tests. Integration tests start their own
+# local stack; DDBPIPE_REQUIRE_STACK makes them fail, not skip, without one.
+test: install
+	$(GO) vet ./...
+	DDBPIPE_REQUIRE_STACK=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Only the tests that need no local servers.
+unit: deps
+	$(GO) test -count=1 -short ./...
+
+demo: install
+	$(GO) run ./cmd/ddbpipe demo
+
+bench: install
+	$(GO) run ./cmd/ddbpipe bench -out bench/out
+
+up: install
+	$(GO) run ./cmd/ddbpipe local up
+
+down:
+	$(GO) run ./cmd/ddbpipe local down
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf build .aws-sam bench/out .ddbpipe

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/shared/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/shared/localstack"
+)
+
+func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("local install", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", "", "repository root (default: the folder holding template.yaml)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := findRoot(*root)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := localstack.Install(ctx, localstack.Options{Root: dir, Log: stdout}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "local servers installed (%s)\n", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+type upFlags struct {
+	root, dataDir, envFile, logFile string
+	params                          paramFlags
+	keyLimit                        float64
+	apiPort, lambdaPort             int
+}
+
+func (u *upFlags) register(fs *flag.FlagSet) {
+	u.params = paramFlags{}
+	fs.StringVar(&u.root, "root", "", "repository root (default: the folder holding template.yaml)")
+	fs.StringVar(&u.dataDir, "data-dir", "", "keep tables and objects in this folder between runs (default: in memory)")
+	fs.StringVar(&u.logFile, "log-file", "", "functions' JSON logs (default: .ddbpipe/functions.log)")
+	fs.Var(u.params, "param", "template parameter override Name=Value (repeatable)")
+	fs.Float64Var(&u.keyLimit, "key-write-limit", 0, "per-partition-key write units/s enforced by the DynamoDB proxy (AWS: 1000; 0: off)")
+	fs.IntVar(&u.apiPort, "api-port", 0, "HTTP API port (default: a free port)")
+	fs.IntVar(&u.lambdaPort, "lambda-port", 0, "Lambda API port (default: a free port)")
+}
+
+func (u *upFlags) options(stdout io.Writer) (local.Options, *os.File, error) {
+	dir, err := findRoot(u.root)
+	if err != nil {
+		return local.Options{}, nil, err
+	}
+	if u.logFile == "" {
+		u.logFile = filepath.Join(dir, ".ddbpipe", "functions.log")
+	}
+	if err := os.MkdirAll(filepath.Dir(u.logFile), 0o755); err != nil {
+		return local.Options{}, nil, err
+	}
+	logf, err := os.Create(u.logFile)
+	if err != nil {
+		return local.Options{}, nil, err
+	}
+	return local.Options{
+		Root: dir, DataDir: u.dataDir, Params: u.params, Setups: functions.All,
+		Progress: stdout, FunctionLog: logf, KeyWriteLimit: u.keyLimit,
+		APIPort: u.apiPort, LambdaPort: u.lambdaPort,
+	}, logf, nil
+}
+
+func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("local up", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var u upFlags
+	u.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o, logf, err := u.options(stdout)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	stateDir := filepath.Join(o.Root, ".ddbpipe")
+	pidFile := filepath.Join(stateDir, "local.pid")
+	if pid, ok := runningPID(pidFile); ok {
+		return fmt.Errorf("a local stack is already running (pid %d): `ddbpipe local down` stops it", pid)
+	}
+	env, err := local.Up(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if err := env.Start(ctx); err != nil {
+		return err
+	}
+	envFile := filepath.Join(stateDir, "local.env")
+	if err := env.WriteEnvFile(envFile); err != nil {
+		return err
+	}
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(pidFile)
+	fmt.Fprintf(stdout, "\nlocal stack running. In another shell:\n  . %s\n", rel(o.Root, envFile))
+	fmt.Fprintf(stdout, "  HTTP API     %s\n  Lambda API   %s\n  function logs %s\n", env.APIURL, env.LambdaURL, rel(o.Root, u.logFile))
+	for _, m := range env.Runner.Mappings() {
+		fmt.Fprintf(stdout, "  %s\n", m)
+	}
+	fmt.Fprintln(stdout, "Ctrl-C or `ddbpipe local down` stops it.")
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "stopping…")
+	return nil
+}
+
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}
+
+// runningPID reads a pid file and reports whether that process is alive.
+func runningPID(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	return pid, syscall.Kill(pid, 0) == nil
+}
+
+func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("local down", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", "", "repository root")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := findRoot(*root)
+	if err != nil {
+		return err
+	}
+	pidFile := filepath.Join(dir, ".ddbpipe", "local.pid")
+	pid, ok := runningPID(pidFile)
+	if !ok {
+		fmt.Fprintln(stdout, "no local stack is running")
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop pid %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(pid, 0) != nil {
+			fmt.Fprintf(stdout, "local stack (pid %d) stopped\n", pid)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("local stack (pid %d) did not stop within 30s", pid)
+}
+
+// loadEnvFile reads a local.env written by `local up` into a map.
+func loadEnvFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s (is `ddbpipe local up` running?): %w", path, err)
+	}
+	vars := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "export "))
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		vars[k] = strings.ReplaceAll(strings.Trim(v, "'"), `'\''`, "'")
+	}
+	return vars, nil
+}
+
+func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("local invoke", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", "", "repository root")
+	eventFile := fs.String("event", "", "JSON event file (default: a scheduled event for scheduled functions, else {})")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "usage: ddbpipe local invoke FUNCTION [-event FILE]")
+		return errUsage
+	}
+	name := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	dir, err := findRoot(*root)
+	if err != nil {
+		return err
+	}
+	vars, err := loadEnvFile(filepath.Join(dir, ".ddbpipe", "local.env"))
+	if err != nil {
+		return err
+	}
+	payload := []byte(fmt.Sprintf(`{"version":"0","id":"manual","detail-type":"Scheduled Event","source":"aws.events","time":%q,"region":%q,"resources":[],"detail":{}}`,
+		time.Now().UTC().Format(time.RFC3339), vars["AWS_REGION"]))
+	if *eventFile != "" {
+		if payload, err = os.ReadFile(*eventFile); err != nil {
+			return err
+		}
+		if !json.Valid(payload) {
+			return fmt.Errorf("%s is not valid JSON", *eventFile)
+		}
+	}
+	cfg, err := awsenv.FromVars(ctx, func(k string) string { return vars[k] })
+	if err != nil {
+		return err
+	}
+	out, err := lambda.NewFromConfig(cfg).Invoke(ctx, &lambda.InvokeInput{
+		FunctionName: aws.String(name), Payload: payload, InvocationType: lambdatypes.InvocationTypeRequestResponse,
+	})
+	if err != nil {
+		return fmt.Errorf("invoke %s: %w", name, err)
+	}
+	fmt.Fprintln(stdout, string(out.Payload))
+	if out.FunctionError != nil {
+		return errors.New("function error: " + aws.ToString(out.FunctionError))
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+// Command ddbpipe is the one CLI for ddbpipe's producers, analysts and
+// operators, and for running the whole pipeline locally.
+//
+//	ddbpipe local install          install the local servers (first use does it too)
+//	ddbpipe local up               run the local stack and runner until interrupted
+//	ddbpipe local down             stop a running `local up`
+//	ddbpipe local invoke FUNCTION  invoke a function of the running stack
+//	ddbpipe demo                   run the pipeline locally with a demo workload and report
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// errUsage marks a command line that does not parse; main prints usage.
+var errUsage = errors.New("usage")
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"local install", "install the local AWS servers into .local/ (done by first use too)", localInstall},
+		{"local up", "run the local stack and runner until interrupted; writes .ddbpipe/local.env", localUp},
+		{"local down", "stop the stack started by `ddbpipe local up`", localDown},
+		{"local invoke", "invoke a function of the running local stack: local invoke FUNCTION [-event FILE]", localInvoke},
+		{"demo", "run the whole pipeline locally with a demo workload, print what happened, stop", demo},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ddbpipe:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	for _, c := range commands() {
+		words := strings.Fields(c.name)
+		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == c.name {
+			return c.run(ctx, args[len(words):], stdout, stderr)
+		}
+	}
+	if len(args) > 0 && args[0] != "help" && args[0] != "-h" && args[0] != "--help" {
+		fmt.Fprintf(stderr, "ddbpipe: unknown command %q\n\n", strings.Join(args, " "))
+	}
+	usage(stderr)
+	return errUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: ddbpipe <command> [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun `ddbpipe <command> -h` for a command's flags.")
+}
+
+// findRoot walks up from the working directory to the folder holding
+// template.yaml.
+func findRoot(flagValue string) (string, error) {
+	if flagValue != "" {
+		return filepath.Abs(flagValue)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "template.yaml")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no template.yaml here or above: run inside the ddbpipe repository or pass -root")
+		}
+		dir = parent
+	}
+}
+
+// paramFlags collects repeated -param Name=Value flags.
+type paramFlags map[string]string
+
+func (p paramFlags) String() string { return fmt.Sprint(map[string]string(p)) }
+func (p paramFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want Name=Value, got %q", v)
+	}
+	p[k] = val
+	return nil
+}
