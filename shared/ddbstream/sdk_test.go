@@ -27,6 +27,11 @@ type doFunc func(*http.Request) (*http.Response, error)
 
 func (f doFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
 
+var (
+	_ dynamodb.HTTPClient        = doFunc(nil)
+	_ dynamodbstreams.HTTPClient = doFunc(nil)
+)
+
 func jsonResponse(r *http.Request, body []byte) *http.Response {
 	return &http.Response{
 		StatusCode:    http.StatusOK,

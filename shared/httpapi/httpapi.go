@@ -136,6 +136,11 @@ func NewServer(routes []Route, invoke Invoker, opts ...Option) (*Server, error) 
 	for _, o := range opts {
 		o(&s.cfg)
 	}
+	c := s.cfg
+	if c.timeout <= 0 || c.maxEventBytes <= 0 || c.maxResponseBytes <= 0 || c.maxHeaderBytes <= 0 ||
+		c.now == nil || c.requestID == nil || c.log == nil {
+		return nil, errors.New("httpapi: timeout and limits must be positive; clock, request id and logger not nil")
+	}
 	seen := map[string]*route{}
 	for i, rt := range routes {
 		r, err := compileRoute(rt, i)

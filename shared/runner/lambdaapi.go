@@ -124,7 +124,7 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 func (r *Runner) LambdaAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /2015-03-31/functions/{name}/invocations", r.serveInvoke)
-	mux.HandleFunc("POST /2015-03-31/event-source-mappings/", func(w http.ResponseWriter, req *http.Request) {
+	create := func(w http.ResponseWriter, req *http.Request) {
 		var in esmRequest
 		if err := json.NewDecoder(io.LimitReader(req.Body, 1<<20)).Decode(&in); err != nil {
 			lambdaError(w, http.StatusBadRequest, "InvalidParameterValueException", "request body: "+err.Error())
@@ -140,8 +140,8 @@ func (r *Runner) LambdaAPI() http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusAccepted, e)
-	})
-	mux.HandleFunc("GET /2015-03-31/event-source-mappings/", func(w http.ResponseWriter, req *http.Request) {
+	}
+	list := func(w http.ResponseWriter, req *http.Request) {
 		fn, src := req.URL.Query().Get("FunctionName"), req.URL.Query().Get("EventSourceArn")
 		var arn string
 		if fn != "" {
@@ -161,7 +161,12 @@ func (r *Runner) LambdaAPI() http.Handler {
 		}
 		r.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"EventSourceMappings": list})
-	})
+	}
+	// The SDK sends the collection path with or without its trailing slash.
+	mux.HandleFunc("POST /2015-03-31/event-source-mappings", create)
+	mux.HandleFunc("POST /2015-03-31/event-source-mappings/{$}", create)
+	mux.HandleFunc("GET /2015-03-31/event-source-mappings", list)
+	mux.HandleFunc("GET /2015-03-31/event-source-mappings/{$}", list)
 	mux.HandleFunc("GET /2015-03-31/event-source-mappings/{uuid}", func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		e, ok := r.esms[req.PathValue("uuid")]

@@ -1,0 +1,186 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
+	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/shared/runner"
+)
+
+// upLocal runs the whole template locally, as `ddbpipe local up` does.
+func upLocal(t *testing.T) *local.Env {
+	t.Helper()
+	needStack(t)
+	env, err := local.Up(context.Background(), local.Options{
+		Root: repoRoot(t), Setups: functions.All, StackName: unique("e2e"), FunctionLog: io.Discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	if err := env.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func records(r *runner.Runner, fn string) int {
+	for _, s := range r.Stats() {
+		if s.Function == fn {
+			return s.Records
+		}
+	}
+	return -1
+}
+
+func invocations(r *runner.Runner, fn string) int {
+	for _, s := range r.Stats() {
+		if s.Function == fn {
+			return s.Invocations
+		}
+	}
+	return -1
+}
+
+// The template runs locally: every output is in the env file, every event
+// source delivers, and throttles injected by the proxies are retried.
+func TestLocalStackEndToEnd(t *testing.T) {
+	env := upLocal(t)
+	ctx := context.Background()
+	v := env.Vars
+
+	path := filepath.Join(t.TempDir(), "local.env")
+	if err := env.WriteEnvFile(path); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	for _, name := range []string{"VOTES_QUEUE_URL", "ARCHIVE_BUCKET_NAME", "API_URL", "OBJECTS_TABLE_STREAM_ARN", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS", "AWS_ENDPOINT_URL_LAMBDA"} {
+		if !strings.Contains(string(b), "export "+name+"=") {
+			t.Errorf("local.env lacks %s", name)
+		}
+	}
+	if !strings.HasPrefix(v["API_URL"], "http://127.0.0.1:") {
+		t.Errorf("API_URL = %q, want the local HTTP API", v["API_URL"])
+	}
+
+	// Throttles on every service: the SDK's retries carry the work through.
+	for _, svc := range []faultproxy.Service{faultproxy.DynamoDB, faultproxy.SQS, faultproxy.S3} {
+		env.Proxies[svc].SetFaults(faultproxy.Faults{FailNext: 2}) // the default retryer makes 3 attempts
+	}
+
+	c := newClients(t, map[string]string{
+		"AWS_ENDPOINT_URL_DYNAMODB": v["AWS_ENDPOINT_URL_DYNAMODB"], "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": v["AWS_ENDPOINT_URL_DYNAMODB_STREAMS"],
+		"AWS_ENDPOINT_URL_SQS": v["AWS_ENDPOINT_URL_SQS"], "AWS_ENDPOINT_URL_S3": v["AWS_ENDPOINT_URL_S3"], "AWS_ENDPOINT_URL_LAMBDA": v["AWS_ENDPOINT_URL_LAMBDA"],
+	})
+	var bodies []string
+	for i := 0; i < 30; i++ {
+		bodies = append(bodies, fmt.Sprintf(`{"voteId":"v%d","pollId":"p","optionId":"a","voterId":"u%d","castAt":"2026-11-21T10:00:00Z"}`, i, i))
+	}
+	sendBodies(t, c, v["VOTES_QUEUE_URL"], bodies...)
+	for _, k := range []string{"doc-1", "doc-2"} {
+		if _, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(v["OBJECTS_TABLE_NAME"]), Item: map[string]ddbtypes.AttributeValue{
+			"pk": &ddbtypes.AttributeValueMemberS{Value: k}, "sk": &ddbtypes.AttributeValueMemberS{Value: "v0"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(v["OBJECTS_BUCKET_NAME"]), Key: aws.String("uploads/a b.txt"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(v["OBJECTS_BUCKET_NAME"]), Key: aws.String("elsewhere/b.txt"), Body: strings.NewReader("y")}); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, 60*time.Second, "votes, stream records and the upload delivered", func() bool {
+		return records(env.Runner, "CounterFunction") >= 30 && records(env.Runner, "ArchiverFunction") >= 2 &&
+			records(env.Runner, "ObjectsReaperFunction") >= 2 && records(env.Runner, "ObjectsFinalizeFunction") >= 1
+	})
+	time.Sleep(500 * time.Millisecond)
+	if got := records(env.Runner, "ObjectsFinalizeFunction"); got != 1 {
+		t.Errorf("finalize got %d notifications, want 1 (the prefix filter uploads/ excludes elsewhere/)", got)
+	}
+	for _, svc := range []faultproxy.Service{faultproxy.DynamoDB, faultproxy.SQS, faultproxy.S3} {
+		if st := env.Proxies[svc].Stats(); st.Throttled < 2 {
+			t.Errorf("%s proxy throttled %d requests, want the 2 injected", svc, st.Throttled)
+		}
+	}
+
+	// HTTP API route.
+	resp, err := http.Get(v["API_URL"] + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"ok"`) {
+		t.Errorf("GET /health = %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(v["API_URL"] + "/no/such/route")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("GET /no/such/route = %d, want 404", resp.StatusCode)
+	}
+
+	// Manual trigger of a scheduled function through the Lambda API.
+	lc := lambda.NewFromConfig(c.cfg)
+	before := invocations(env.Runner, "RotatorFunction")
+	out, err := lc.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("RotatorFunction"),
+		Payload: []byte(`{"version":"0","id":"t","detail-type":"Scheduled Event","source":"aws.events","time":"2026-12-03T00:00:00Z","detail":{}}`)})
+	if err != nil || out.FunctionError != nil {
+		t.Fatalf("invoke rotator: %v %v", err, out)
+	}
+	if got := invocations(env.Runner, "RotatorFunction"); got != before+1 {
+		t.Errorf("rotator invocations %d, want %d", got, before+1)
+	}
+	if _, err := lc.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("NoSuchFunction")}); err == nil {
+		t.Error("invoking an unknown function succeeded")
+	}
+
+	// A table created at run time subscribes through CreateEventSourceMapping.
+	table, streamARN := streamTable(t, c)
+	esm, err := lc.CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{
+		FunctionName: aws.String("ArchiverFunction"), EventSourceArn: aws.String(streamARN),
+		StartingPosition: lambdatypes.EventSourcePositionTrimHorizon, BatchSize: aws.Int32(100),
+		BisectBatchOnFunctionError: aws.Bool(true), MaximumRetryAttempts: aws.Int32(2),
+		FunctionResponseTypes: []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures},
+		DestinationConfig: &lambdatypes.DestinationConfig{OnFailure: &lambdatypes.OnFailure{Destination: aws.String(env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"])}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archived := records(env.Runner, "ArchiverFunction")
+	if _, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "m"}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the new table's record at the archiver", func() bool { return records(env.Runner, "ArchiverFunction") > archived })
+	list, err := lc.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{FunctionName: aws.String("ArchiverFunction")})
+	if err != nil || len(list.EventSourceMappings) != 1 || aws.ToString(list.EventSourceMappings[0].UUID) != aws.ToString(esm.UUID) {
+		t.Fatalf("list mappings: %v %+v", err, list)
+	}
+	if _, err := lc.DeleteEventSourceMapping(ctx, &lambda.DeleteEventSourceMappingInput{UUID: esm.UUID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lc.GetEventSourceMapping(ctx, &lambda.GetEventSourceMappingInput{UUID: esm.UUID}); err == nil {
+		t.Error("a deleted mapping is still there")
+	}
+}

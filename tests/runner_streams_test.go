@@ -1,0 +1,274 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbpipe/ddbpipe/shared/runner"
+)
+
+// streamTable creates a table with a NEW_AND_OLD_IMAGES stream and returns
+// its name and stream ARN.
+func streamTable(t *testing.T, c clients) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	name := unique("t")
+	out, err := c.db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}},
+		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name, aws.ToString(out.TableDescription.LatestStreamArn)
+}
+
+func putItems(t *testing.T, c clients, table string, keys ...string) {
+	t.Helper()
+	for i, k := range keys {
+		if _, err := c.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{
+			"pk": &ddbtypes.AttributeValueMemberS{Value: k}, "n": &ddbtypes.AttributeValueMemberN{Value: strconv.Itoa(i)},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// streamLog records each invocation's keys.
+type streamLog struct {
+	mu      sync.Mutex
+	batches [][]string
+	seqs    [][]string
+}
+
+func (l *streamLog) add(ev events.DynamoDBEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var keys, seqs []string
+	for _, r := range ev.Records {
+		keys = append(keys, r.Change.Keys["pk"].String())
+		seqs = append(seqs, r.Change.SequenceNumber)
+	}
+	l.batches = append(l.batches, keys)
+	l.seqs = append(l.seqs, seqs)
+}
+
+func (l *streamLog) snapshot() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]string(nil), l.batches...)
+}
+
+func keysOf(prefix string, n int) []string {
+	var k []string
+	for i := 0; i < n; i++ {
+		k = append(k, fmt.Sprintf("%s%02d", prefix, i))
+	}
+	return k
+}
+
+func streamRunner(t *testing.T, c clients, m runner.StreamMapping, h any) *runner.Runner {
+	t.Helper()
+	r := runner.New(runner.WithLogger(testLogger(t)))
+	if err := r.AddFunction(runner.Function{LogicalID: "Fn", Timeout: 10 * time.Second, Handler: lambda.NewHandler(h)}); err != nil {
+		t.Fatal(err)
+	}
+	m.Function = "Fn"
+	if _, err := r.AddStream(c.streams, c.sqs, m); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A batch item failure at record k makes the next delivery start at k.
+func TestRunnerStreamResumesAtFailedRecord(t *testing.T) {
+	needStack(t)
+	c := newClients(t, nil)
+	table, arn := streamTable(t, c)
+	keys := keysOf("k", 10)
+	putItems(t, c, table, keys...)
+	var log streamLog
+	failed := false
+	r := streamRunner(t, c, runner.StreamMapping{StreamARN: arn, BatchSize: 10, Window: time.Second, ReportBatchItemFailures: true, MaxRetryAttempts: 3},
+		func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+			log.add(ev)
+			if !failed && len(ev.Records) > 4 {
+				failed = true
+				return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: ev.Records[4].Change.SequenceNumber}}}, nil
+			}
+			return events.DynamoDBEventResponse{}, nil
+		})
+	startRunner(t, r)
+	eventually(t, 60*time.Second, "two deliveries", func() bool { return len(log.snapshot()) >= 2 })
+	b := log.snapshot()
+	if fmt.Sprint(b[0]) != fmt.Sprint(keys) {
+		t.Fatalf("first batch %v, want %v", b[0], keys)
+	}
+	if fmt.Sprint(b[1]) != fmt.Sprint(keys[4:]) {
+		t.Errorf("after a failure at record 4 the next batch is %v, want %v", b[1], keys[4:])
+	}
+}
+
+// Bisect on function error isolates a poison record; after the retries it
+// goes to the on-failure destination and the shard moves on.
+func TestRunnerStreamBisectPoisonToDestination(t *testing.T) {
+	needStack(t)
+	c := newClients(t, nil)
+	table, arn := streamTable(t, c)
+	dest, _, _ := testQueue(t, c, 30, 0)
+	keys := keysOf("p", 8)
+	keys[5] = "poison"
+	putItems(t, c, table, keys...)
+	var log streamLog
+	done := map[string]int{}
+	var mu sync.Mutex
+	r := streamRunner(t, c, runner.StreamMapping{
+		StreamARN: arn, BatchSize: 8, Window: time.Second, Bisect: true, MaxRetryAttempts: 2, OnFailureQueueURL: dest,
+		RetryBackoff: 10 * time.Millisecond,
+	}, func(ctx context.Context, ev events.DynamoDBEvent) error {
+		log.add(ev)
+		for _, rec := range ev.Records {
+			if rec.Change.Keys["pk"].String() == "poison" {
+				return fmt.Errorf("poison record")
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rec := range ev.Records {
+			done[rec.Change.Keys["pk"].String()]++
+		}
+		return nil
+	})
+	startRunner(t, r)
+
+	var msgs []string
+	eventually(t, 60*time.Second, "the on-failure message", func() bool {
+		msgs = append(msgs, drain(t, c, dest)...)
+		return len(msgs) > 0
+	})
+	var info struct {
+		RequestContext struct{ Condition string } `json:"requestContext"`
+		Batch          struct {
+			BatchSize           int    `json:"batchSize"`
+			StartSequenceNumber string `json:"startSequenceNumber"`
+			StreamArn           string `json:"streamArn"`
+		} `json:"DDBStreamBatchInfo"`
+	}
+	if err := json.Unmarshal([]byte(msgs[0]), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Batch.BatchSize != 1 || info.Batch.StreamArn != arn || info.RequestContext.Condition != "RetryAttemptsExhausted" {
+		t.Errorf("on-failure message %s: want one record of %s, RetryAttemptsExhausted", msgs[0], arn)
+	}
+	poisonSeq := ""
+	for i, b := range log.snapshot() {
+		for j, k := range b {
+			if k == "poison" {
+				poisonSeq = log.seqs[i][j]
+			}
+		}
+	}
+	if info.Batch.StartSequenceNumber != poisonSeq {
+		t.Errorf("discarded sequence %s, want the poison record's %s", info.Batch.StartSequenceNumber, poisonSeq)
+	}
+	mu.Lock()
+	for _, k := range keys {
+		if k != "poison" && done[k] != 1 {
+			t.Errorf("%s processed %d times, want exactly once", k, done[k])
+		}
+	}
+	mu.Unlock()
+	// The shard moves on: a later write still arrives.
+	putItems(t, c, table, "after")
+	eventually(t, 60*time.Second, "the record after the poison", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return done["after"] == 1
+	})
+}
+
+// Records of a shard arrive in order across many batches.
+func TestRunnerStreamShardOrder(t *testing.T) {
+	needStack(t)
+	c := newClients(t, nil)
+	table, arn := streamTable(t, c)
+	keys := keysOf("o", 40)
+	var log streamLog
+	r := streamRunner(t, c, runner.StreamMapping{StreamARN: arn, BatchSize: 7, StartingPosition: "TRIM_HORIZON"},
+		func(ctx context.Context, ev events.DynamoDBEvent) error {
+			log.add(ev)
+			return nil
+		})
+	startRunner(t, r)
+	putItems(t, c, table, keys[:20]...)
+	putItems(t, c, table, keys[20:]...)
+	var got []string
+	eventually(t, 60*time.Second, "40 records", func() bool {
+		got = got[:0]
+		for _, b := range log.snapshot() {
+			got = append(got, b...)
+		}
+		return len(got) >= 40
+	})
+	if fmt.Sprint(got) != fmt.Sprint(keys) {
+		t.Errorf("order %v, want %v", got, keys)
+	}
+	for _, b := range log.snapshot() {
+		if len(b) > 7 {
+			t.Errorf("batch of %d records, above BatchSize 7", len(b))
+		}
+	}
+	var last string
+	for _, s := range log.seqs {
+		for _, q := range s {
+			if len(q) < len(last) || len(q) == len(last) && q <= last {
+				t.Errorf("sequence %s after %s", q, last)
+			}
+			last = q
+		}
+	}
+}
+
+// Mappings added while the runner runs (the rotator's monthly tables), and
+// the stream ending when its table is deleted.
+func TestRunnerStreamSubscribeAtRunTime(t *testing.T) {
+	needStack(t)
+	c := newClients(t, nil)
+	var log streamLog
+	r := runner.New(runner.WithLogger(testLogger(t)))
+	_ = r.AddFunction(runner.Function{LogicalID: "Fn", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+		log.add(ev)
+		return nil
+	})})
+	startRunner(t, r)
+	table, arn := streamTable(t, c)
+	id, err := r.AddStream(c.streams, c.sqs, runner.StreamMapping{Function: "Fn", StreamARN: arn, StartingPosition: "LATEST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // LATEST: only records written after the mapping started
+	putItems(t, c, table, "late")
+	eventually(t, 60*time.Second, "the record on a table created at run time", func() bool { return len(log.snapshot()) > 0 })
+	if _, err := c.db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remove(id); err != nil {
+		t.Fatal(err)
+	}
+	_ = sqs.Options{}
+}
