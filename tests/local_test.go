@@ -163,7 +163,7 @@ func TestLocalStackEndToEnd(t *testing.T) {
 		StartingPosition: lambdatypes.EventSourcePositionTrimHorizon, BatchSize: aws.Int32(100),
 		BisectBatchOnFunctionError: aws.Bool(true), MaximumRetryAttempts: aws.Int32(2),
 		FunctionResponseTypes: []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures},
-		DestinationConfig: &lambdatypes.DestinationConfig{OnFailure: &lambdatypes.OnFailure{Destination: aws.String(env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"])}},
+		DestinationConfig:     &lambdatypes.DestinationConfig{OnFailure: &lambdatypes.OnFailure{Destination: aws.String(env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"])}},
 	})
 	if err != nil {
 		t.Fatal(err)

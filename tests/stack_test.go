@@ -101,7 +101,9 @@ func newClients(tb testing.TB, endpoints map[string]string) clients {
 }
 
 // unique returns a name no other test uses.
-func unique(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, seq.Add(1)) }
+func unique(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, seq.Add(1))
+}
 
 // eventually polls cond until it holds or the limit passes. Limits are
 // generous: tests assert behaviour, never speed.

@@ -69,7 +69,9 @@ func (t *Template) CheckLimits(c Context) []error {
 
 func (t *Template) checkSQS(where string, p map[string]any, timeout int, c Context) []error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("%s: "+format, append([]any{where}, args...)...)) }
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{where}, args...)...))
+	}
 	batch := intOr(p["BatchSize"], 10)
 	window := intOr(p["MaximumBatchingWindowInSeconds"], 0)
 	if batch < 1 || batch > 10000 {
@@ -132,7 +134,9 @@ func (t *Template) unresolved(where, prop string) (any, bool) {
 
 func checkStream(where string, p map[string]any) []error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("%s: "+format, append([]any{where}, args...)...)) }
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{where}, args...)...))
+	}
 	if sp := scalar(p["StartingPosition"]); sp != "TRIM_HORIZON" && sp != "LATEST" {
 		bad("StartingPosition %q must be TRIM_HORIZON or LATEST", sp)
 	}

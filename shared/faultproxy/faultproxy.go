@@ -631,7 +631,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.limiter != nil && (op.Action == "CreateTable" || op.Action == "DeleteTable") {
 		p.limiter.forget(op.Table)
 	}
-	if body != nil {
+	if _, readAhead := r.Body.(*replayBody); readAhead {
 		// The body was read to classify the request, so the client has had
 		// its 100 Continue already; the upstream need not send another.
 		r.Header.Del("Expect")

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -271,12 +272,14 @@ func TestStreamsLargeBodies(t *testing.T) {
 
 func TestKeepsConnectionsAlive(t *testing.T) {
 	var upstreamConns atomic.Int64
-	upstream := MustUpstream(t, &recordingUpstream{})
+	upstream := httptest.NewUnstartedServer(&recordingUpstream{})
 	upstream.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			upstreamConns.Add(1)
 		}
 	}
+	upstream.Start()
+	t.Cleanup(upstream.Close)
 	p, endpoint := MustStart(t, DynamoDB, upstream.URL)
 	p.SetFaults(Faults{FailNext: 3}) // error answers must keep the connection too
 

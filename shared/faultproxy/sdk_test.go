@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -265,5 +265,32 @@ func TestSDKRetriesDroppedConnections(t *testing.T) {
 	want := Counts{Requests: 3, Dropped: 3}
 	if got != want {
 		t.Errorf("Stats = %+v, want %+v (3 attempts, all dropped)", got, want)
+	}
+}
+
+// TestSDKLargePutObject sends an object big enough for the SDK to ask for
+// 100 Continue, first refused with SlowDown (before the body is read), then
+// forwarded whole.
+func TestSDKLargePutObject(t *testing.T) {
+	store := newFakeS3()
+	upstream := MustUpstream(t, store)
+	p, endpoint := MustStart(t, S3, upstream.URL)
+	p.SetFaults(Faults{FailNext: 1})
+
+	body := strings.Repeat("0123456789abcdef", 5<<16) // 5 MiB
+	_, err := s3Client(endpoint, 0).PutObject(t.Context(), &s3.PutObjectInput{
+		Bucket: aws.String("docs"), Key: aws.String("big.bin"), Body: strings.NewReader(body),
+	})
+	if err != nil {
+		t.Fatalf("PutObject: %v", err)
+	}
+	store.mu.Lock()
+	got := store.objects["/docs/big.bin"]
+	store.mu.Unlock()
+	if string(got) != body {
+		t.Errorf("upstream stored %d bytes, want the %d sent", len(got), len(body))
+	}
+	if s := p.Stats(); s.Throttled != 1 || s.Forwarded != 1 {
+		t.Errorf("Stats = %+v, want 1 throttled, 1 forwarded", s.Counts)
 	}
 }
