@@ -1,0 +1,173 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+)
+
+// fakeClock jumps to the end of every sleep at once.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	time.Sleep(time.Millisecond) // let other goroutines run
+	return ctx.Err()
+}
+
+func TestScheduleFires(t *testing.T) {
+	start := time.Date(2026, 11, 30, 23, 58, 30, 0, time.UTC)
+	clock := &fakeClock{now: start}
+	r := New(WithClock(clock))
+	var mu sync.Mutex
+	var got []events.EventBridgeEvent
+	h := func(ctx context.Context, ev events.EventBridgeEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, ev)
+		return nil
+	}
+	if err := r.AddFunction(Function{LogicalID: "Rotator", Handler: lambda.NewHandler(h)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddSchedule(ScheduleMapping{Function: "Rotator", Expression: "cron(0 0 1 * ? *)"}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) < 3 {
+		t.Fatalf("got %d scheduled events, want 3", len(got))
+	}
+	want := []time.Time{
+		time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC),
+	}
+	for i, w := range want {
+		if ev := got[i]; !ev.Time.Equal(w) || ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" || len(ev.Resources) != 1 {
+			t.Errorf("event %d = %+v, want a Scheduled Event at %s", i, ev, w)
+		}
+	}
+}
+
+func TestScheduleRejectsBadExpression(t *testing.T) {
+	r := New()
+	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func() error { return nil })})
+	for _, expr := range []string{"rate(0 minutes)", "cron(* * * * * *)", "every day", ""} {
+		if _, err := r.AddSchedule(ScheduleMapping{Function: "F", Expression: expr}); err == nil {
+			t.Errorf("AddSchedule(%q) succeeded", expr)
+		}
+	}
+	if _, err := r.AddSchedule(ScheduleMapping{Function: "Nope", Expression: "rate(1 hour)"}); !errors.Is(err, ErrUnknownFunction) {
+		t.Errorf("unknown function: got %v", err)
+	}
+}
+
+func TestInvokeDeadlineRequestIDAndPanic(t *testing.T) {
+	r := New()
+	var deadline time.Time
+	var reqID string
+	_ = r.AddFunction(Function{LogicalID: "Ok", Timeout: 7 * time.Second, Handler: lambda.NewHandler(func(ctx context.Context) (string, error) {
+		deadline, _ = ctx.Deadline()
+		lc, _ := lambdacontext.FromContext(ctx)
+		reqID = lc.AwsRequestID
+		return "ok", nil
+	})})
+	_ = r.AddFunction(Function{LogicalID: "Panics", Handler: lambda.NewHandler(func() error { panic("boom") })})
+	_ = r.AddFunction(Function{LogicalID: "Slow", Timeout: 50 * time.Millisecond, Handler: lambda.NewHandler(func(ctx context.Context) error {
+		<-ctx.Done()
+		return nil
+	})})
+	start := time.Now()
+	out, err := r.Invoke(context.Background(), "Ok", []byte(`{}`))
+	if err != nil || string(out) != `"ok"` {
+		t.Fatalf("got %s, %v", out, err)
+	}
+	if d := deadline.Sub(start); d < 6*time.Second || d > 8*time.Second {
+		t.Errorf("deadline %s after start, want the function's 7 s timeout", d)
+	}
+	if len(reqID) != 36 {
+		t.Errorf("request id %q, want a UUID", reqID)
+	}
+	if _, err := r.Invoke(context.Background(), "Panics", []byte(`{}`)); err == nil {
+		t.Error("a panicking handler returned no error")
+	}
+	if _, err := r.Invoke(context.Background(), "Slow", []byte(`{}`)); err == nil {
+		t.Error("a handler past its timeout returned no error")
+	}
+	stats := map[string]Stats{}
+	for _, s := range r.Stats() {
+		stats[s.Function] = s
+	}
+	if stats["Panics"].Errors != 1 || stats["Ok"].Errors != 0 || stats["Slow"].Errors != 1 {
+		t.Errorf("stats %+v", stats)
+	}
+}
+
+func TestBatchFailures(t *testing.T) {
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "a"}, {MessageId: "b"}, {MessageId: "c"}}}
+	resp := func(ids ...string) []byte {
+		var r events.SQSEventResponse
+		for _, id := range ids {
+			r.BatchItemFailures = append(r.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		}
+		b, _ := json.Marshal(r)
+		return b
+	}
+	tests := []struct {
+		name string
+		out  []byte
+		want int
+	}{
+		{"nothing returned", nil, 0},
+		{"null", []byte("null"), 0},
+		{"empty list", resp(), 0},
+		{"one failure", resp("b"), 1},
+		{"unknown id fails all", resp("zzz"), 3},
+		{"empty id fails all", resp(""), 3},
+		{"not json fails all", []byte("{"), 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := len(batchFailures(tt.out, ev)); got != tt.want {
+				t.Errorf("got %d failed, want %d", got, tt.want)
+			}
+		})
+	}
+}
