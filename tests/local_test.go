@@ -184,3 +184,21 @@ func TestLocalStackEndToEnd(t *testing.T) {
 		t.Error("a deleted mapping is still there")
 	}
 }
+
+// Every function has a sample event in events/ (the one `sam local invoke
+// -e` takes), and the function's handler accepts it.
+func TestSampleEventsRoundTrip(t *testing.T) {
+	env := upLocal(t)
+	for _, f := range mustTemplate(t).Functions() {
+		name := filepath.Join(repoRoot(t), "events", strings.TrimPrefix(f.Dir(), "functions/")+".json")
+		t.Run(f.LogicalID, func(t *testing.T) {
+			payload, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatalf("no sample event: %v", err)
+			}
+			if _, err := env.Runner.Invoke(context.Background(), f.LogicalID, payload); err != nil {
+				t.Errorf("%s rejects %s: %v", f.LogicalID, name, err)
+			}
+		})
+	}
+}
