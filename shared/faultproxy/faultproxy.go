@@ -370,6 +370,9 @@ func New(service Service, upstream string, opts ...Option) (*Proxy, error) {
 			return nil, err
 		}
 	}
+	if cfg.keyLimit > 0 && service != DynamoDB {
+		return nil, fmt.Errorf("%w: WithKeyWriteLimit applies to DynamoDB only, not %s", ErrBadOption, service)
+	}
 	if cfg.rng == nil {
 		cfg.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
@@ -396,7 +399,7 @@ func New(service Service, upstream string, opts ...Option) (*Proxy, error) {
 		ErrorHandler:   p.upstreamError,
 		ModifyResponse: p.captureResponse,
 	}
-	if cfg.keyLimit > 0 && service == DynamoDB {
+	if cfg.keyLimit > 0 {
 		p.limiter = newKeyLimiter(cfg.keyLimit, p.clock, p.describeTable)
 	}
 	return p, nil
@@ -590,7 +593,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.clock.Now()
 	op, body, err := p.operation(r)
 	if err != nil {
-		// The client went away or sent a broken body: nothing to answer.
+		// The client went away or sent a broken body; answer in case it
+		// is still there.
 		p.logger.Debug("faultproxy: read request", "service", p.service, "err", err)
 		p.count(op.Action, func(c *Counts) { c.Requests++ })
 		http.Error(w, "faultproxy: cannot read request body", http.StatusBadRequest)
@@ -765,9 +769,10 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		fl.err = err
 		action = fl.action
 	}
-	if r.Context().Err() == nil {
-		p.logger.Warn("faultproxy: upstream", "service", p.service, "upstream", p.upstream.String(), "err", err)
+	if r.Context().Err() != nil {
+		return // the client went away: nobody to answer, nothing wrong upstream
 	}
+	p.logger.Warn("faultproxy: upstream", "service", p.service, "upstream", p.upstream.String(), "err", err)
 	p.count(action, func(c *Counts) { c.UpstreamErrors++ })
 	w.WriteHeader(http.StatusBadGateway)
 }

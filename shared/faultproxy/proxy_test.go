@@ -555,6 +555,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"path", S3, "http://127.0.0.1:9000/base", nil, ErrBadUpstream},
 		{"bad throttle code", DynamoDB, "http://127.0.0.1:8000", []Option{WithDynamoDBThrottleCode("SlowDown")}, ErrBadOption},
 		{"nil clock", DynamoDB, "http://127.0.0.1:8000", []Option{WithClock(nil)}, ErrBadOption},
+		{"key limit off DynamoDB", S3, "http://127.0.0.1:9000", []Option{WithKeyWriteLimit(0)}, ErrBadOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,131 @@
+// Command bench writes ddbpipe's benchmark report: a Markdown file with the
+// figures and PNG charts, measured on the local stack. Each flow adds its
+// sections; the foundation measures the stack and the runner themselves.
+//
+//	go run ./bench -out bench/out      (or: make bench)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/shared/pngchart"
+)
+
+// section is one part of the report.
+type section struct {
+	title  string
+	text   strings.Builder
+	charts []pngchart.Chart
+}
+
+func (s *section) printf(format string, args ...any) { fmt.Fprintf(&s.text, format, args...) }
+
+// bench is one benchmark: it measures against a running local stack.
+type bench struct {
+	name string
+	run  func(ctx context.Context, env *local.Env, scale float64) (*section, error)
+}
+
+func benches() []bench {
+	return []bench{
+		{"runner-sqs", benchSQS},
+		{"runner-streams", benchStreams},
+		{"proxy", benchProxy},
+	}
+}
+
+func main() {
+	out := flag.String("out", "bench/out", "folder for report.md and the charts")
+	scale := flag.Float64("scale", 1, "workload size factor (0.1 for a quick run)")
+	only := flag.String("only", "", "run only the benchmarks whose name contains this")
+	flag.Parse()
+	if err := run(context.Background(), *out, *scale, *only, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, out string, scale float64, only string, log io.Writer) error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	var sections []*section
+
+	start := time.Now()
+	env, err := local.Up(ctx, local.Options{Root: root, Setups: functions.All, Progress: log})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if err := env.Start(ctx); err != nil {
+		return err
+	}
+	up := time.Since(start)
+	rss, _ := env.Servers.RSSBytes()
+	s := &section{title: "Local stack"}
+	s.printf("| measure | value |\n|---|---|\n| `local.Up`: servers started, proxies, template provisioned, functions hosted | %s |\n| resources provisioned | %d |\n| servers' memory after start (RSS) | %.0f MB |\n",
+		up.Round(10*time.Millisecond), len(env.Stack.Resources), float64(rss)/(1<<20))
+	sections = append(sections, s)
+
+	for _, b := range benches() {
+		if only != "" && !strings.Contains(b.name, only) {
+			continue
+		}
+		fmt.Fprintf(log, "bench %s…\n", b.name)
+		s, err := b.run(ctx, env, scale)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.name, err)
+		}
+		sections = append(sections, s)
+	}
+	if rss2, err := env.Servers.RSSBytes(); err == nil {
+		sections[0].printf("| servers' memory after the benchmarks (RSS) | %.0f MB |\n", float64(rss2)/(1<<20))
+	}
+	return write(out, sections)
+}
+
+func write(out string, sections []*section) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# ddbpipe benchmark report\n\n%s, %s/%s, %d CPUs, %s. Figures come from the local stack\n(DynamoDB Local, fauxqs, versitygw on 127.0.0.1): they compare designs and track regressions;\nthey are not AWS latencies.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	n := 0
+	for _, s := range sections {
+		fmt.Fprintf(&b, "## %s\n\n%s\n", s.title, s.text.String())
+		for _, c := range s.charts {
+			n++
+			name := fmt.Sprintf("chart-%02d.png", n)
+			f, err := os.Create(filepath.Join(out, name))
+			if err != nil {
+				return err
+			}
+			err = c.WritePNG(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "![%s](%s)\n\n", c.Title, name)
+		}
+	}
+	path := filepath.Join(out, "report.md")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (%d charts)\n", path, n)
+	return nil
+}
