@@ -44,7 +44,7 @@ func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 type upFlags struct {
-	root, dataDir, envFile, logFile string
+	root, dataDir, stateDir, logFile string
 	params                          paramFlags
 	keyLimit                        float64
 	apiPort, lambdaPort             int
@@ -54,7 +54,8 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	u.params = paramFlags{}
 	fs.StringVar(&u.root, "root", "", "repository root (default: the folder holding template.yaml)")
 	fs.StringVar(&u.dataDir, "data-dir", "", "keep tables and objects in this folder between runs (default: in memory)")
-	fs.StringVar(&u.logFile, "log-file", "", "functions' JSON logs (default: .ddbpipe/functions.log)")
+	fs.StringVar(&u.stateDir, "state-dir", "", "where local.env, the pid file and the logs go (default: <root>/.ddbpipe)")
+	fs.StringVar(&u.logFile, "log-file", "", "functions' JSON logs (default: <state-dir>/functions.log)")
 	fs.Var(u.params, "param", "template parameter override Name=Value (repeatable)")
 	fs.Float64Var(&u.keyLimit, "key-write-limit", 0, "per-partition-key write units/s enforced by the DynamoDB proxy (AWS: 1000; 0: off)")
 	fs.IntVar(&u.apiPort, "api-port", 0, "HTTP API port (default: a free port)")
@@ -66,8 +67,11 @@ func (u *upFlags) options(stdout io.Writer) (local.Options, *os.File, error) {
 	if err != nil {
 		return local.Options{}, nil, err
 	}
+	if u.stateDir == "" {
+		u.stateDir = filepath.Join(dir, ".ddbpipe")
+	}
 	if u.logFile == "" {
-		u.logFile = filepath.Join(dir, ".ddbpipe", "functions.log")
+		u.logFile = filepath.Join(u.stateDir, "functions.log")
 	}
 	if err := os.MkdirAll(filepath.Dir(u.logFile), 0o755); err != nil {
 		return local.Options{}, nil, err
@@ -96,7 +100,7 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer logf.Close()
-	stateDir := filepath.Join(o.Root, ".ddbpipe")
+	stateDir := u.stateDir
 	pidFile := filepath.Join(stateDir, "local.pid")
 	if pid, ok := runningPID(pidFile); ok {
 		return fmt.Errorf("a local stack is already running (pid %d): `ddbpipe local down` stops it", pid)
@@ -145,21 +149,39 @@ func runningPID(path string) (int, bool) {
 	if err != nil || pid <= 0 {
 		return 0, false
 	}
-	return pid, syscall.Kill(pid, 0) == nil
+	return pid, alive(pid)
+}
+
+// alive reports whether a process runs: it exists and is not a zombie
+// waiting for its parent to collect it.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no /proc: trust the signal check
+	}
+	// The state follows the parenthesised command name: "pid (comm) S ...".
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
 }
 
 func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("local down", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "repository root")
+	state := fs.String("state-dir", "", "the state folder of `local up` (default: <root>/.ddbpipe)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	dir, err := findRoot(*root)
+	stateDir, err := stateFolder(*root, *state)
 	if err != nil {
 		return err
 	}
-	pidFile := filepath.Join(dir, ".ddbpipe", "local.pid")
+	pidFile := filepath.Join(stateDir, "local.pid")
 	pid, ok := runningPID(pidFile)
 	if !ok {
 		fmt.Fprintln(stdout, "no local stack is running")
@@ -170,7 +192,7 @@ func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if syscall.Kill(pid, 0) != nil {
+		if !alive(pid) {
 			fmt.Fprintf(stdout, "local stack (pid %d) stopped\n", pid)
 			return nil
 		}
@@ -181,6 +203,18 @@ func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	return fmt.Errorf("local stack (pid %d) did not stop within 30s", pid)
+}
+
+// stateFolder is -state-dir, or <root>/.ddbpipe.
+func stateFolder(root, state string) (string, error) {
+	if state != "" {
+		return filepath.Abs(state)
+	}
+	dir, err := findRoot(root)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, ".ddbpipe"), nil
 }
 
 // loadEnvFile reads a local.env written by `local up` into a map.
@@ -205,6 +239,7 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("local invoke", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "repository root")
+	state := fs.String("state-dir", "", "the state folder of `local up` (default: <root>/.ddbpipe)")
 	eventFile := fs.String("event", "", "JSON event file (default: a scheduled event for scheduled functions, else {})")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fmt.Fprintln(stderr, "usage: ddbpipe local invoke FUNCTION [-event FILE]")
@@ -214,11 +249,11 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	dir, err := findRoot(*root)
+	stateDir, err := stateFolder(*root, *state)
 	if err != nil {
 		return err
 	}
-	vars, err := loadEnvFile(filepath.Join(dir, ".ddbpipe", "local.env"))
+	vars, err := loadEnvFile(filepath.Join(stateDir, "local.env"))
 	if err != nil {
 		return err
 	}
