@@ -45,9 +45,9 @@ func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 type upFlags struct {
 	root, dataDir, stateDir, logFile string
-	params                          paramFlags
-	keyLimit                        float64
-	apiPort, lambdaPort             int
+	params                           paramFlags
+	keyLimit                         float64
+	apiPort, lambdaPort              int
 }
 
 func (u *upFlags) register(fs *flag.FlagSet) {

@@ -18,9 +18,9 @@ func TestLambdaAPIRejectsBadRequests(t *testing.T) {
 	defer srv.Close()
 	tests := []struct {
 		name, method, path, body string
-		wantStatus                int
-		wantInBody                string
-		wantHeader                string
+		wantStatus               int
+		wantInBody               string
+		wantHeader               string
 	}{
 		{"invoke ok", "POST", "/2015-03-31/functions/Echo/invocations", `{"a":1}`, 200, `"a":1`, ""},
 		{"invoke unknown function", "POST", "/2015-03-31/functions/Nope/invocations", `{}`, 404, "ResourceNotFoundException", ""},
