@@ -22,6 +22,11 @@ type SQSAPI interface {
 
 var _ SQSAPI = (*sqs.Client)(nil)
 
+// maxPayload is where the runner stops gathering a batch: Lambda's
+// synchronous invocation payload limit (6 MB) less room for the event's
+// other fields.
+const maxPayload = 5 << 20
+
 // SQSMapping is an SQS event source mapping.
 type SQSMapping struct {
 	ID       string // default: generated
@@ -113,6 +118,7 @@ func (p *sqsPoller) loop(ctx context.Context) {
 func (p *sqsPoller) collect(ctx context.Context) ([]sqstypes.Message, error) {
 	var batch []sqstypes.Message
 	var deadline time.Time
+	bytes := 0
 	for len(batch) < p.m.BatchSize {
 		wait := p.m.WaitTime
 		if len(batch) > 0 {
@@ -142,8 +148,21 @@ func (p *sqsPoller) collect(ctx context.Context) ([]sqstypes.Message, error) {
 			deadline = time.Now().Add(p.m.Window)
 		}
 		batch = append(batch, out.Messages...)
+		for _, m := range out.Messages {
+			bytes += len(aws.ToString(m.Body))
+		}
 		if len(out.Messages) == 0 && len(batch) == 0 {
 			return nil, nil
+		}
+		if bytes >= maxPayload {
+			break // Lambda also invokes when the batch reaches its 6 MB payload limit
+		}
+		if len(out.Messages) == 0 && wait < time.Second {
+			// A short poll came back empty: pause instead of spinning
+			// until the window closes.
+			if err := p.r.clock.Sleep(ctx, min(time.Until(deadline), 50*time.Millisecond)); err != nil {
+				return batch, nil
+			}
 		}
 	}
 	return batch, nil
