@@ -1,0 +1,179 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// fakeStream is an in-memory stream with fixed shards, for what DynamoDB
+// Local cannot be made to do on demand: shard lineage (a parent shard that
+// closed and its child) and records older than the mapping's age limit.
+type fakeStream struct {
+	shards  []streamtypes.Shard
+	records map[string][]streamtypes.Record
+}
+
+var _ StreamsAPI = (*fakeStream)(nil)
+
+func (f *fakeStream) DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error) {
+	return &dynamodbstreams.DescribeStreamOutput{StreamDescription: &streamtypes.StreamDescription{Shards: f.shards}}, nil
+}
+
+func (f *fakeStream) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
+	return &dynamodbstreams.GetShardIteratorOutput{ShardIterator: aws.String(aws.ToString(in.ShardId) + "#0")}, nil
+}
+
+// GetRecords returns up to Limit records; closed shards end with a nil iterator.
+func (f *fakeStream) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	shard, pos, _ := strings.Cut(aws.ToString(in.ShardIterator), "#")
+	var i int
+	fmt.Sscan(pos, &i)
+	recs := f.records[shard]
+	if i >= len(recs) {
+		for _, s := range f.shards {
+			if aws.ToString(s.ShardId) == shard && s.SequenceNumberRange.EndingSequenceNumber != nil {
+				return &dynamodbstreams.GetRecordsOutput{}, nil // closed and read to its end
+			}
+		}
+		return &dynamodbstreams.GetRecordsOutput{NextShardIterator: aws.String(fmt.Sprintf("%s#%d", shard, i))}, nil
+	}
+	end := min(len(recs), i+int(aws.ToInt32(in.Limit)))
+	return &dynamodbstreams.GetRecordsOutput{Records: recs[i:end], NextShardIterator: aws.String(fmt.Sprintf("%s#%d", shard, end))}, nil
+}
+
+func record(seq string, at time.Time) streamtypes.Record {
+	return streamtypes.Record{
+		EventID: aws.String("e" + seq), EventName: streamtypes.OperationTypeInsert, EventSource: aws.String("aws:dynamodb"),
+		AwsRegion: aws.String("us-east-1"), EventVersion: aws.String("1.1"),
+		Dynamodb: &streamtypes.StreamRecord{
+			SequenceNumber: aws.String(seq), ApproximateCreationDateTime: aws.Time(at), StreamViewType: streamtypes.StreamViewTypeKeysOnly,
+			Keys: map[string]streamtypes.AttributeValue{"pk": &streamtypes.AttributeValueMemberS{Value: seq}}, SizeBytes: aws.Int64(10),
+		},
+	}
+}
+
+// fakeQueue records what is sent to the on-failure destination.
+type fakeQueue struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (q *fakeQueue) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	return nil, errors.New("not used")
+}
+func (q *fakeQueue) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	return nil, errors.New("not used")
+}
+func (q *fakeQueue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sent = append(q.sent, aws.ToString(in.MessageBody))
+	return &sqs.SendMessageOutput{}, nil
+}
+
+var _ SQSAPI = (*fakeQueue)(nil)
+
+// A child shard is read only after its parent was read to its end, even
+// when the listing names the child first.
+func TestStreamLineageParentsFirst(t *testing.T) {
+	now := time.Now()
+	fs := &fakeStream{
+		shards: []streamtypes.Shard{
+			{ShardId: aws.String("child"), ParentShardId: aws.String("parent"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("400")}},
+			{ShardId: aws.String("parent"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("100"), EndingSequenceNumber: aws.String("300")}},
+		},
+		records: map[string][]streamtypes.Record{
+			"parent": {record("100", now), record("200", now), record("300", now)},
+			"child":  {record("400", now), record("500", now)},
+		},
+	}
+	var mu sync.Mutex
+	var got []string
+	r := New()
+	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rec := range ev.Records {
+			got = append(got, rec.Change.SequenceNumber)
+		}
+		return nil
+	})})
+	if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: "arn:aws:dynamodb:us-east-1:0:table/t/stream/s", BatchSize: 10, PollInterval: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	stop, _ := r.Start(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 5 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	if want := "[100 200 300 400 500]"; fmt.Sprint(got) != want {
+		t.Errorf("records in order %v, want %s", got, want)
+	}
+}
+
+// Records past MaximumRecordAgeInSeconds go to the on-failure destination
+// instead of being retried.
+func TestStreamRecordAgeExceeded(t *testing.T) {
+	old := time.Now().Add(-time.Hour)
+	fs := &fakeStream{
+		shards:  []streamtypes.Shard{{ShardId: aws.String("s"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1"), EndingSequenceNumber: aws.String("2")}}},
+		records: map[string][]streamtypes.Record{"s": {record("1", old), record("2", old)}},
+	}
+	q := &fakeQueue{}
+	r := New()
+	calls := 0
+	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+		calls++
+		return errors.New("always fails")
+	})})
+	if _, err := r.AddStream(fs, q, StreamMapping{Function: "F", StreamARN: "arn:s", BatchSize: 10, MaxRetryAttempts: -1, MaxRecordAge: time.Minute,
+		OnFailureQueueURL: "http://q", PollInterval: time.Millisecond, RetryBackoff: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	stop, _ := r.Start(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q.mu.Lock()
+		n := len(q.sent)
+		q.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	if len(q.sent) != 1 {
+		t.Fatalf("on-failure messages %d, want 1", len(q.sent))
+	}
+	var info struct {
+		RequestContext struct{ Condition string } `json:"requestContext"`
+		Batch          struct{ BatchSize int }   `json:"DDBStreamBatchInfo"`
+	}
+	_ = json.Unmarshal([]byte(q.sent[0]), &info)
+	if info.RequestContext.Condition != "RecordAgeExceeded" || info.Batch.BatchSize != 2 {
+		t.Errorf("on-failure message %s, want RecordAgeExceeded for 2 records", q.sent[0])
+	}
+	if calls != 1 {
+		t.Errorf("handler called %d times, want 1 (no retries past the age limit)", calls)
+	}
+}
