@@ -167,7 +167,7 @@ func TestStreamRecordAgeExceeded(t *testing.T) {
 	}
 	var info struct {
 		RequestContext struct{ Condition string } `json:"requestContext"`
-		Batch          struct{ BatchSize int }   `json:"DDBStreamBatchInfo"`
+		Batch          struct{ BatchSize int }    `json:"DDBStreamBatchInfo"`
 	}
 	_ = json.Unmarshal([]byte(q.sent[0]), &info)
 	if info.RequestContext.Condition != "RecordAgeExceeded" || info.Batch.BatchSize != 2 {
