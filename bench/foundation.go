@@ -58,25 +58,34 @@ func benchSQS(ctx context.Context, env *local.Env, scale float64) (*section, err
 		if _, err := r.AddSQS(env.Clients.SQS, runner.SQSMapping{Function: "Noop", QueueURL: url, BatchSize: c.batch, Window: c.window, MaxConcurrency: c.concurrency, WaitTime: time.Second}); err != nil {
 			return nil, err
 		}
-		start := time.Now()
-		stop, err := r.Start(ctx)
+		rate, err := drain(ctx, r, &got, n)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", c.label, err)
 		}
-		for got.Load() < int64(n) && time.Since(start) < 5*time.Minute {
-			time.Sleep(10 * time.Millisecond)
-		}
-		took := time.Since(start)
-		stop()
-		if got.Load() < int64(n) {
-			return nil, fmt.Errorf("%s: only %d of %d messages after %s", c.label, got.Load(), n, took)
-		}
-		rate := float64(n) / took.Seconds()
 		s.printf("| %s | %d | %.0f |\n", c.label, r.Stats()[0].Invocations, rate)
 		chart.Bars = append(chart.Bars, pngchart.Bar{Label: c.label, Value: rate})
 	}
 	s.charts = append(s.charts, chart)
 	return s, nil
+}
+
+// drain runs r until the handler has seen n records and returns records per
+// second.
+func drain(ctx context.Context, r *runner.Runner, got *atomic.Int64, n int) (float64, error) {
+	start := time.Now()
+	stop, err := r.Start(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for got.Load() < int64(n) && time.Since(start) < 5*time.Minute {
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	stop()
+	if got.Load() < int64(n) {
+		return 0, fmt.Errorf("only %d of %d records after %s", got.Load(), n, took)
+	}
+	return float64(n) / took.Seconds(), nil
 }
 
 func preload(ctx context.Context, c *sqs.Client, url string, n int) error {
@@ -132,20 +141,10 @@ func benchStreams(ctx context.Context, env *local.Env, scale float64) (*section,
 		if _, err := r.AddStream(env.Streams, env.Clients.SQS, runner.StreamMapping{Function: "Noop", StreamARN: aws.ToString(out.TableDescription.LatestStreamArn), BatchSize: batch}); err != nil {
 			return nil, err
 		}
-		start := time.Now()
-		stop, err := r.Start(ctx)
+		rate, err := drain(ctx, r, &got, n)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("batch %d: %w", batch, err)
 		}
-		for got.Load() < int64(n) && time.Since(start) < 5*time.Minute {
-			time.Sleep(10 * time.Millisecond)
-		}
-		took := time.Since(start)
-		stop()
-		if got.Load() < int64(n) {
-			return nil, fmt.Errorf("batch %d: only %d of %d records after %s", batch, got.Load(), n, took)
-		}
-		rate := float64(n) / took.Seconds()
 		s.printf("| %d | %d | %.0f |\n", batch, r.Stats()[0].Invocations, rate)
 		chart.Bars = append(chart.Bars, pngchart.Bar{Label: fmt.Sprintf("BatchSize %d", batch), Value: rate})
 	}
