@@ -1,0 +1,371 @@
+package votes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"time"
+)
+
+// Mode is how votes are committed.
+type Mode string
+
+// Counting modes.
+const (
+	// ExactlyOnce commits each group's ledger puts (conditioned on the
+	// entry not existing) and its increments in one transaction: a
+	// redelivered vote finds its ledger entry and is not counted again.
+	ExactlyOnce Mode = "exactly-once"
+	// AtLeastOnce writes increments and ledger entries with plain batched
+	// writes: cheaper (no transaction, one write unit per item instead of
+	// two), but a batch redelivered after a partial failure is counted again.
+	AtLeastOnce Mode = "at-least-once"
+)
+
+// ErrThrottled marks a store error caused by throttling (after the SDK's
+// own retries); the counter backs off and retries.
+var ErrThrottled = errors.New("votes: throttled")
+
+// CancelledError is how Store.Commit reports a transaction that was
+// cancelled. Existing names the entries (by index in the group) whose ledger
+// item already exists, with the voteId stored there: those are duplicates
+// (or, for a one-vote-per-voter poll and another voteId, a second vote).
+// Retryable is true when the cancellation was a conflict or throttling.
+type CancelledError struct {
+	Existing  map[int]string
+	Retryable bool
+	Throttled bool
+	Cause     error
+}
+
+func (e *CancelledError) Error() string {
+	return fmt.Sprintf("votes: transaction cancelled (%d existing entries, retryable %t): %v", len(e.Existing), e.Retryable, e.Cause)
+}
+
+func (e *CancelledError) Unwrap() error { return e.Cause }
+
+// Store is what counting needs from the database.
+type Store interface {
+	// Polls returns the polls with the given ids that exist.
+	Polls(ctx context.Context, ids []string) (map[string]Poll, error)
+	// Commit writes a group atomically (exactly-once mode).
+	Commit(ctx context.Context, g Group) error
+	// PutEntries and AddCounts are at-least-once mode's plain writes.
+	PutEntries(ctx context.Context, entries []Entry) error
+	AddCounts(ctx context.Context, incs []Increment) error
+}
+
+// Rejected is a message that will never be counted, with its reason.
+type Rejected struct {
+	MessageID string
+	Body      []byte
+	Reason    Reason
+	Detail    string
+}
+
+// RejectStore keeps rejected messages with their reasons.
+type RejectStore interface {
+	Reject(ctx context.Context, r []Rejected) error
+}
+
+// Message is one queue message: its id and body.
+type Message struct {
+	ID   string
+	Body []byte
+}
+
+// Result is what counting a batch did.
+type Result struct {
+	// Failed lists the messages to deliver again (batch item failures).
+	Failed     []string
+	Accepted   int
+	Duplicates int
+	Rejected   map[Reason]int
+	// CounterWrites counts increments written; Commits the write requests
+	// that carried them (transactions, or UpdateItem calls).
+	CounterWrites int
+	Commits       int
+	TxRetries     int
+	Throttles     int
+	// Deadline is true when the counter stopped early to finish before the
+	// invocation's deadline.
+	Deadline bool
+}
+
+// Counter counts batches of vote messages.
+type Counter struct {
+	Store   Store
+	Rejects RejectStore
+	Mode    Mode
+	Now     func() time.Time
+	Pick    ShardPicker
+	// MaxAttempts bounds the commits of one group (default 8); a group
+	// that still fails is reported as failed messages and redelivered.
+	MaxAttempts int
+	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s, with jitter).
+	Backoff func(attempt int) time.Duration
+	// Margin is the time left before the deadline at which the counter
+	// stops taking new work (default 5 s).
+	Margin time.Duration
+	Log    *slog.Logger
+}
+
+func (c *Counter) defaults() {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Pick == nil {
+		c.Pick = func(n int) int { return rand.IntN(n) }
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 8
+	}
+	if c.Backoff == nil {
+		c.Backoff = func(n int) time.Duration {
+			d := min(20*time.Millisecond<<min(n-1, 6), time.Second)
+			return d/2 + rand.N(d/2+1)
+		}
+	}
+	if c.Margin <= 0 {
+		c.Margin = 5 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Mode == "" {
+		c.Mode = ExactlyOnce
+	}
+}
+
+// Count validates, coalesces and commits a batch. Every message ends in
+// exactly one of: accepted, duplicate (acknowledged, not counted), rejected
+// (in the reject store), or Failed (to be delivered again).
+func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
+	c.defaults()
+	res := Result{Rejected: map[Reason]int{}}
+	now := c.Now()
+	var rejects []Rejected
+	var valid []Entry
+	bodies := map[string][]byte{}
+	for _, m := range msgs {
+		v, err := Parse(m.Body, now)
+		if err != nil {
+			rejects = append(rejects, rejected(m.ID, m.Body, err))
+			continue
+		}
+		bodies[m.ID] = m.Body
+		valid = append(valid, Entry{Vote: v, MessageID: m.ID})
+	}
+
+	entries, dups, pollRejects, err := c.admit(ctx, valid, bodies)
+	if err != nil {
+		c.Log.WarnContext(ctx, "poll lookup failed; the batch's valid votes will be retried", "err", err)
+		for _, e := range valid {
+			res.Failed = append(res.Failed, e.MessageID)
+		}
+		entries, dups = nil, 0
+	}
+	res.Duplicates += dups
+	rejects = append(rejects, pollRejects...)
+
+	shards := map[string]int{}
+	for _, e := range entries {
+		shards[e.PollID] = e.shards
+	}
+	var late []Rejected
+	switch c.Mode {
+	case AtLeastOnce:
+		c.countAtLeastOnce(ctx, entries, shards, &res)
+	default:
+		late = c.countExactlyOnce(ctx, entries, shards, bodies, &res)
+	}
+	rejects = append(rejects, late...)
+
+	if len(rejects) > 0 {
+		if err := c.Rejects.Reject(ctx, rejects); err != nil {
+			// Never drop a rejected message: it comes back and is rejected again.
+			c.Log.WarnContext(ctx, "reject store failed; rejected messages will be retried", "err", err, "messages", len(rejects))
+			for _, r := range rejects {
+				res.Failed = append(res.Failed, r.MessageID)
+			}
+		} else {
+			for _, r := range rejects {
+				res.Rejected[r.Reason]++
+			}
+		}
+	}
+	sort.Strings(res.Failed)
+	return res
+}
+
+func rejected(id string, body []byte, err error) Rejected {
+	var re *RejectError
+	if errors.As(err, &re) {
+		return Rejected{MessageID: id, Body: body, Reason: re.Reason, Detail: re.Detail}
+	}
+	return Rejected{MessageID: id, Body: body, Reason: ReasonMalformedJSON, Detail: err.Error()}
+}
+
+// admit checks votes against their polls and drops repeats within the batch.
+func (c *Counter) admit(ctx context.Context, valid []Entry, bodies map[string][]byte) (entries []Entry, dups int, rejects []Rejected, err error) {
+	if len(valid) == 0 {
+		return nil, 0, nil, nil
+	}
+	ids := map[string]bool{}
+	var list []string
+	for _, e := range valid {
+		if !ids[e.PollID] {
+			ids[e.PollID] = true
+			list = append(list, e.PollID)
+		}
+	}
+	polls, err := c.Store.Polls(ctx, list)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("votes: read polls: %w", err)
+	}
+	seen := map[[2]string]string{} // ledger key → voteId
+	for _, e := range valid {
+		p, ok := polls[e.PollID]
+		if !ok {
+			rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonUnknownPoll, "no poll %q", e.PollID)))
+			continue
+		}
+		if err := p.Accepts(e.Vote); err != nil {
+			rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], err))
+			continue
+		}
+		e.OneVotePerVoter = p.OneVotePerVoter
+		e.shards = p.Shards
+		pk, sk := e.LedgerKey()
+		if prev, ok := seen[[2]string{pk, sk}]; ok {
+			if prev != e.VoteID { // one vote per voter: another vote by the same voter
+				rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonDuplicateVoter, "voter %q already voted in poll %s", e.VoterID, e.PollID)))
+			} else {
+				dups++ // the same vote twice in one batch
+			}
+			continue
+		}
+		seen[[2]string{pk, sk}] = e.VoteID
+		entries = append(entries, e)
+	}
+	return entries, dups, rejects, nil
+}
+
+// timeLeft reports whether there is time for more work before the deadline.
+func (c *Counter) timeLeft(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	d, ok := ctx.Deadline()
+	return !ok || time.Until(d) > c.Margin
+}
+
+func (c *Counter) countExactlyOnce(ctx context.Context, entries []Entry, shards map[string]int, bodies map[string][]byte, res *Result) (late []Rejected) {
+	groups := Plan(entries, shards, c.Pick)
+	for gi, g := range groups {
+		for attempt := 1; len(g.Entries) > 0; attempt++ {
+			if !c.timeLeft(ctx) {
+				// Stop before the deadline: this group and the ones after
+				// it go back to the queue instead of being cut off mid-write.
+				res.Deadline = true
+				for _, e := range g.Entries {
+					res.Failed = append(res.Failed, e.MessageID)
+				}
+				for _, rest := range groups[gi+1:] {
+					for _, e := range rest.Entries {
+						res.Failed = append(res.Failed, e.MessageID)
+					}
+				}
+				return late
+			}
+			err := c.Store.Commit(ctx, g)
+			res.Commits++
+			if err == nil {
+				res.Accepted += len(g.Entries)
+				res.CounterWrites += len(g.Increments)
+				break
+			}
+			var ce *CancelledError
+			if errors.As(err, &ce) && len(ce.Existing) > 0 {
+				var keep []Entry
+				for i, e := range g.Entries {
+					stored, exists := ce.Existing[i]
+					switch {
+					case !exists:
+						keep = append(keep, e)
+					case e.OneVotePerVoter && stored != e.VoteID:
+						late = append(late, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonDuplicateVoter, "voter %q already voted in poll %s", e.VoterID, e.PollID)))
+					default:
+						res.Duplicates++
+					}
+				}
+				g = Group{Entries: keep, Increments: Coalesce(keep, shards, c.Pick)}
+				continue // the rest is retried at once: nothing conflicted
+			}
+			res.TxRetries++
+			if errors.Is(err, ErrThrottled) || ce != nil && ce.Throttled {
+				res.Throttles++
+			}
+			if attempt >= c.MaxAttempts {
+				c.Log.WarnContext(ctx, "commit failed; the group's messages will be retried", "err", err, "votes", len(g.Entries), "attempts", attempt)
+				for _, e := range g.Entries {
+					res.Failed = append(res.Failed, e.MessageID)
+				}
+				break
+			}
+			if sleep(ctx, c.Backoff(attempt)) != nil {
+				continue // the deadline check above reports the group
+			}
+			// A conflict may come from another invocation adding to the same
+			// shard: pick the shards again.
+			g.Increments = Coalesce(g.Entries, shards, c.Pick)
+		}
+	}
+	return late
+}
+
+func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards map[string]int, res *Result) {
+	if len(entries) == 0 {
+		return
+	}
+	fail := func(err error) {
+		c.Log.WarnContext(ctx, "at-least-once write failed; the batch's votes will be retried (and may be counted twice)", "err", err)
+		for _, e := range entries {
+			res.Failed = append(res.Failed, e.MessageID)
+		}
+		if errors.Is(err, ErrThrottled) {
+			res.Throttles++
+		}
+	}
+	if !c.timeLeft(ctx) {
+		res.Deadline = true
+		fail(context.DeadlineExceeded)
+		return
+	}
+	if err := c.Store.PutEntries(ctx, entries); err != nil {
+		fail(err)
+		return
+	}
+	incs := Coalesce(entries, shards, c.Pick)
+	if err := c.Store.AddCounts(ctx, incs); err != nil {
+		fail(err)
+		return
+	}
+	res.Accepted += len(entries)
+	res.CounterWrites += len(incs)
+	res.Commits += len(incs)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,126 @@
+package votes
+
+import (
+	"hash/fnv"
+	"sort"
+	"strconv"
+)
+
+// LedgerSuffixes is M: ledger partition keys are <pollId>#<hash(voterId) mod M>,
+// a calculated suffix, so one poll's ledger spreads over M partitions and a
+// voter's entries are found in exactly one of them.
+const LedgerSuffixes = 16
+
+// MaxTransactionActions is DynamoDB's limit of actions per TransactWriteItems.
+const MaxTransactionActions = 100
+
+// Entry is an accepted vote on its way to the ledger.
+type Entry struct {
+	Vote
+	OneVotePerVoter bool
+	// MessageID is the queue message the vote came in.
+	MessageID string
+	shards    int
+}
+
+// LedgerSuffix is the vote's ledger partition suffix in [0, LedgerSuffixes).
+func LedgerSuffix(voterID string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(voterID))
+	return int(h.Sum32() % LedgerSuffixes)
+}
+
+// LedgerKey returns the ledger item's keys: the partition key
+// <pollId>#<suffix> and the sort key <voterId>#<voteId>, or <voterId> alone
+// for one-vote-per-voter polls (so a second vote collides). Ids never hold '#'.
+func (e Entry) LedgerKey() (pk, sk string) {
+	pk = e.PollID + "#" + strconv.Itoa(LedgerSuffix(e.VoterID))
+	if e.OneVotePerVoter {
+		return pk, e.VoterID
+	}
+	return pk, e.VoterID + "#" + e.VoteID
+}
+
+// Month is the ledger table's month of the vote: YYYY-MM of castAt (UTC).
+func (e Entry) Month() string { return e.CastAt.UTC().Format("2006-01") }
+
+// Increment adds N votes to one option on one shard of a poll.
+type Increment struct {
+	PollID   string
+	OptionID string
+	Shard    int
+	N        int64
+}
+
+// Group is what commits together: ledger entries and the increments that
+// count exactly them. In exactly-once mode a group is one transaction, so it
+// never holds more than MaxTransactionActions actions.
+type Group struct {
+	Entries    []Entry
+	Increments []Increment
+}
+
+// Actions is the number of transaction actions the group needs.
+func (g Group) Actions() int { return len(g.Entries) + len(g.Increments) }
+
+// ShardPicker returns a shard in [0, n). The default picks at random (the
+// seeds' random-suffix sharding); tests and benchmarks pin it.
+type ShardPicker func(n int) int
+
+// Coalesce sums entries per (poll, option) into increments, each on a shard
+// chosen by pick among the poll's shards.
+func Coalesce(entries []Entry, shards map[string]int, pick ShardPicker) []Increment {
+	type key struct{ poll, option string }
+	sums := map[key]int64{}
+	var order []key
+	for _, e := range entries {
+		k := key{e.PollID, e.OptionID}
+		if _, ok := sums[k]; !ok {
+			order = append(order, k)
+		}
+		sums[k]++
+	}
+	out := make([]Increment, 0, len(order))
+	for _, k := range order {
+		out = append(out, Increment{PollID: k.poll, OptionID: k.option, Shard: pick(max(shards[k.poll], 1)), N: sums[k]})
+	}
+	return out
+}
+
+// Plan splits accepted entries into groups of at most MaxTransactionActions
+// actions (ledger puts plus the increments that count them). Entries are
+// ordered by poll and option first, so a group holds few distinct counters
+// and each increment carries many votes.
+func Plan(entries []Entry, shards map[string]int, pick ShardPicker) []Group {
+	sorted := append([]Entry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if sorted[i].PollID != sorted[j].PollID {
+			return sorted[i].PollID < sorted[j].PollID
+		}
+		return sorted[i].OptionID < sorted[j].OptionID
+	})
+	var groups []Group
+	var cur []Entry
+	counters := map[[2]string]bool{}
+	flush := func() {
+		if len(cur) > 0 {
+			groups = append(groups, Group{Entries: cur, Increments: Coalesce(cur, shards, pick)})
+		}
+		cur, counters = nil, map[[2]string]bool{}
+	}
+	for _, e := range sorted {
+		k := [2]string{e.PollID, e.OptionID}
+		need := 1
+		if !counters[k] {
+			need++ // the first entry of a counter also brings its increment
+		}
+		if len(cur)+len(counters)+need > MaxTransactionActions {
+			flush()
+			need = 2
+		}
+		cur = append(cur, e)
+		counters[k] = true
+	}
+	flush()
+	return groups
+}

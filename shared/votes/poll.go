@@ -1,0 +1,80 @@
+package votes
+
+import (
+	"fmt"
+	"time"
+)
+
+// Poll limits.
+const (
+	MaxOptions = 100
+	MaxShards  = 1000
+)
+
+// Poll is what a vote is checked against: its options, its write shards, its
+// counting mode and its open window.
+type Poll struct {
+	ID      string   `json:"pollId"`
+	Options []string `json:"options"`
+	// Shards is N: each counter increment goes to one of N shard items
+	// chosen at random, so no key takes more than about 1/N of the writes.
+	Shards int `json:"shards"`
+	// OneVotePerVoter keys the ledger by (poll, voter): a second vote by
+	// the same voter is rejected as duplicate-voter.
+	OneVotePerVoter bool      `json:"oneVotePerVoter"`
+	Opens           time.Time `json:"opensAt,omitzero"`  // zero: open from creation
+	Closes          time.Time `json:"closesAt,omitzero"` // zero: never closes
+	CreatedAt       time.Time `json:"createdAt,omitzero"`
+}
+
+// Validate checks a poll before it is created.
+func (p Poll) Validate() error {
+	if err := checkID("pollId", p.ID); err != nil {
+		return fmt.Errorf("votes: poll: %w", err)
+	}
+	if len(p.Options) == 0 || len(p.Options) > MaxOptions {
+		return fmt.Errorf("votes: poll %s: needs 1 to %d options, got %d", p.ID, MaxOptions, len(p.Options))
+	}
+	seen := map[string]bool{}
+	for _, o := range p.Options {
+		if err := checkID("optionId", o); err != nil {
+			return fmt.Errorf("votes: poll %s: %w", p.ID, err)
+		}
+		if seen[o] {
+			return fmt.Errorf("votes: poll %s: option %q is listed twice", p.ID, o)
+		}
+		seen[o] = true
+	}
+	if p.Shards < 1 || p.Shards > MaxShards {
+		return fmt.Errorf("votes: poll %s: shards must be 1 to %d, got %d", p.ID, MaxShards, p.Shards)
+	}
+	if !p.Opens.IsZero() && !p.Closes.IsZero() && !p.Closes.After(p.Opens) {
+		return fmt.Errorf("votes: poll %s: closesAt %s is not after opensAt %s", p.ID, p.Closes.Format(time.RFC3339), p.Opens.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// HasOption reports whether o is one of the poll's options.
+func (p Poll) HasOption(o string) bool {
+	for _, x := range p.Options {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
+
+// Accepts checks a parsed vote against the poll: option and window (by the
+// vote's castAt, so a vote cast before closing that arrives late still counts).
+func (p Poll) Accepts(v Vote) error {
+	if !p.HasOption(v.OptionID) {
+		return reject(ReasonUnknownOption, "poll %s has no option %q", p.ID, v.OptionID)
+	}
+	if !p.Opens.IsZero() && v.CastAt.Before(p.Opens) {
+		return reject(ReasonPollNotOpen, "poll %s opens at %s; vote cast at %s", p.ID, p.Opens.Format(time.RFC3339), v.CastAt.Format(time.RFC3339))
+	}
+	if !p.Closes.IsZero() && !v.CastAt.Before(p.Closes) {
+		return reject(ReasonPollClosed, "poll %s closed at %s; vote cast at %s", p.ID, p.Closes.Format(time.RFC3339), v.CastAt.Format(time.RFC3339))
+	}
+	return nil
+}
