@@ -229,4 +229,3 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 	s.mu.Unlock()
 	return nil
 }
-

@@ -60,7 +60,9 @@ type RejectError struct {
 	Detail string
 }
 
-func (e *RejectError) Error() string { return fmt.Sprintf("votes: rejected (%s): %s", e.Reason, e.Detail) }
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("votes: rejected (%s): %s", e.Reason, e.Detail)
+}
 
 // ErrRejected is matched by every *RejectError with errors.Is.
 var ErrRejected = errors.New("votes: rejected")
