@@ -28,16 +28,6 @@ func Counter(_ context.Context, env lambdafn.Env) (any, error) {
 	}, nil
 }
 
-// VotesAPI serves polls and results. Skeleton: /health answers, the rest is 501.
-func VotesAPI(_ context.Context, env lambdafn.Env) (any, error) {
-	v := lambdafn.NewVars(env.Getenv)
-	v.String("COUNTERS_TABLE")
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	return apiSkeleton("votes-api", env.Log), nil
-}
-
 // ObjectsAPI serves the large-object store. Skeleton: /health answers, the rest is 501.
 func ObjectsAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	v := lambdafn.NewVars(env.Getenv)

@@ -10,6 +10,7 @@ package lambdafn
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -26,6 +27,9 @@ type Env struct {
 	Getenv func(string) string
 	AWS    aws.Config
 	Log    *slog.Logger
+	// Metrics receives Embedded Metric Format lines: stdout in Lambda
+	// (CloudWatch Logs extracts the metrics), the function log locally.
+	Metrics io.Writer
 }
 
 // Setup builds a function's handler once, at cold start. The handler is any
@@ -47,7 +51,7 @@ func run(ctx context.Context, setup Setup, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h, err := setup(ctx, Env{Getenv: os.Getenv, AWS: cfg, Log: log})
+	h, err := setup(ctx, Env{Getenv: os.Getenv, AWS: cfg, Log: log, Metrics: os.Stdout})
 	if err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}

@@ -76,6 +76,7 @@ type Env struct {
 	servers []*http.Server
 	stop    func()
 	log     *slog.Logger
+	flog    io.Writer
 }
 
 // Up starts the servers and proxies, provisions the template and hosts the
@@ -92,7 +93,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if flog == nil {
 		flog = io.Discard
 	}
-	e := &Env{Proxies: map[faultproxy.Service]*faultproxy.Proxy{}, ProxyURLs: map[faultproxy.Service]string{}, log: slog.New(slog.NewJSONHandler(flog, &slog.HandlerOptions{Level: o.LogLevel}))}
+	e := &Env{flog: flog, Proxies: map[faultproxy.Service]*faultproxy.Proxy{}, ProxyURLs: map[faultproxy.Service]string{}, log: slog.New(slog.NewJSONHandler(flog, &slog.HandlerOptions{Level: o.LogLevel}))}
 	defer func() {
 		if err != nil {
 			_ = e.Close()
@@ -238,9 +239,10 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup) ([]htt
 			env[k] = v
 		}
 		h, err := setup(ctx, lambdafn.Env{
-			Getenv: func(k string) string { return env[k] },
-			AWS:    e.AWS,
-			Log:    e.log.With("function", f.LogicalID),
+			Getenv:  func(k string) string { return env[k] },
+			AWS:     e.AWS,
+			Log:     e.log.With("function", f.LogicalID),
+			Metrics: e.flog,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("local: set up %s: %w", f.LogicalID, err)

@@ -1,0 +1,138 @@
+package voteslambda
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// PollStore creates and reads polls and their counts; *dynamostore.Votes satisfies it.
+type PollStore interface {
+	votes.CountReader
+	CreatePoll(ctx context.Context, p votes.Poll) error
+}
+
+// HTTP serves the polls routes of the HTTP API.
+type HTTP struct {
+	Store         PollStore
+	DefaultShards int
+	Now           func() time.Time
+	Log           *slog.Logger
+}
+
+// maxRequestBody bounds a poll definition (100 options of 128 bytes fit easily).
+const maxRequestBody = 64 << 10
+
+// PollRequest is the body of POST /polls.
+type PollRequest struct {
+	PollID          string    `json:"pollId"`
+	Options         []string  `json:"options"`
+	Shards          int       `json:"shards"`
+	OneVotePerVoter bool      `json:"oneVotePerVoter"`
+	OpensAt         time.Time `json:"opensAt"`
+	ClosesAt        time.Time `json:"closesAt"`
+}
+
+// clientError is a 4xx with a message the client may see.
+type clientError struct {
+	status int
+	msg    string
+}
+
+func (e *clientError) Error() string { return e.msg }
+
+// Handle routes one request.
+func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	var body any
+	var err error
+	status := http.StatusOK
+	switch req.RouteKey {
+	case "GET /health":
+		body = map[string]string{"status": "ok", "function": "votes-api"}
+	case "POST /polls":
+		body, err = h.create(ctx, req)
+		status = http.StatusCreated
+	case "GET /polls/{id}":
+		body, err = h.Store.Poll(ctx, req.PathParameters["id"])
+	case "GET /polls/{id}/results":
+		body, err = votes.Results(ctx, h.Store, req.PathParameters["id"], h.Now)
+	default:
+		err = &clientError{http.StatusNotFound, "no route " + req.RouteKey}
+	}
+	if err != nil {
+		return h.fail(ctx, req, err), nil
+	}
+	return jsonResponse(status, body), nil
+}
+
+func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (votes.Poll, error) {
+	raw := []byte(req.Body)
+	if req.IsBase64Encoded {
+		return votes.Poll{}, &clientError{http.StatusUnsupportedMediaType, "send the poll as application/json"}
+	}
+	if len(raw) == 0 {
+		return votes.Poll{}, &clientError{http.StatusBadRequest, "missing body: want {\"pollId\":...,\"options\":[...]}"}
+	}
+	if len(raw) > maxRequestBody {
+		return votes.Poll{}, &clientError{http.StatusRequestEntityTooLarge, "poll definition over 64 KiB"}
+	}
+	var in PollRequest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return votes.Poll{}, &clientError{http.StatusBadRequest, "malformed poll JSON: " + err.Error()}
+	}
+	if in.Shards == 0 {
+		in.Shards = h.DefaultShards
+	}
+	p := votes.Poll{ID: in.PollID, Options: in.Options, Shards: in.Shards, OneVotePerVoter: in.OneVotePerVoter,
+		Opens: in.OpensAt.UTC(), Closes: in.ClosesAt.UTC(), CreatedAt: h.Now().UTC()}
+	if in.OpensAt.IsZero() {
+		p.Opens = time.Time{}
+	}
+	if in.ClosesAt.IsZero() {
+		p.Closes = time.Time{}
+	}
+	if err := p.Validate(); err != nil {
+		return votes.Poll{}, &clientError{http.StatusBadRequest, err.Error()}
+	}
+	if err := h.Store.CreatePoll(ctx, p); err != nil {
+		return votes.Poll{}, err
+	}
+	return p, nil
+}
+
+// fail maps an error to a response: the one place errors become statuses.
+// Internal details are logged, never returned.
+func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err error) events.APIGatewayV2HTTPResponse {
+	var ce *clientError
+	switch {
+	case errors.As(err, &ce):
+		return jsonResponse(ce.status, map[string]string{"message": ce.msg})
+	case errors.Is(err, votes.ErrNoPoll):
+		return jsonResponse(http.StatusNotFound, map[string]string{"message": "no such poll"})
+	case errors.Is(err, votes.ErrPollExists):
+		return jsonResponse(http.StatusConflict, map[string]string{"message": "a poll with this id exists"})
+	case errors.Is(err, votes.ErrThrottled):
+		h.Log.WarnContext(ctx, "throttled", "route", req.RouteKey, "err", err)
+		return jsonResponse(http.StatusServiceUnavailable, map[string]string{"message": "busy, retry shortly"})
+	}
+	h.Log.ErrorContext(ctx, "request failed", "route", req.RouteKey, "err", err)
+	return jsonResponse(http.StatusInternalServerError, map[string]string{"message": "internal error"})
+}
+
+func jsonResponse(status int, body any) events.APIGatewayV2HTTPResponse {
+	b, err := json.Marshal(body)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"message":"internal error"}`)
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"content-type": "application/json"}, Body: string(b)}
+}
