@@ -5,6 +5,8 @@
 //	ddbpipe local up               run the local stack and runner until interrupted
 //	ddbpipe local down             stop a running `local up`
 //	ddbpipe local invoke FUNCTION  invoke a function of the running stack
+//	ddbpipe polls create           create a poll
+//	ddbpipe votes results          a poll's totals, read from every shard
 //	ddbpipe demo                   run the pipeline locally with a demo workload and report
 package main
 
@@ -35,6 +37,8 @@ func commands() []command {
 		{"local up", "run the local stack and runner until interrupted; writes .ddbpipe/local.env", localUp},
 		{"local down", "stop the stack started by `ddbpipe local up`", localDown},
 		{"local invoke", "invoke a function of the running local stack: local invoke FUNCTION [-event FILE]", localInvoke},
+		{"polls create", "create a poll: polls create -poll P -options a,b,c [-shards N]", pollsCreate},
+		{"votes results", "a poll's totals: votes results -poll P [-json]", votesResults},
 		{"demo", "run the whole pipeline locally with a demo workload, print what happened, stop", demo},
 	}
 }
