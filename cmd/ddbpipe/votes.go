@@ -140,7 +140,9 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for o := range t.Totals {
 		opts = append(opts, o)
 	}
-	sort.Slice(opts, func(i, j int) bool { return t.Totals[opts[i]] > t.Totals[opts[j]] || t.Totals[opts[i]] == t.Totals[opts[j]] && opts[i] < opts[j] })
+	sort.Slice(opts, func(i, j int) bool {
+		return t.Totals[opts[i]] > t.Totals[opts[j]] || t.Totals[opts[i]] == t.Totals[opts[j]] && opts[i] < opts[j]
+	})
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "poll %s (%d shards read)\n", t.PollID, t.Shards)
 	for _, o := range opts {
