@@ -25,11 +25,14 @@ import (
 )
 
 // upLocal runs the whole template locally, as `ddbpipe local up` does.
-func upLocal(t *testing.T) *local.Env {
+func upLocal(t *testing.T) *local.Env { return upLocalWith(t, nil) }
+
+// upLocalWith runs the template with parameter overrides.
+func upLocalWith(t *testing.T, params map[string]string) *local.Env {
 	t.Helper()
 	needStack(t)
 	env, err := local.Up(context.Background(), local.Options{
-		Root: repoRoot(t), Setups: functions.All, StackName: unique("e2e"), FunctionLog: io.Discard,
+		Root: repoRoot(t), Setups: functions.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
 	})
 	if err != nil {
 		t.Fatal(err)

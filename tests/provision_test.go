@@ -155,3 +155,17 @@ func TestProvisionRejectsBadTemplates(t *testing.T) {
 		})
 	}
 }
+
+// Function settings that come from parameters resolve before use.
+func TestProvisionResolvesFunctionSettings(t *testing.T) {
+	env := upLocalWith(t, map[string]string{"CounterTimeoutSeconds": "7", "VotesVisibilityTimeoutSeconds": "42"})
+	fns, err := env.Stack.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fns {
+		if f.LogicalID == "CounterFunction" && f.Timeout.Seconds() != 7 {
+			t.Errorf("counter timeout %s, want the parameter's 7s", f.Timeout)
+		}
+	}
+}

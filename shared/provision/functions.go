@@ -34,9 +34,14 @@ func (s *Stack) Functions() ([]Function, error) {
 		if !ok {
 			continue // condition false
 		}
+		sized, err := s.Template.Resolve(map[string]any{"Timeout": f.Properties["Timeout"], "MemorySize": f.Properties["MemorySize"]}, s.Context)
+		if err != nil {
+			return nil, fmt.Errorf("provision: %s: %w", f.LogicalID, err)
+		}
+		resolved := cfn.Function{Properties: obj(sized)}
 		fn := Function{
 			LogicalID: f.LogicalID, Name: phys.Ref, ARN: phys.Attrs["Arn"],
-			Timeout: time.Duration(f.Timeout()) * time.Second, MemoryMB: f.MemorySize(),
+			Timeout: time.Duration(resolved.Timeout()) * time.Second, MemoryMB: resolved.MemorySize(),
 			Env: map[string]string{},
 		}
 		env, err := s.Template.Resolve(f.Environment(), s.Context)
