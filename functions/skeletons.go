@@ -11,23 +11,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
 )
 
-// Counter consumes the votes queue. Skeleton: acknowledges every message.
-func Counter(_ context.Context, env lambdafn.Env) (any, error) {
-	v := lambdafn.NewVars(env.Getenv)
-	v.String("COUNTERS_TABLE")
-	v.String("LEDGER_TABLE_PREFIX")
-	v.OneOf("COUNTING_MODE", "exactly-once", "at-least-once")
-	v.Int("COUNTER_SHARDS", 1, 1000)
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	log := env.Log
-	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		log.InfoContext(ctx, "votes received", "messages", len(ev.Records))
-		return events.SQSEventResponse{}, nil
-	}, nil
-}
-
 // ObjectsAPI serves the large-object store. Skeleton: /health answers, the rest is 501.
 func ObjectsAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	v := lambdafn.NewVars(env.Getenv)

@@ -5,9 +5,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
+	"github.com/ddbpipe/ddbpipe/shared/emf"
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/voteslambda"
 )
 
@@ -22,5 +26,26 @@ func VotesAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	}
 	store := dynamostore.New(dynamodb.NewFromConfig(env.AWS), table, prefix)
 	h := &voteslambda.HTTP{Store: store, DefaultShards: shards, Now: time.Now, Log: env.Log}
+	return h.Handle, nil
+}
+
+// Counter counts the votes queue into sharded counters and the ledger.
+func Counter(_ context.Context, env lambdafn.Env) (any, error) {
+	v := lambdafn.NewVars(env.Getenv)
+	table := v.String("COUNTERS_TABLE")
+	prefix := v.String("LEDGER_TABLE_PREFIX")
+	mode := v.OneOf("COUNTING_MODE", string(votes.ExactlyOnce), string(votes.AtLeastOnce))
+	rejectsURL := v.String("REJECTS_QUEUE_URL")
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	counter := &votes.Counter{
+		Store:   dynamostore.New(dynamodb.NewFromConfig(env.AWS), table, prefix),
+		Rejects: sqsqueue.NewRejects(sqs.NewFromConfig(env.AWS), rejectsURL),
+		Mode:    votes.Mode(mode),
+		Log:     env.Log,
+	}
+	metrics := emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "counter"})
+	h := &voteslambda.SQS{Counter: counter, Metrics: metrics, Log: env.Log}
 	return h.Handle, nil
 }

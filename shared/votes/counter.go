@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -111,14 +112,19 @@ type Counter struct {
 	// stops taking new work (default 5 s).
 	Margin time.Duration
 	Log    *slog.Logger
+
+	once sync.Once
 }
 
-func (c *Counter) defaults() {
+// defaults fills unset fields once; Count runs concurrently.
+func (c *Counter) defaults() { c.once.Do(c.setDefaults) }
+
+func (c *Counter) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.Pick == nil {
-		c.Pick = func(n int) int { return rand.IntN(n) }
+		c.Pick = DeckPicker(rand.IntN)
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 8

@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strconv"
+	"sync"
 )
 
 // LedgerSuffixes is M: ledger partition keys are <pollId>#<hash(voterId) mod M>,
@@ -63,8 +64,8 @@ type Group struct {
 // Actions is the number of transaction actions the group needs.
 func (g Group) Actions() int { return len(g.Entries) + len(g.Increments) }
 
-// ShardPicker returns a shard in [0, n). The default picks at random (the
-// seeds' random-suffix sharding); tests and benchmarks pin it.
+// ShardPicker returns a shard in [0, n): the seeds' random-suffix sharding.
+// The default is a DeckPicker; tests and benchmarks pin it.
 type ShardPicker func(n int) int
 
 // Coalesce sums entries per (poll, option) into increments, each on a shard
@@ -123,4 +124,30 @@ func Plan(entries []Entry, shards map[string]int, pick ShardPicker) []Group {
 	}
 	flush()
 	return groups
+}
+
+// DeckPicker deals shards like cards from a shuffled deck, reshuffled when
+// empty: each pick is a uniformly random shard, and any N consecutive picks
+// of one picker cover all N shards, so even a short run spreads its writes
+// evenly. It is safe for concurrent use.
+func DeckPicker(rng func(n int) int) ShardPicker {
+	var mu sync.Mutex
+	decks := map[int][]int{}
+	return func(n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		d := decks[n]
+		if len(d) == 0 {
+			d = make([]int, n)
+			for i := range d {
+				d[i] = i
+			}
+			for i := n - 1; i > 0; i-- {
+				j := rng(i + 1)
+				d[i], d[j] = d[j], d[i]
+			}
+		}
+		decks[n] = d[1:]
+		return d[0]
+	}
 }

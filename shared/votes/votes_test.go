@@ -437,3 +437,21 @@ func TestShardSpread(t *testing.T) {
 		t.Errorf("%d shards written, want %d", len(store.writes), shards)
 	}
 }
+
+func TestDeckPicker(t *testing.T) {
+	seed := uint64(3)
+	pick := DeckPicker(func(n int) int { seed = seed*6364136223846793005 + 1; return int(seed>>33) % n })
+	for round := 0; round < 5; round++ {
+		seen := map[int]bool{}
+		for i := 0; i < 8; i++ {
+			s := pick(8)
+			if s < 0 || s >= 8 || seen[s] {
+				t.Fatalf("round %d: pick %d repeats or is out of range (%v)", round, s, seen)
+			}
+			seen[s] = true
+		}
+	}
+	if got := pick(1); got != 0 {
+		t.Errorf("pick(1) = %d", got)
+	}
+}
