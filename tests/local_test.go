@@ -33,6 +33,7 @@ func upLocalWith(t *testing.T, params map[string]string) *local.Env {
 	needStack(t)
 	env, err := local.Up(context.Background(), local.Options{
 		Root: repoRoot(t), Setups: functions.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
+		KeyWriteLimit: 1000, // AWS: 1,000 write units per second per partition
 	})
 	if err != nil {
 		t.Fatal(err)

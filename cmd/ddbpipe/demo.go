@@ -19,10 +19,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
 	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
 	"github.com/ddbpipe/ddbpipe/shared/local"
 	"github.com/ddbpipe/ddbpipe/shared/runner"
 	"github.com/ddbpipe/ddbpipe/shared/schedule"
+	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
 // demo runs the whole pipeline locally with a small workload through every
@@ -32,7 +35,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var u upFlags
 	u.register(fs)
-	votes := fs.Int("votes", 50, "vote messages to send")
+	votes := fs.Int("votes", 2000, "distinct votes to send (10 % more are re-sent as duplicates)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,22 +63,10 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	v := env.Vars
 	fmt.Fprintln(stdout, "\n-- workload: a smoke path through every event source")
 
-	// SQS → CounterFunction.
-	q := env.Clients.SQS
-	sent := 0
-	for sent < *votes {
-		var entries []sqstypes.SendMessageBatchRequestEntry
-		for i := 0; i < 10 && sent < *votes; i++ {
-			body := fmt.Sprintf(`{"voteId":"demo-%d","pollId":"demo","optionId":"%c","voterId":"voter-%d","castAt":%q}`,
-				sent, 'a'+rune(sent%3), sent, time.Now().UTC().Format(time.RFC3339))
-			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(body)})
-			sent++
-		}
-		if _, err := q.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(v["VOTES_QUEUE_URL"]), Entries: entries}); err != nil {
-			return fmt.Errorf("send votes: %w", err)
-		}
+	// Flow 2: a poll, votes through SQS (10 % re-sent), counted exactly once.
+	if err := demoVotes(ctx, env, *votes, stdout); err != nil {
+		return err
 	}
-	fmt.Fprintf(stdout, "sent %d votes to %s\n", sent, v["VOTES_QUEUE_URL"])
 
 	// DynamoDB stream → ObjectsReaperFunction and ArchiverFunction.
 	db := env.Clients.DynamoDB
@@ -120,7 +111,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "triggered the scheduled functions (sweeper, rotator) by hand through the local Lambda API")
 
 	// HTTP API → VotesApiFunction and ObjectsApiFunction.
-	for _, path := range []string{"/health", "/polls/demo/results"} {
+	for _, path := range []string{"/health", "/objects/demo"} {
 		resp, err := http.Get(v["API_URL"] + path)
 		if err != nil {
 			return fmt.Errorf("GET %s: %w", path, err)
@@ -130,7 +121,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "GET %s → %d %s\n", path, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 
-	want := map[string]int{"CounterFunction": *votes, "ObjectsReaperFunction": 6, "ArchiverFunction": 6, "ObjectsFinalizeFunction": 1}
+	want := map[string]int{"ObjectsReaperFunction": 6, "ArchiverFunction": 6, "ObjectsFinalizeFunction": 1}
 	if err := waitRecords(ctx, env.Runner, want, 60*time.Second); err != nil {
 		return err
 	}
@@ -186,5 +177,79 @@ func report(w io.Writer, env *local.Env) {
 	}
 	if rss, err := env.Servers.RSSBytes(); err == nil {
 		fmt.Fprintf(w, "\nlocal servers' memory (RSS): %.0f MB\n", float64(rss)/(1<<20))
+	}
+}
+
+// demoVotes creates a poll through the HTTP API, sends votes with the
+// producer's load mode, waits until the counter has counted them and prints
+// the results read from the shards.
+func demoVotes(ctx context.Context, env *local.Env, n int, w io.Writer) error {
+	v := env.Vars
+	poll := fmt.Sprintf("demo-%d", time.Now().Unix())
+	options := []string{"red", "green", "blue", "yellow"}
+	body := fmt.Sprintf(`{"pollId":%q,"options":["red","green","blue","yellow"],"shards":8}`, poll)
+	resp, err := http.Post(v["API_URL"]+"/polls", "application/json", strings.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("create poll: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("create poll: HTTP %d", resp.StatusCode)
+	}
+	fmt.Fprintf(w, "created poll %s (4 options, 8 shards) with POST /polls\n", poll)
+	producer := sqsqueue.NewProducer(env.Clients.SQS, v["VOTES_QUEUE_URL"])
+	load, err := producer.Load(ctx, sqsqueue.LoadOptions{PollID: poll, Options: options, Count: n, DupRate: 0.1, Skew: 0.8, Concurrency: 4})
+	if err != nil {
+		return fmt.Errorf("send votes: %w", err)
+	}
+	fmt.Fprintf(w, "sent %d votes and %d duplicates (same voteId) to the votes queue in %s\n", load.Sent, load.Duplicates, load.Elapsed.Round(time.Millisecond))
+	bad := []string{`not json`, `{"voteId":"x","pollId":"` + poll + `","optionId":"purple","voterId":"u","castAt":"2026-01-01T00:00:00Z"}`,
+		`{"voteId":"y","pollId":"no-such-poll","optionId":"red","voterId":"u","castAt":"2026-01-01T00:00:00Z"}`}
+	for i, b := range bad {
+		if _, err := env.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(v["VOTES_QUEUE_URL"]), MessageBody: aws.String(b)}); err != nil {
+			return fmt.Errorf("send bad vote %d: %w", i, err)
+		}
+	}
+	fmt.Fprintf(w, "sent %d bad votes (not JSON, unknown option, unknown poll)\n", len(bad))
+	start := time.Now()
+	var t votes.Totals
+	store := dynamostore.New(env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
+	for {
+		if t, err = votes.Results(ctx, store, poll, time.Now); err != nil {
+			return err
+		}
+		if t.Total >= int64(load.Sent) || time.Since(start) > 2*time.Minute {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	fmt.Fprintf(w, "counted in %s; results from the %d shards (GET /polls/%s/results):\n", time.Since(start).Round(100*time.Millisecond), t.Shards, poll)
+	for _, o := range options {
+		mark := "ok"
+		if t.Totals[o] != int64(load.PerOption[o]) {
+			mark = fmt.Sprintf("MISMATCH: sent %d", load.PerOption[o])
+		}
+		fmt.Fprintf(w, "  %-7s %6d  %s\n", o, t.Totals[o], mark)
+	}
+	fmt.Fprintf(w, "  total   %6d  (distinct votes sent: %d; duplicates dropped)\n", t.Total, load.Sent)
+	if t.Total != int64(load.Sent) {
+		return fmt.Errorf("demo: counted %d votes, sent %d distinct", t.Total, load.Sent)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := env.Clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(v["VOTES_REJECTS_QUEUE_URL"]),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+		if err != nil {
+			return err
+		}
+		if out.Attributes["ApproximateNumberOfMessages"] == fmt.Sprint(len(bad)) || time.Now().After(deadline) {
+			fmt.Fprintf(w, "rejects queue holds %s messages, each with its reason\n", out.Attributes["ApproximateNumberOfMessages"])
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

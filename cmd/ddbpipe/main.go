@@ -6,6 +6,7 @@
 //	ddbpipe local down             stop a running `local up`
 //	ddbpipe local invoke FUNCTION  invoke a function of the running stack
 //	ddbpipe polls create           create a poll
+//	ddbpipe votes send             send votes (one, or a load with duplicates and a progress bar)
 //	ddbpipe votes results          a poll's totals, read from every shard
 //	ddbpipe demo                   run the pipeline locally with a demo workload and report
 package main
@@ -38,6 +39,7 @@ func commands() []command {
 		{"local down", "stop the stack started by `ddbpipe local up`", localDown},
 		{"local invoke", "invoke a function of the running local stack: local invoke FUNCTION [-event FILE]", localInvoke},
 		{"polls create", "create a poll: polls create -poll P -options a,b,c [-shards N]", pollsCreate},
+		{"votes send", "send votes: votes send -poll P [-count N -rate R -dup-rate D -options a,b,c]", votesSend},
 		{"votes results", "a poll's totals: votes results -poll P [-json]", votesResults},
 		{"demo", "run the whole pipeline locally with a demo workload, print what happened, stop", demo},
 	}

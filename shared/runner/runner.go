@@ -45,6 +45,9 @@ type Faults struct {
 	// fails as if the function crashed mid-batch: the work done on the first
 	// part stays, and the whole batch is retried.
 	CrashRate float64
+	// CrashNext makes the next CrashNext invocations crash mid-batch,
+	// whatever CrashRate says (deterministic tests).
+	CrashNext int
 	// Only limits the faults to one function (logical id); empty for all.
 	Only string
 }
@@ -169,6 +172,20 @@ func (r *Runner) chance(fn string, pick func(Faults) float64) (bool, float64) {
 	}
 	p := pick(r.faults)
 	return p > 0 && r.rng.Float64() < p, r.rng.Float64()
+}
+
+// crash decides whether the next invocation of fn crashes mid-batch, and
+// where in the batch (a share in [0, 1)).
+func (r *Runner) crash(fn string) (bool, float64) {
+	r.mu.Lock()
+	if r.faults.CrashNext > 0 && (r.faults.Only == "" || r.faults.Only == fn) {
+		r.faults.CrashNext--
+		cut := r.rng.Float64()
+		r.mu.Unlock()
+		return true, cut
+	}
+	r.mu.Unlock()
+	return r.chance(fn, func(f Faults) float64 { return f.CrashRate })
 }
 
 // Invoke runs a function's handler once with a raw JSON payload, the way

@@ -207,7 +207,7 @@ func (p *sqsPoller) invoke(ctx context.Context, event events.SQSEvent) map[strin
 		return f
 	}
 	sent := event
-	crash, cut := p.r.chance(fn, func(f Faults) float64 { return f.CrashRate })
+	crash, cut := p.r.crash(fn)
 	if crash {
 		sent.Records = event.Records[:int(cut*float64(len(event.Records)))]
 	}

@@ -325,7 +325,7 @@ func (p *streamPoller) invoke(ctx context.Context, records []streamtypes.Record)
 		event.Records = append(event.Records, lr)
 	}
 	sent := event
-	crash, cut := p.r.chance(fn, func(f Faults) float64 { return f.CrashRate })
+	crash, cut := p.r.crash(fn)
 	if crash {
 		sent.Records = event.Records[:int(cut*float64(len(event.Records)))]
 	}

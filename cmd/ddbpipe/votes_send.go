@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbpipe/ddbpipe/shared/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// votesSend sends votes to the votes queue: a generated workload on one
+// poll, paced, with a share of duplicates to exercise deduplication.
+func votesSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return votesSendEnv(ctx, args, stdout, stderr, os.Getenv)
+}
+
+type votesSendFlags struct {
+	root, stateDir, queueURL string
+	poll, options            string
+	count, voters, workers   int
+	rate, dupRate, skew      float64
+	json, quiet, progress    bool
+}
+
+const votesSendUsage = `usage: ddbpipe votes send --poll P [flags]
+
+Sends --count votes on poll P to the votes queue, spread over --options,
+plus --dup-rate × count duplicates (votes sent again with the same voteId
+and body, which the counter must count once). The queue is --queue-url,
+else $VOTES_QUEUE_URL (with the AWS settings of the environment), else
+VOTES_QUEUE_URL in .ddbpipe/local.env (with that file's settings), as
+written by ` + "`ddbpipe local up`" + `.
+
+Flags:
+`
+
+func (f *votesSendFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.poll, "poll", "", "the poll's id (required)")
+	fs.IntVar(&f.count, "count", 1, "distinct votes to send")
+	fs.Float64Var(&f.rate, "rate", 0, "messages per second (0: as fast as the queue takes them)")
+	fs.Float64Var(&f.dupRate, "dup-rate", 0, "share of the votes sent a second time with the same voteId, 0 to 1")
+	fs.StringVar(&f.options, "options", "a,b,c", "the poll's options, comma-separated; this command does not read the poll, so pass its real options")
+	fs.Float64Var(&f.skew, "skew", 0, "0 spreads votes evenly; s > 0 weighs option i by 1/i^s, so the first options win")
+	fs.IntVar(&f.voters, "voters", 0, "distinct voter ids (0: a new voter for each vote)")
+	fs.IntVar(&f.workers, "concurrency", 4, "batches in flight")
+	fs.StringVar(&f.queueURL, "queue-url", "", "the votes queue (default: $VOTES_QUEUE_URL, else VOTES_QUEUE_URL in <state-dir>/local.env)")
+	fs.StringVar(&f.root, "root", "", "repository root (default: the folder holding template.yaml)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "the state folder of `local up` (default: <root>/.ddbpipe)")
+	fs.BoolVar(&f.json, "json", false, "print the result as JSON instead of the summary line")
+	fs.BoolVar(&f.quiet, "quiet", false, "print neither progress nor the summary line")
+	fs.BoolVar(&f.progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
+}
+
+// load checks the flags and turns them into the workload.
+func (f *votesSendFlags) load() (sqsqueue.LoadOptions, error) {
+	o := sqsqueue.LoadOptions{PollID: f.poll, Count: f.count, Rate: f.rate, DupRate: f.dupRate, Skew: f.skew, Voters: f.voters, Concurrency: f.workers}
+	switch {
+	case f.poll == "":
+		return o, errors.New("--poll is required")
+	case f.count < 1:
+		return o, fmt.Errorf("--count %d: want at least 1", f.count)
+	case !(f.rate >= 0) || math.IsInf(f.rate, 0):
+		return o, fmt.Errorf("--rate %v: want 0 (no limit) or a number of messages per second", f.rate)
+	case !(f.dupRate >= 0 && f.dupRate <= 1):
+		return o, fmt.Errorf("--dup-rate %v: want a share between 0 and 1", f.dupRate)
+	case !(f.skew >= 0) || math.IsInf(f.skew, 0):
+		return o, fmt.Errorf("--skew %v: want 0 (even) or a positive number", f.skew)
+	case f.voters < 0:
+		return o, fmt.Errorf("--voters %d: want 0 (one per vote) or more", f.voters)
+	case f.workers < 1:
+		return o, fmt.Errorf("--concurrency %d: want at least 1", f.workers)
+	}
+	if err := votes.ValidID(f.poll); err != nil {
+		return o, fmt.Errorf("--poll %q: %w", f.poll, err)
+	}
+	seen := map[string]bool{}
+	for _, opt := range strings.Split(f.options, ",") {
+		opt = strings.TrimSpace(opt)
+		if err := votes.ValidID(opt); err != nil {
+			return o, fmt.Errorf("--options %q: option %q: %w", f.options, opt, err)
+		}
+		if seen[opt] {
+			return o, fmt.Errorf("--options %q: option %q is listed twice", f.options, opt)
+		}
+		seen[opt] = true
+		o.Options = append(o.Options, opt)
+	}
+	if err := o.Validate(); err != nil { // the same rules, in case they grow
+		return o, err
+	}
+	return o, nil
+}
+
+// queue finds the votes queue and the variables to configure AWS with.
+func (f *votesSendFlags) queue(getenv func(string) string) (string, func(string) string, error) {
+	if f.queueURL != "" {
+		return f.queueURL, getenv, nil
+	}
+	if u := getenv("VOTES_QUEUE_URL"); u != "" {
+		return u, getenv, nil
+	}
+	const hint = "no votes queue: pass --queue-url, set VOTES_QUEUE_URL, or start the local stack with `ddbpipe local up`"
+	dir, err := stateFolder(f.root, f.stateDir)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s (%w)", hint, err)
+	}
+	file := filepath.Join(dir, "local.env")
+	vars, err := loadEnvFile(file)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s (%w)", hint, err)
+	}
+	u := vars["VOTES_QUEUE_URL"]
+	if u == "" {
+		return "", nil, fmt.Errorf("%s: %s has no VOTES_QUEUE_URL", hint, file)
+	}
+	return u, func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return getenv(k)
+	}, nil
+}
+
+// votesSendEnv is votesSend with the environment given, for tests.
+func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("votes send", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f votesSendFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), votesSendUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("votes send: unexpected argument %q (flags only; see -h)", fs.Arg(0))
+	}
+	o, err := f.load()
+	if err != nil {
+		return fmt.Errorf("votes send: %w", err)
+	}
+	queueURL, vars, err := f.queue(getenv)
+	if err != nil {
+		return fmt.Errorf("votes send: %w", err)
+	}
+	cfg, err := awsenv.FromVars(ctx, vars)
+	if err != nil {
+		return fmt.Errorf("votes send: %w", err)
+	}
+	producer := sqsqueue.NewProducer(sqs.NewFromConfig(cfg), queueURL)
+
+	var bar *votesProgressBar
+	if !f.quiet && (f.progress || votesIsTerminal(stderr)) {
+		bar = &votesProgressBar{w: stderr, start: time.Now()}
+		o.Progress = bar.update
+	}
+	res, err := producer.Load(ctx, o)
+	if bar != nil {
+		bar.finish()
+	}
+	switch {
+	case f.json:
+		b, jerr := json.Marshal(res)
+		if jerr != nil {
+			return errors.Join(err, jerr)
+		}
+		fmt.Fprintln(stdout, string(b))
+	case !f.quiet:
+		fmt.Fprintln(stdout, votesSummary(res, o.Options, queueURL))
+	}
+	if err != nil {
+		return fmt.Errorf("votes send: %w", err)
+	}
+	return nil
+}
+
+// votesSummary is the one line printed at the end.
+func votesSummary(r sqsqueue.LoadResult, options []string, queueURL string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sent %s votes on poll %s", votesCommas(r.Sent), r.PollID)
+	if r.Duplicates > 0 {
+		fmt.Fprintf(&b, " (+%s duplicates)", votesCommas(r.Duplicates))
+	}
+	if r.Failed > 0 {
+		fmt.Fprintf(&b, ", %s failed", votesCommas(r.Failed))
+	}
+	fmt.Fprintf(&b, " to %s in %s", queueURL, r.Elapsed.Round(time.Millisecond))
+	if s := r.Elapsed.Seconds(); s > 0 {
+		fmt.Fprintf(&b, " (%s/s)", votesCommas(int(float64(r.Sent+r.Duplicates)/s)))
+	}
+	for i, opt := range options {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(&b, "%s%s %s", sep, opt, votesCommas(r.PerOption[opt]))
+	}
+	return b.String()
+}
+
+// votesProgressBar redraws one line in place, at most ten times a second:
+// [#####-----] 5,000/20,000 votes  1,234/s  dup 512
+type votesProgressBar struct {
+	w                 io.Writer
+	start, last       time.Time
+	sent, dups, total int
+	width             int // of the line last drawn, to blank what is left of it
+	updated           bool
+}
+
+func (p *votesProgressBar) update(sent, dups, total int) {
+	p.sent, p.dups, p.total, p.updated = sent, dups, total, true
+	if now := time.Now(); sent == total || now.Sub(p.last) >= 100*time.Millisecond {
+		p.last = now
+		p.draw()
+	}
+}
+
+func (p *votesProgressBar) draw() {
+	const cells = 20
+	filled := 0
+	if p.total > 0 {
+		filled = min(cells*p.sent/p.total, cells)
+	}
+	rate := 0
+	if s := time.Since(p.start).Seconds(); s > 0 {
+		rate = int(float64(p.sent) / s)
+	}
+	line := fmt.Sprintf("[%s%s] %s/%s votes  %s/s  dup %s", strings.Repeat("#", filled), strings.Repeat("-", cells-filled),
+		votesCommas(p.sent), votesCommas(p.total), votesCommas(rate), votesCommas(p.dups))
+	pad := max(p.width-len(line), 0)
+	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
+	p.width = len(line)
+}
+
+// finish draws the last state and ends the line.
+func (p *votesProgressBar) finish() {
+	if !p.updated {
+		return
+	}
+	p.draw()
+	fmt.Fprintln(p.w)
+}
+
+// votesIsTerminal reports whether w is a terminal (a character device).
+func votesIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// votesCommas writes n with thousands separators: 20000 → "20,000".
+func votesCommas(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

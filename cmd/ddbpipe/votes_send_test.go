@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbpipe/ddbpipe/shared/localstack"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// votesSendEnvOf is a getenv over a map.
+func votesSendEnvOf(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestVotesSendFlagErrors(t *testing.T) {
+	empty := t.TempDir() // a state folder without local.env
+	noURL := t.TempDir()
+	if err := os.WriteFile(filepath.Join(noURL, "local.env"), []byte("export AWS_REGION='us-east-1'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string // in the error or stderr
+	}{
+		{"no poll", []string{}, "--poll is required"},
+		{"empty poll", []string{"--poll", ""}, "--poll is required"},
+		{"hash in poll", []string{"--poll", "a#b"}, `--poll "a#b"`},
+		{"control character in poll", []string{"--poll", "a\tb"}, "control characters"},
+		{"poll too long", []string{"--poll", strings.Repeat("p", 129)}, "limit is 128"},
+		{"negative count", []string{"--poll", "p", "--count", "-5"}, "--count -5: want at least 1"},
+		{"zero count", []string{"--poll", "p", "--count", "0"}, "--count 0"},
+		{"count not a number", []string{"--poll", "p", "--count", "many"}, "invalid value"},
+		{"dup rate over 1", []string{"--poll", "p", "--dup-rate", "1.5"}, "--dup-rate 1.5: want a share between 0 and 1"},
+		{"negative dup rate", []string{"--poll", "p", "--dup-rate", "-0.1"}, "--dup-rate -0.1"},
+		{"dup rate NaN", []string{"--poll", "p", "--dup-rate", "NaN"}, "--dup-rate NaN"},
+		{"negative rate", []string{"--poll", "p", "--rate", "-1"}, "--rate -1"},
+		{"infinite rate", []string{"--poll", "p", "--rate", "+Inf"}, "--rate +Inf"},
+		{"negative voters", []string{"--poll", "p", "--voters", "-1"}, "--voters -1"},
+		{"no concurrency", []string{"--poll", "p", "--concurrency", "0"}, "--concurrency 0"},
+		{"hash in option", []string{"--poll", "p", "--options", "a,b#c"}, `option "b#c"`},
+		{"empty option", []string{"--poll", "p", "--options", "a,,c"}, `option ""`},
+		{"option twice", []string{"--poll", "p", "--options", "a,b,a"}, "listed twice"},
+		{"unknown flag", []string{"--poll", "p", "--nope"}, "flag provided but not defined"},
+		{"stray argument", []string{"--poll", "p", "extra"}, `unexpected argument "extra"`},
+		{"no queue anywhere", []string{"--poll", "p", "--state-dir", empty}, "no votes queue: pass --queue-url"},
+		{"local.env without the queue", []string{"--poll", "p", "--state-dir", noURL}, "has no VOTES_QUEUE_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := votesSendEnv(t.Context(), tt.args, &stdout, &stderr, votesSendEnvOf(nil))
+			if err == nil {
+				t.Fatalf("no error; stdout %s", stdout.String())
+			}
+			if got := err.Error() + stderr.String(); !strings.Contains(got, tt.want) {
+				t.Errorf("got %q, want it to contain %q", got, tt.want)
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("stdout %q, want nothing", stdout.String())
+			}
+		})
+	}
+}
+
+func TestVotesSendHelp(t *testing.T) {
+	var stderr bytes.Buffer
+	_ = votesSendEnv(t.Context(), []string{"-h"}, &bytes.Buffer{}, &stderr, votesSendEnvOf(nil))
+	for _, want := range []string{"usage: ddbpipe votes send --poll P", "-dup-rate", `(default "a,b,c")`, "VOTES_QUEUE_URL"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+func TestVotesSendCommas(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 20000: "20,000", 1234567: "1,234,567", -4500: "-4,500"} {
+		if got := votesCommas(n); got != want {
+			t.Errorf("votesCommas(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// votesSendStack starts the local servers for one test; it skips as the
+// integration tests do.
+func votesSendStack(t *testing.T) *localstack.Stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the local servers (-short)")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	s, err := localstack.Start(ctx, localstack.Options{Root: root})
+	if err != nil {
+		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
+			t.Fatalf("local servers did not start: %v", err)
+		}
+		t.Skipf("local servers not available: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+func TestVotesSendToLocalQueue(t *testing.T) {
+	s := votesSendStack(t)
+	vars := map[string]string{
+		"AWS_REGION": localstack.Region, "AWS_ACCESS_KEY_ID": localstack.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY": localstack.SecretAccessKey, "AWS_ENDPOINT_URL_SQS": s.SQS,
+	}
+	client := sqs.New(sqs.Options{
+		Region: localstack.Region, BaseEndpoint: aws.String(s.SQS),
+		Credentials: credentials.NewStaticCredentialsProvider(localstack.AccessKeyID, localstack.SecretAccessKey, ""),
+	})
+	q, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("votes-send-%d", time.Now().UnixNano()))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueURL := aws.ToString(q.QueueUrl)
+
+	// receive takes every message on the queue: votes by voteId, and the count.
+	receive := func(t *testing.T, want int) (map[string]votes.Vote, int) {
+		t.Helper()
+		got, n := map[string]votes.Vote{}, 0
+		for bound := time.Now().Add(time.Minute); ; {
+			wait := int32(1)
+			if n >= want {
+				wait = 0 // one last look, for extra messages
+			}
+			out, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
+				QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: wait, VisibilityTimeout: 600,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range out.Messages {
+				v, err := votes.Parse([]byte(aws.ToString(m.Body)), time.Now())
+				if err != nil {
+					t.Fatalf("the command sent a vote the counter rejects: %v", err)
+				}
+				got[v.VoteID] = v
+				n++
+			}
+			if n >= want && len(out.Messages) == 0 || time.Now().After(bound) {
+				return got, n
+			}
+		}
+	}
+
+	t.Run("queue flag, progress, summary", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		args := []string{"--poll", "demo", "--count", "50", "--dup-rate", "0.2", "--options", "yes,no", "--queue-url", queueURL, "--progress"}
+		if err := votesSendEnv(t.Context(), args, &stdout, &stderr, votesSendEnvOf(vars)); err != nil {
+			t.Fatalf("votes send: %v\n%s", err, stderr.String())
+		}
+		got, n := receive(t, 60)
+		if n != 60 || len(got) != 50 {
+			t.Errorf("received %d messages, %d distinct; want 60, 50", n, len(got))
+		}
+		per := map[string]int{}
+		for _, v := range got {
+			if v.PollID != "demo" {
+				t.Errorf("vote on poll %q, want demo", v.PollID)
+			}
+			per[v.OptionID]++
+		}
+		summary := stdout.String()
+		for _, want := range []string{"sent 50 votes on poll demo (+10 duplicates) to " + queueURL, fmt.Sprintf("yes %d, no %d", per["yes"], per["no"])} {
+			if !strings.Contains(summary, want) {
+				t.Errorf("summary %q lacks %q", summary, want)
+			}
+		}
+		if strings.Count(summary, "\n") != 1 {
+			t.Errorf("summary %q, want one line", summary)
+		}
+		if bar := stderr.String(); !strings.Contains(bar, "\r[####################] 60/60 votes") || !strings.Contains(bar, "dup 10") || !strings.HasSuffix(bar, "\n") {
+			t.Errorf("progress %q, want a full bar redrawn with \\r, ending the line", bar)
+		}
+	})
+
+	t.Run("local.env, json, quiet", func(t *testing.T) {
+		state := t.TempDir()
+		var env strings.Builder
+		for k, v := range vars {
+			fmt.Fprintf(&env, "export %s='%s'\n", k, v)
+		}
+		fmt.Fprintf(&env, "export VOTES_QUEUE_URL='%s'\n", queueURL)
+		if err := os.WriteFile(filepath.Join(state, "local.env"), []byte(env.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		args := []string{"--poll", "demo", "--count", "5", "--options", "yes", "--state-dir", state, "--json", "--quiet"}
+		if err := votesSendEnv(t.Context(), args, &stdout, &stderr, votesSendEnvOf(nil)); err != nil {
+			t.Fatalf("votes send: %v\n%s", err, stderr.String())
+		}
+		var res struct {
+			PollID     string         `json:"pollId"`
+			Sent       int            `json:"sent"`
+			Duplicates int            `json:"duplicates"`
+			Failed     int            `json:"failed"`
+			PerOption  map[string]int `json:"perOption"`
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+			t.Fatalf("stdout is not the JSON result: %v\n%s", err, stdout.String())
+		}
+		if res.PollID != "demo" || res.Sent != 5 || res.Duplicates != 0 || res.Failed != 0 || res.PerOption["yes"] != 5 {
+			t.Errorf("result %+v, want 5 votes for yes", res)
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("stderr %q, want nothing with --quiet", stderr.String())
+		}
+		if got, n := receive(t, 5); n != 5 || len(got) != 5 {
+			t.Errorf("received %d messages, %d distinct; want 5", n, len(got))
+		}
+	})
+}

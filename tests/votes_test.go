@@ -1,0 +1,148 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
+	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/shared/runner"
+	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+)
+
+// createPoll creates a poll through the HTTP API.
+func createPoll(t *testing.T, env *local.Env, body string) {
+	t.Helper()
+	resp, err := http.Post(env.Vars["API_URL"]+"/polls", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		t.Fatalf("POST /polls = %d %s", resp.StatusCode, b.String())
+	}
+}
+
+type results struct {
+	PollID string           `json:"pollId"`
+	Totals map[string]int64 `json:"totals"`
+	Total  int64            `json:"total"`
+}
+
+func getResults(t *testing.T, env *local.Env, poll string) results {
+	t.Helper()
+	resp, err := http.Get(env.Vars["API_URL"] + "/polls/" + poll + "/results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r results
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&r) != nil {
+		t.Fatalf("GET results = %d", resp.StatusCode)
+	}
+	return r
+}
+
+// queueDepth is the visible plus in-flight messages of a queue.
+func queueDepth(t *testing.T, c *sqs.Client, url string) int {
+	t.Helper()
+	out, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, k := range []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"} {
+		var v int
+		fmt.Sscan(out.Attributes[k], &v)
+		n += v
+	}
+	return n
+}
+
+// The proof of the votes flow: 20,000 distinct votes plus 10 % re-sent,
+// counted in exactly-once mode while DynamoDB throttles, the runner
+// delivers batches twice and handlers crash mid-batch. The totals equal
+// the distinct votes exactly, option by option, and the counter writes are
+// spread over the shards.
+func TestVotesExactlyOnceUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 votes")
+	}
+	env := upLocalWith(t, map[string]string{"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8"})
+	ctx := context.Background()
+	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
+	createPoll(t, env, `{"pollId":"big","options":["o0","o1","o2","o3","o4","o5","o6","o7","o8","o9"],"shards":8}`)
+
+	// Faults: throttling on DynamoDB (the SDK and the counter retry),
+	// duplicate deliveries, and a forced crash mid-batch before anything else.
+	env.Proxies[faultproxy.DynamoDB].SetFaults(faultproxy.Faults{ThrottleRate: 0.03})
+	env.Runner.SetFaults(runner.Faults{CrashNext: 1, DuplicateRate: 0.1, Only: "CounterFunction"})
+
+	sqsc := env.Clients.SQS
+	producer := sqsqueue.NewProducer(sqsc, env.Vars["VOTES_QUEUE_URL"])
+	load, err := producer.Load(ctx, sqsqueue.LoadOptions{PollID: "big", Options: options, Count: 20000, DupRate: 0.1, Concurrency: 8, Seed: 42})
+	if err != nil || load.Failed > 0 || load.Sent != 20000 || load.Duplicates != 2000 {
+		t.Fatalf("load: %v %+v", err, load)
+	}
+	eventually(t, 8*time.Minute, "every vote counted and the queue drained", func() bool {
+		return getResults(t, env, "big").Total >= 20000 && queueDepth(t, sqsc, env.Vars["VOTES_QUEUE_URL"]) == 0
+	})
+	time.Sleep(2 * time.Second) // anything still in flight would show now
+	got := getResults(t, env, "big")
+	if got.Total != 20000 {
+		t.Errorf("total %d, want exactly 20000", got.Total)
+	}
+	for o, n := range load.PerOption {
+		if got.Totals[o] != int64(n) {
+			t.Errorf("option %s: %d, want %d", o, got.Totals[o], n)
+		}
+	}
+	for _, q := range []string{"VOTES_REJECTS_QUEUE_URL", "VOTES_DEAD_LETTER_QUEUE_URL"} {
+		if n := queueDepth(t, sqsc, env.Vars[q]); n != 0 {
+			t.Errorf("%s holds %d messages, want none", q, n)
+		}
+	}
+	var stats runner.Stats
+	for _, s := range env.Runner.Stats() {
+		if s.Function == "CounterFunction" {
+			stats = s
+		}
+	}
+	if st := env.Proxies[faultproxy.DynamoDB].Stats(); st.Throttled == 0 || stats.Crashes == 0 {
+		t.Errorf("faults did not happen: %d throttles, %d crashes", st.Throttled, stats.Crashes)
+	}
+	t.Logf("counter: %d invocations, %d records, %d crashes, %d duplicate deliveries; DynamoDB throttles %d",
+		stats.Invocations, stats.Records, stats.Crashes, stats.Duplicates, env.Proxies[faultproxy.DynamoDB].Stats().Throttled)
+
+	// Spread: no shard key takes more than about 1.5/N of the poll's counter writes.
+	writes := map[string]int64{}
+	var total int64
+	for _, k := range env.Proxies[faultproxy.DynamoDB].HotKeys() {
+		if strings.HasPrefix(k.Key, "count#big#") {
+			writes[k.Key] += k.Writes
+			total += k.Writes
+		}
+	}
+	if len(writes) != 8 {
+		t.Errorf("counter writes on %d shard keys, want 8: %v", len(writes), writes)
+	}
+	for k, n := range writes {
+		if share := float64(n) / float64(total); share > 1.5/8 {
+			t.Errorf("%s took %.3f of %d counter writes, above 1.5/8", k, share, total)
+		}
+	}
+}
