@@ -109,7 +109,8 @@ type Counter struct {
 	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s, with jitter).
 	Backoff func(attempt int) time.Duration
 	// Margin is the time left before the deadline at which the counter
-	// stops taking new work (default 5 s).
+	// stops taking new work: at most 5 s by default, and never more than a
+	// quarter of the time the invocation had when it started.
 	Margin time.Duration
 	Log    *slog.Logger
 
@@ -151,8 +152,12 @@ func (c *Counter) setDefaults() {
 // (in the reject store), or Failed (to be delivered again).
 func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	c.defaults()
-	res := Result{Rejected: map[Reason]int{}}
 	now := c.Now()
+	margin := c.Margin
+	if d, ok := ctx.Deadline(); ok {
+		margin = min(margin, d.Sub(now)/4)
+	}
+	res := Result{Rejected: map[Reason]int{}}
 	var rejects []Rejected
 	var valid []Entry
 	bodies := map[string][]byte{}
@@ -184,9 +189,9 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	var late []Rejected
 	switch c.Mode {
 	case AtLeastOnce:
-		c.countAtLeastOnce(ctx, entries, shards, &res)
+		c.countAtLeastOnce(ctx, entries, shards, margin, &res)
 	default:
-		late = c.countExactlyOnce(ctx, entries, shards, bodies, &res)
+		late = c.countExactlyOnce(ctx, entries, shards, bodies, margin, &res)
 	}
 	rejects = append(rejects, late...)
 
@@ -260,20 +265,20 @@ func (c *Counter) admit(ctx context.Context, valid []Entry, bodies map[string][]
 	return entries, dups, rejects, nil
 }
 
-// timeLeft reports whether there is time for more work before the deadline.
-func (c *Counter) timeLeft(ctx context.Context) bool {
+// timeLeft reports whether more than margin is left before the deadline.
+func (c *Counter) timeLeft(ctx context.Context, margin time.Duration) bool {
 	if ctx.Err() != nil {
 		return false
 	}
 	d, ok := ctx.Deadline()
-	return !ok || time.Until(d) > c.Margin
+	return !ok || d.Sub(c.Now()) > margin
 }
 
-func (c *Counter) countExactlyOnce(ctx context.Context, entries []Entry, shards map[string]int, bodies map[string][]byte, res *Result) (late []Rejected) {
+func (c *Counter) countExactlyOnce(ctx context.Context, entries []Entry, shards map[string]int, bodies map[string][]byte, margin time.Duration, res *Result) (late []Rejected) {
 	groups := Plan(entries, shards, c.Pick)
 	for gi, g := range groups {
 		for attempt := 1; len(g.Entries) > 0; attempt++ {
-			if !c.timeLeft(ctx) {
+			if !c.timeLeft(ctx, margin) {
 				// Stop before the deadline: this group and the ones after
 				// it go back to the queue instead of being cut off mid-write.
 				res.Deadline = true
@@ -333,7 +338,7 @@ func (c *Counter) countExactlyOnce(ctx context.Context, entries []Entry, shards 
 	return late
 }
 
-func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards map[string]int, res *Result) {
+func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards map[string]int, margin time.Duration, res *Result) {
 	if len(entries) == 0 {
 		return
 	}
@@ -346,7 +351,7 @@ func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards 
 			res.Throttles++
 		}
 	}
-	if !c.timeLeft(ctx) {
+	if !c.timeLeft(ctx, margin) {
 		res.Deadline = true
 		fail(context.DeadlineExceeded)
 		return
