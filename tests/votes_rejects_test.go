@@ -1,0 +1,115 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+func voteBody(id, poll, option, voter, castAt string) string {
+	return fmt.Sprintf(`{"voteId":%q,"pollId":%q,"optionId":%q,"voterId":%q,"castAt":%q}`, id, poll, option, voter, castAt)
+}
+
+// Every bad message reaches the rejects queue with its reason; none is
+// counted, none is retried, the batch goes on.
+func TestVotesRejectsWithReasons(t *testing.T) {
+	env := upLocal(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	at := now.Format(time.RFC3339)
+	createPoll(t, env, `{"pollId":"r","options":["a","b"]}`)
+	createPoll(t, env, fmt.Sprintf(`{"pollId":"closed","options":["a"],"closesAt":%q}`, now.Add(-time.Hour).Format(time.RFC3339)))
+	createPoll(t, env, fmt.Sprintf(`{"pollId":"later","options":["a"],"opensAt":%q}`, now.Add(24*time.Hour).Format(time.RFC3339)))
+	createPoll(t, env, `{"pollId":"once","options":["a","b"],"oneVotePerVoter":true}`)
+
+	viaSQS := []struct {
+		name string
+		body string
+		want votes.Reason
+	}{
+		{"not JSON", "this is not JSON", votes.ReasonMalformedJSON},
+		{"JSON array", `["a","b"]`, votes.ReasonMalformedJSON},
+		{"trailing data", voteBody("t1", "r", "a", "u1", at) + " {}", votes.ReasonMalformedJSON},
+		{"wrong type", `{"voteId":"w1","pollId":"r","optionId":7,"voterId":"u","castAt":"` + at + `"}`, votes.ReasonWrongType},
+		{"missing field", `{"voteId":"m1","pollId":"r","optionId":"a","castAt":"` + at + `"}`, votes.ReasonMissingField},
+		{"null field", `{"voteId":"n1","pollId":null,"optionId":"a","voterId":"u","castAt":"` + at + `"}`, votes.ReasonMissingField},
+		{"empty id", voteBody("", "r", "a", "u", at), votes.ReasonEmptyID},
+		{"129-char id", voteBody(strings.Repeat("x", 129), "r", "a", "u", at), votes.ReasonIDTooLong},
+		{"hash in id", voteBody("h1", "r", "a", "u#1", at), votes.ReasonBadID},
+		{"unknown poll", voteBody("p1", "no-such-poll", "a", "u", at), votes.ReasonUnknownPoll},
+		{"unknown option", voteBody("o1", "r", "zzz", "u", at), votes.ReasonUnknownOption},
+		{"closed poll", voteBody("c1", "closed", "a", "u", at), votes.ReasonPollClosed},
+		{"poll not open yet", voteBody("l1", "later", "a", "u", at), votes.ReasonPollNotOpen},
+		{"castAt far in the future", voteBody("f1", "r", "a", "u", "2099-01-01T00:00:00Z"), votes.ReasonFutureCastAt},
+		{"castAt not a time", voteBody("b1", "r", "a", "u", "yesterday"), votes.ReasonBadCastAt},
+		{"script injection", voteBody("<script>alert(1)</script>", "r", "'; DROP TABLE votes; --", "u", at), votes.ReasonUnknownOption},
+	}
+	want := map[string]votes.Reason{}
+	send := func(body string) string {
+		out, err := env.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env.Vars["VOTES_QUEUE_URL"]), MessageBody: aws.String(body)})
+		if err != nil {
+			t.Fatalf("send %q: %v", body, err)
+		}
+		return aws.ToString(out.MessageId)
+	}
+	for _, c := range viaSQS {
+		want[send(c.body)] = c.want
+	}
+	// One vote per voter: the first counts, a second by the same voter is rejected.
+	send(voteBody("first", "once", "a", "alice", at))
+	eventually(t, 60*time.Second, "alice's first vote counted", func() bool { return getResults(t, env, "once").Total == 1 })
+	want[send(voteBody("second", "once", "b", "alice", at))] = votes.ReasonDuplicateVoter
+	send(voteBody("good", "r", "b", "bob", at))
+
+	// Bodies SQS itself would refuse reach the handler directly.
+	huge := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "direct-1MiB", Body: `{"voteId":"` + strings.Repeat("x", 1<<20) + `"}`, EventSource: "aws:sqs"}}}
+	payload, _ := json.Marshal(huge)
+	out, err := env.Runner.Invoke(ctx, "CounterFunction", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("a 1 MiB body must be rejected, not retried: %s", out)
+	}
+	want["direct-1MiB"] = votes.ReasonTooLarge
+
+	got := map[string]votes.Reason{}
+	eventually(t, 60*time.Second, "every reject in the rejects queue", func() bool {
+		for _, b := range drain(t, newClients(t, map[string]string{"AWS_ENDPOINT_URL_SQS": env.Vars["AWS_ENDPOINT_URL_SQS"]}), env.Vars["VOTES_REJECTS_QUEUE_URL"]) {
+			var m struct {
+				MessageID string       `json:"messageId"`
+				Reason    votes.Reason `json:"reason"`
+				Detail    string       `json:"detail"`
+			}
+			if err := json.Unmarshal([]byte(b), &m); err != nil || m.Detail == "" {
+				t.Errorf("reject envelope %q: %v", b, err)
+			}
+			got[m.MessageID] = m.Reason
+		}
+		return len(got) >= len(want)
+	})
+	for id, reason := range want {
+		if got[id] != reason {
+			t.Errorf("message %s: reason %q, want %q", id, got[id], reason)
+		}
+	}
+	if r := getResults(t, env, "r"); r.Total != 1 || r.Totals["b"] != 1 {
+		t.Errorf("poll r totals %+v, want only bob's vote", r)
+	}
+	if r := getResults(t, env, "once"); r.Total != 1 || r.Totals["a"] != 1 {
+		t.Errorf("poll once totals %+v, want only alice's first vote", r)
+	}
+	if n := queueDepth(t, env.Clients.SQS, env.Vars["VOTES_DEAD_LETTER_QUEUE_URL"]); n != 0 {
+		t.Errorf("DLQ holds %d messages: rejects must not be retried", n)
+	}
+}
