@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ddbpipe/ddbpipe/shared/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
 	"github.com/ddbpipe/ddbpipe/shared/emf"
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
@@ -24,7 +24,7 @@ func VotesAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	store := dynamostore.New(dynamodb.NewFromConfig(env.AWS), table, prefix)
+	store := dynamostore.New(awsenv.DynamoDB(env.AWS, env.Getenv), table, prefix)
 	h := &voteslambda.HTTP{Store: store, DefaultShards: shards, Now: time.Now, Log: env.Log}
 	return h.Handle, nil
 }
@@ -40,7 +40,7 @@ func Counter(_ context.Context, env lambdafn.Env) (any, error) {
 		return nil, err
 	}
 	counter := &votes.Counter{
-		Store:   dynamostore.New(dynamodb.NewFromConfig(env.AWS), table, prefix),
+		Store:   dynamostore.New(awsenv.DynamoDB(env.AWS, env.Getenv), table, prefix),
 		Rejects: sqsqueue.NewRejects(sqs.NewFromConfig(env.AWS), rejectsURL),
 		Mode:    votes.Mode(mode),
 		Log:     env.Log,

@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
@@ -56,7 +55,7 @@ func votesStore(ctx context.Context, root, state, table string) (*dynamostore.Vo
 	if err != nil {
 		return nil, err
 	}
-	return dynamostore.New(dynamodb.NewFromConfig(cfg), table, getenv("LEDGER_TABLE_PREFIX")), nil
+	return dynamostore.New(awsenv.DynamoDB(cfg, getenv), table, getenv("LEDGER_TABLE_PREFIX")), nil
 }
 
 func pollsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -71,4 +72,16 @@ func (e endpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (stri
 		return v, true, nil
 	}
 	return "", false, nil
+}
+
+// DynamoDB returns a DynamoDB client. Against an overridden endpoint (the
+// local stack) it skips the x-amz-crc32 response check: DynamoDB Local
+// answers a cancelled transaction without a valid checksum, which the SDK
+// would log as a warning on every duplicate vote. Against AWS the check stays.
+func DynamoDB(cfg aws.Config, getenv func(string) string) *dynamodb.Client {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	local := getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || getenv("AWS_ENDPOINT_URL") != ""
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local })
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -158,7 +157,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.Clients = provision.Clients{
-		DynamoDB: dynamodb.NewFromConfig(e.AWS),
+		DynamoDB: awsenv.DynamoDB(e.AWS, func(k string) string { return e.Vars[k] }),
 		SQS:      sqs.NewFromConfig(e.AWS),
 		S3:       awsenv.S3(e.AWS, func(k string) string { return e.Vars[k] }),
 	}
