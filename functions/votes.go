@@ -24,7 +24,7 @@ func VotesAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	store := dynamostore.New(awsenv.DynamoDB(env.AWS, env.Getenv), table, prefix)
+	store := dynamostore.New(awsenv.DynamoDB(env.AWS), table, prefix)
 	h := &voteslambda.HTTP{Store: store, DefaultShards: shards, Now: time.Now, Log: env.Log}
 	return h.Handle, nil
 }
@@ -40,7 +40,7 @@ func Counter(_ context.Context, env lambdafn.Env) (any, error) {
 		return nil, err
 	}
 	counter := &votes.Counter{
-		Store:   dynamostore.New(awsenv.DynamoDB(env.AWS, env.Getenv), table, prefix),
+		Store:   dynamostore.New(awsenv.DynamoDB(env.AWS), table, prefix),
 		Rejects: sqsqueue.NewRejects(sqs.NewFromConfig(env.AWS), rejectsURL),
 		Mode:    votes.Mode(mode),
 		Log:     env.Log,

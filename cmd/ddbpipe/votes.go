@@ -55,7 +55,7 @@ func votesStore(ctx context.Context, root, state, table string) (*dynamostore.Vo
 	if err != nil {
 		return nil, err
 	}
-	return dynamostore.New(awsenv.DynamoDB(cfg, getenv), table, getenv("LEDGER_TABLE_PREFIX")), nil
+	return dynamostore.New(awsenv.DynamoDB(cfg), table, getenv("LEDGER_TABLE_PREFIX")), nil
 }
 
 func pollsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -78,10 +78,23 @@ func (e endpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (stri
 // local stack) it skips the x-amz-crc32 response check: DynamoDB Local
 // answers a cancelled transaction without a valid checksum, which the SDK
 // would log as a warning on every duplicate vote. Against AWS the check stays.
-func DynamoDB(cfg aws.Config, getenv func(string) string) *dynamodb.Client {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	local := getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || getenv("AWS_ENDPOINT_URL") != ""
+func DynamoDB(cfg aws.Config) *dynamodb.Client {
+	local := cfg.BaseEndpoint != nil || Overridden(cfg, "DynamoDB")
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = local })
+}
+
+// Overridden reports whether the configuration names an endpoint for the
+// service (sdkID as the SDK spells it: "DynamoDB", "S3", ...), the way the
+// SDK itself looks it up in its configuration sources.
+func Overridden(cfg aws.Config, sdkID string) bool {
+	for _, src := range cfg.ConfigSources {
+		if p, ok := src.(interface {
+			GetServiceBaseEndpoint(context.Context, string) (string, bool, error)
+		}); ok {
+			if v, found, err := p.GetServiceBaseEndpoint(context.Background(), sdkID); err == nil && found && v != "" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -157,7 +157,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.Clients = provision.Clients{
-		DynamoDB: awsenv.DynamoDB(e.AWS, func(k string) string { return e.Vars[k] }),
+		DynamoDB: awsenv.DynamoDB(e.AWS),
 		SQS:      sqs.NewFromConfig(e.AWS),
 		S3:       awsenv.S3(e.AWS, func(k string) string { return e.Vars[k] }),
 	}

@@ -1,0 +1,40 @@
+package awsenv
+
+import (
+	"context"
+	"testing"
+)
+
+func TestFromVarsEndpoints(t *testing.T) {
+	vars := map[string]string{
+		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+		"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": "http://127.0.0.1:2",
+	}
+	cfg, err := FromVars(context.Background(), func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Region != "eu-west-1" {
+		t.Errorf("region %q", cfg.Region)
+	}
+	creds, err := cfg.Credentials.Retrieve(context.Background())
+	if err != nil || creds.AccessKeyID != "k" || creds.SecretAccessKey != "s" {
+		t.Errorf("credentials %+v, %v", creds, err)
+	}
+	src := endpoints(func(k string) string { return vars[k] })
+	for id, want := range map[string]string{"DynamoDB": "http://127.0.0.1:1", "DynamoDB Streams": "http://127.0.0.1:2", "SQS": ""} {
+		got, found, _ := src.GetServiceBaseEndpoint(context.Background(), id)
+		if got != want || found != (want != "") {
+			t.Errorf("%s: got %q %v, want %q", id, got, found, want)
+		}
+	}
+	if !Overridden(cfg, "DynamoDB") || Overridden(cfg, "SQS") {
+		t.Error("Overridden does not follow the variables")
+	}
+	if DynamoDB(cfg).Options().DisableValidateResponseChecksum != true {
+		t.Error("the local DynamoDB client still validates checksums")
+	}
+	if S3(cfg, func(string) string { return "" }).Options().UsePathStyle {
+		t.Error("path style without an S3 endpoint override")
+	}
+}
