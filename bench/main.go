@@ -41,6 +41,7 @@ func benches() []bench {
 		{"runner-sqs", benchSQS},
 		{"runner-streams", benchStreams},
 		{"proxy", benchProxy},
+		{"votes", benchVotes},
 	}
 }
 
@@ -66,7 +67,7 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 	var sections []*section
 
 	start := time.Now()
-	env, err := local.Up(ctx, local.Options{Root: root, Setups: functions.All, Progress: log})
+	env, err := local.Up(ctx, local.Options{Root: root, Setups: functions.All, Progress: log, KeyWriteLimit: 1000})
 	if err != nil {
 		return err
 	}

@@ -103,6 +103,10 @@ type Counter struct {
 	Mode    Mode
 	Now     func() time.Time
 	Pick    ShardPicker
+	// Parallel is how many groups of a batch commit at once (default 4).
+	// Their increments land on different shards (the deck picker), so
+	// they rarely conflict.
+	Parallel int
 	// MaxAttempts bounds the commits of one group (default 8); a group
 	// that still fails is reported as failed messages and redelivered.
 	MaxAttempts int
@@ -126,6 +130,9 @@ func (c *Counter) setDefaults() {
 	}
 	if c.Pick == nil {
 		c.Pick = DeckPicker(rand.IntN)
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 4
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 8
@@ -276,66 +283,104 @@ func (c *Counter) timeLeft(ctx context.Context, margin time.Duration) bool {
 
 func (c *Counter) countExactlyOnce(ctx context.Context, entries []Entry, shards map[string]int, bodies map[string][]byte, margin time.Duration, res *Result) (late []Rejected) {
 	groups := Plan(entries, shards, c.Pick)
-	for gi, g := range groups {
-		for attempt := 1; len(g.Entries) > 0; attempt++ {
-			if !c.timeLeft(ctx, margin) {
-				// Stop before the deadline: this group and the ones after
-				// it go back to the queue instead of being cut off mid-write.
-				res.Deadline = true
-				for _, e := range g.Entries {
-					res.Failed = append(res.Failed, e.MessageID)
-				}
-				for _, rest := range groups[gi+1:] {
-					for _, e := range rest.Entries {
-						res.Failed = append(res.Failed, e.MessageID)
-					}
-				}
-				return late
+	work := make(chan Group)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < min(c.Parallel, len(groups)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := range work {
+				out := c.commitGroup(ctx, g, shards, bodies, margin)
+				mu.Lock()
+				res.merge(out)
+				late = append(late, out.late...)
+				mu.Unlock()
 			}
-			err := c.Store.Commit(ctx, g)
-			res.Commits++
-			if err == nil {
-				res.Accepted += len(g.Entries)
-				res.CounterWrites += len(g.Increments)
-				break
-			}
-			var ce *CancelledError
-			if errors.As(err, &ce) && len(ce.Existing) > 0 {
-				var keep []Entry
-				for i, e := range g.Entries {
-					stored, exists := ce.Existing[i]
-					switch {
-					case !exists:
-						keep = append(keep, e)
-					case e.OneVotePerVoter && stored != e.VoteID:
-						late = append(late, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonDuplicateVoter, "voter %q already voted in poll %s", e.VoterID, e.PollID)))
-					default:
-						res.Duplicates++
-					}
-				}
-				g = Group{Entries: keep, Increments: Coalesce(keep, shards, c.Pick)}
-				continue // the rest is retried at once: nothing conflicted
-			}
-			res.TxRetries++
-			if errors.Is(err, ErrThrottled) || ce != nil && ce.Throttled {
-				res.Throttles++
-			}
-			if attempt >= c.MaxAttempts {
-				c.Log.WarnContext(ctx, "commit failed; the group's messages will be retried", "err", err, "votes", len(g.Entries), "attempts", attempt)
-				for _, e := range g.Entries {
-					res.Failed = append(res.Failed, e.MessageID)
-				}
-				break
-			}
-			if sleep(ctx, c.Backoff(attempt)) != nil {
-				continue // the deadline check above reports the group
-			}
-			// A conflict may come from another invocation adding to the same
-			// shard: pick the shards again.
-			g.Increments = Coalesce(g.Entries, shards, c.Pick)
+		}()
+	}
+	for _, g := range groups {
+		work <- g
+	}
+	close(work)
+	wg.Wait()
+	return late
+}
+
+// groupOutcome is what committing one group did.
+type groupOutcome struct {
+	Result
+	late []Rejected
+}
+
+func (r *Result) merge(o groupOutcome) {
+	r.Failed = append(r.Failed, o.Failed...)
+	r.Accepted += o.Accepted
+	r.Duplicates += o.Duplicates
+	r.CounterWrites += o.CounterWrites
+	r.Commits += o.Commits
+	r.TxRetries += o.TxRetries
+	r.Throttles += o.Throttles
+	r.Deadline = r.Deadline || o.Deadline
+}
+
+// commitGroup commits one group as a transaction, dropping the entries that
+// already exist and retrying conflicts and throttling with backoff.
+func (c *Counter) commitGroup(ctx context.Context, g Group, shards map[string]int, bodies map[string][]byte, margin time.Duration) (out groupOutcome) {
+	fail := func() {
+		for _, e := range g.Entries {
+			out.Failed = append(out.Failed, e.MessageID)
 		}
 	}
-	return late
+	for attempt := 1; len(g.Entries) > 0; attempt++ {
+		if !c.timeLeft(ctx, margin) {
+			// Stop before the deadline: the group goes back to the queue
+			// instead of being cut off mid-write.
+			out.Deadline = true
+			fail()
+			return out
+		}
+		err := c.Store.Commit(ctx, g)
+		out.Commits++
+		if err == nil {
+			out.Accepted += len(g.Entries)
+			out.CounterWrites += len(g.Increments)
+			return out
+		}
+		var ce *CancelledError
+		if errors.As(err, &ce) && len(ce.Existing) > 0 {
+			var keep []Entry
+			for i, e := range g.Entries {
+				stored, exists := ce.Existing[i]
+				switch {
+				case !exists:
+					keep = append(keep, e)
+				case e.OneVotePerVoter && stored != e.VoteID:
+					out.late = append(out.late, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonDuplicateVoter, "voter %q already voted in poll %s", e.VoterID, e.PollID)))
+				default:
+					out.Duplicates++
+				}
+			}
+			g = Group{Entries: keep, Increments: Coalesce(keep, shards, c.Pick)}
+			continue // the rest is retried at once: nothing conflicted
+		}
+		out.TxRetries++
+		if errors.Is(err, ErrThrottled) || ce != nil && ce.Throttled {
+			out.Throttles++
+		}
+		if attempt >= c.MaxAttempts {
+			c.Log.WarnContext(ctx, "commit failed; the group's messages will be retried", "err", err, "votes", len(g.Entries), "attempts", attempt)
+			fail()
+			return out
+		}
+		if sleep(ctx, c.Backoff(attempt)) != nil {
+			continue // the deadline check above reports the group
+		}
+		// A conflict may come from another invocation adding to the same
+		// shard: pick the shards again.
+		g.Increments = Coalesce(g.Entries, shards, c.Pick)
+	}
+	return out
 }
 
 func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards map[string]int, margin time.Duration, res *Result) {
