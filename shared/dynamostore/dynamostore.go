@@ -274,3 +274,61 @@ func (s *Votes) ShardCounts(ctx context.Context, pollID string, shard int) (map[
 	}
 	return counts, nil
 }
+
+func totalsKey(pollID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": str("total#" + pollID), "sk": str("total")}
+}
+
+var _ votes.TotalsCache = (*Votes)(nil)
+
+// CachedTotals reads the materialized totals of a poll.
+func (s *Votes) CachedTotals(ctx context.Context, pollID string) (votes.Totals, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: totalsKey(pollID)})
+	if err != nil {
+		return votes.Totals{}, false, fmt.Errorf("dynamostore: read totals of %s: %w", pollID, classify(err))
+	}
+	if out.Item == nil {
+		return votes.Totals{}, false, nil
+	}
+	t := votes.Totals{PollID: pollID, Totals: map[string]int64{}}
+	if m, ok := out.Item["totals"].(*types.AttributeValueMemberM); ok {
+		for o, v := range m.Value {
+			if n, ok := v.(*types.AttributeValueMemberN); ok {
+				x, _ := strconv.ParseInt(n.Value, 10, 64)
+				t.Totals[o] = x
+				t.Total += x
+			}
+		}
+	}
+	if n, ok := out.Item["shards"].(*types.AttributeValueMemberN); ok {
+		t.Shards, _ = strconv.Atoi(n.Value)
+	}
+	if r, ok := out.Item["readAt"].(*types.AttributeValueMemberS); ok {
+		t.ReadAt, _ = time.Parse(time.RFC3339Nano, r.Value)
+	}
+	return t, true, nil
+}
+
+// PutTotals stores totals unless newer ones are there already.
+func (s *Votes) PutTotals(ctx context.Context, t votes.Totals) error {
+	m := map[string]types.AttributeValue{}
+	for o, n := range t.Totals {
+		m[o] = num(n)
+	}
+	item := totalsKey(t.PollID)
+	item["totals"] = &types.AttributeValueMemberM{Value: m}
+	item["total"] = num(t.Total)
+	item["shards"] = num(int64(t.Shards))
+	// Fixed width, so the condition's string comparison orders times.
+	item["readAt"] = str(t.ReadAt.UTC().Format("2006-01-02T15:04:05.000000000Z"))
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.counters), Item: item,
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR readAt < :t"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": item["readAt"]},
+	})
+	var cf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &cf) { // a newer copy won: fine
+		return fmt.Errorf("dynamostore: store totals of %s: %w", t.PollID, classify(err))
+	}
+	return nil
+}

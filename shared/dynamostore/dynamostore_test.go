@@ -177,3 +177,24 @@ func TestLedgerTablePerMonth(t *testing.T) {
 		t.Error("a ledger table for month 13")
 	}
 }
+
+// Materialized totals: a newer copy is never replaced by an older one.
+func TestTotalsCache(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, ok, err := s.CachedTotals(ctx, "p"); ok || err != nil {
+		t.Fatalf("empty cache: %v %v", ok, err)
+	}
+	t1 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	newer := votes.Totals{PollID: "p", Totals: map[string]int64{"a": 5, "b": 2}, Shards: 4, ReadAt: t1.Add(time.Second)}
+	older := votes.Totals{PollID: "p", Totals: map[string]int64{"a": 1}, Shards: 4, ReadAt: t1.Add(500 * time.Millisecond)}
+	for _, tt := range []votes.Totals{newer, older} {
+		if err := s.PutTotals(ctx, tt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, ok, err := s.CachedTotals(ctx, "p")
+	if err != nil || !ok || got.Total != 7 || got.Totals["b"] != 2 || !got.ReadAt.Equal(newer.ReadAt) || got.Shards != 4 {
+		t.Errorf("cached %+v (%v %v), want the newer copy", got, ok, err)
+	}
+}

@@ -26,7 +26,11 @@ type Totals struct {
 	Totals map[string]int64 `json:"totals"`
 	Total  int64            `json:"total"`
 	Shards int              `json:"shards"`
-	ReadAt time.Time        `json:"readAt"`
+	// ReadAt is when the shards were read; Source is "shards" for a read
+	// made now, "cache" for a materialized copy AgeSeconds old.
+	ReadAt     time.Time `json:"readAt"`
+	Source     string    `json:"source"`
+	AgeSeconds float64   `json:"ageSeconds"`
 }
 
 // Results reads every shard of a poll in parallel (scatter) and sums them
@@ -67,5 +71,41 @@ func Results(ctx context.Context, r CountReader, pollID string, now func() time.
 		return Totals{}, fmt.Errorf("votes: results of %s: %w", pollID, errors.Join(errs...))
 	}
 	t.ReadAt = now().UTC()
+	t.Source = "shards"
+	return t, nil
+}
+
+// TotalsCache keeps a materialized copy of a poll's totals, so a hot read
+// is one GetItem instead of N shard queries.
+type TotalsCache interface {
+	// CachedTotals returns the stored totals; ok is false when there are none.
+	CachedTotals(ctx context.Context, pollID string) (t Totals, ok bool, err error)
+	// PutTotals stores totals unless newer ones are already there.
+	PutTotals(ctx context.Context, t Totals) error
+}
+
+// CachedResults serves a poll's totals from the cache when they are at most
+// maxAge old, and otherwise reads the shards and refreshes the cache. The
+// returned Totals say where they came from and how old they are.
+func CachedResults(ctx context.Context, r CountReader, c TotalsCache, pollID string, maxAge time.Duration, now func() time.Time) (Totals, error) {
+	if maxAge > 0 {
+		t, ok, err := c.CachedTotals(ctx, pollID)
+		if err != nil {
+			return Totals{}, err
+		}
+		if ok {
+			if age := now().Sub(t.ReadAt); age <= maxAge && age >= 0 {
+				t.Source, t.AgeSeconds = "cache", age.Seconds()
+				return t, nil
+			}
+		}
+	}
+	t, err := Results(ctx, r, pollID, now)
+	if err != nil {
+		return Totals{}, err
+	}
+	if err := c.PutTotals(ctx, t); err != nil {
+		return Totals{}, err
+	}
 	return t, nil
 }

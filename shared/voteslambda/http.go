@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -14,10 +16,27 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
-// PollStore creates and reads polls and their counts; *dynamostore.Votes satisfies it.
+// PollStore creates and reads polls, their counts and their materialized
+// totals; *dynamostore.Votes satisfies it.
 type PollStore interface {
 	votes.CountReader
+	votes.TotalsCache
 	CreatePoll(ctx context.Context, p votes.Poll) error
+}
+
+// DefaultMaxAge is how old cached totals may be when a request does not say
+// (?maxAge=seconds; 0 reads every shard now).
+const DefaultMaxAge = 2 * time.Second
+
+func maxAgeParam(v string) (time.Duration, error) {
+	if v == "" {
+		return DefaultMaxAge, nil
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n < 0 || n > 3600 || math.IsNaN(n) {
+		return 0, &clientError{http.StatusBadRequest, "maxAge must be a number of seconds from 0 to 3600"}
+	}
+	return time.Duration(n * float64(time.Second)), nil
 }
 
 // HTTP serves the polls routes of the HTTP API.
@@ -63,7 +82,10 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	case "GET /polls/{id}":
 		body, err = h.Store.Poll(ctx, req.PathParameters["id"])
 	case "GET /polls/{id}/results":
-		body, err = votes.Results(ctx, h.Store, req.PathParameters["id"], h.Now)
+		var maxAge time.Duration
+		if maxAge, err = maxAgeParam(req.QueryStringParameters["maxAge"]); err == nil {
+			body, err = votes.CachedResults(ctx, h.Store, h.Store, req.PathParameters["id"], maxAge, h.Now)
+		}
 	default:
 		err = &clientError{http.StatusNotFound, "no route " + req.RouteKey}
 	}

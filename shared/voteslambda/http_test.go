@@ -39,6 +39,11 @@ func request(route, id, body string) events.APIGatewayV2HTTPRequest {
 	return events.APIGatewayV2HTTPRequest{RouteKey: route, PathParameters: map[string]string{"id": id}, Body: body}
 }
 
+func withQuery(r events.APIGatewayV2HTTPRequest, k, v string) events.APIGatewayV2HTTPRequest {
+	r.QueryStringParameters = map[string]string{k: v}
+	return r
+}
+
 func TestPollsHTTP(t *testing.T) {
 	h := newHTTP(t)
 	options := make([]string, 101)
@@ -71,6 +76,10 @@ func TestPollsHTTP(t *testing.T) {
 		{"get hostile id", request("GET /polls/{id}", "../../etc/passwd#x", ""), 404, "no such poll"},
 		{"results with no votes", request("GET /polls/{id}/results", "color", ""), 200, `"totals":{"blue":0,"red":0},"total":0`},
 		{"results missing", request("GET /polls/{id}/results", "nope", ""), 404, "no such poll"},
+		{"results cached", withQuery(request("GET /polls/{id}/results", "color", ""), "maxAge", "3600"), 200, `"source":"cache"`},
+		{"results fresh", withQuery(request("GET /polls/{id}/results", "color", ""), "maxAge", "0"), 200, `"source":"shards"`},
+		{"results bad maxAge", withQuery(request("GET /polls/{id}/results", "color", ""), "maxAge", "-1"), 400, "maxAge"},
+		{"results NaN maxAge", withQuery(request("GET /polls/{id}/results", "color", ""), "maxAge", "NaN"), 400, "maxAge"},
 		{"unknown route", request("DELETE /polls/{id}", "color", ""), 404, "no route"},
 	}
 	for _, tt := range tests {
