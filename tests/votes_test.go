@@ -46,7 +46,7 @@ type results struct {
 func getResults(t *testing.T, env *local.Env, poll string) results {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		resp, err := http.Get(env.Vars["API_URL"] + "/polls/" + poll + "/results")
+		resp, err := http.Get(env.Vars["API_URL"] + "/polls/" + poll + "/results?maxAge=0")
 		if err != nil {
 			t.Fatal(err)
 		}
