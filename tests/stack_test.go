@@ -1,15 +1,12 @@
 // Package tests holds the integration and end-to-end tests. They run
 // against the real local servers (DynamoDB Local, fauxqs, versitygw), which
-// TestMain starts once for the package. Without Java or Node they skip,
+// stacktest starts once for the package. Without Java or Node they skip,
 // unless DDBPIPE_REQUIRE_STACK=1 (set by `make test`) makes that a failure.
 package tests
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,39 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/localstack"
+	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
 )
 
-var (
-	stack    *localstack.Stack
-	stackErr error
-	seq      atomic.Int64
-)
+func TestMain(m *testing.M) { stacktest.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := func() int {
-		if !testingShort() {
-			root, _ := filepath.Abs("..")
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			stack, stackErr = localstack.Start(ctx, localstack.Options{Root: root, Log: os.Stderr})
-			cancel()
-			if stack != nil {
-				defer stack.Stop()
-			}
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
-}
-
-func testingShort() bool {
-	for _, a := range os.Args {
-		if a == "-test.short" || a == "-test.short=true" {
-			return true
-		}
-	}
-	return false
-}
+// seq makes names unique within the test binary.
+var seq atomic.Int64
 
 // clients are SDK clients pointed at the local servers (or at proxies).
 type clients struct {
@@ -67,36 +38,18 @@ type clients struct {
 // needStack skips (or, under DDBPIPE_REQUIRE_STACK=1, fails) without servers.
 func needStack(tb testing.TB) {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("needs the local stack (-short)")
-	}
-	if stack == nil {
-		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
-			tb.Fatalf("local stack did not start: %v", stackErr)
-		}
-		tb.Skipf("local stack not available: %v", stackErr)
-	}
+	stacktest.Need(tb)
 }
 
-// newClients builds clients for the given endpoints (defaults: the servers).
+// newClients builds clients for the package's servers; endpoints override
+// the defaults (e.g. to go through a proxy).
 func newClients(tb testing.TB, endpoints map[string]string) clients {
 	tb.Helper()
-	vars := map[string]string{
-		"AWS_REGION": localstack.Region, "AWS_ACCESS_KEY_ID": localstack.AccessKeyID, "AWS_SECRET_ACCESS_KEY": localstack.SecretAccessKey,
-		"AWS_ENDPOINT_URL_DYNAMODB": stack.DynamoDB, "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": stack.DynamoDB,
-		"AWS_ENDPOINT_URL_SQS": stack.SQS, "AWS_ENDPOINT_URL_S3": stack.S3,
-	}
-	for k, v := range endpoints {
-		vars[k] = v
-	}
-	get := func(k string) string { return vars[k] }
-	cfg, err := awsenv.FromVars(context.Background(), get)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	cfg := stacktest.Config(tb, stacktest.Need(tb), endpoints)
+	vars := map[string]string{"AWS_ENDPOINT_URL_S3": "set"}
 	return clients{
 		cfg: cfg, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
-		sqs: sqs.NewFromConfig(cfg), s3: awsenv.S3(cfg, get),
+		sqs: sqs.NewFromConfig(cfg), s3: awsenv.S3(cfg, func(k string) string { return vars[k] }),
 	}
 }
 

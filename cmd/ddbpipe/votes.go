@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
 	"github.com/ddbpipe/ddbpipe/shared/votes"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/localstack"
+	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -93,29 +93,13 @@ func TestVotesSendCommas(t *testing.T) {
 	}
 }
 
-// votesSendStack starts the local servers for one test; it skips as the
-// integration tests do.
+// votesSendStack returns the package's local servers (see stacktest).
 func votesSendStack(t *testing.T) *localstack.Stack {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the local servers (-short)")
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	s, err := localstack.Start(ctx, localstack.Options{Root: root})
-	if err != nil {
-		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
-			t.Fatalf("local servers did not start: %v", err)
-		}
-		t.Skipf("local servers not available: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
-	return s
+	return stacktest.Need(t)
 }
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
 
 func TestVotesSendToLocalQueue(t *testing.T) {
 	s := votesSendStack(t)

@@ -8,9 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/localstack"
+	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
 )
 
 // These tests put the proxy in front of real local servers: the ones named
@@ -30,25 +29,15 @@ import (
 // local stack this package starts once (skipped under -short, and skipped
 // without Java/Node unless DDBPIPE_REQUIRE_STACK=1, as `make test` sets).
 
-var (
-	stackOnce sync.Once
-	stack     *localstack.Stack
-	stackErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if stack != nil {
-		_ = stack.Stop()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stacktest.Main(m) }
 
 func localUpstream(t *testing.T, variable string) string {
 	t.Helper()
 	v := os.Getenv(variable)
 	if v == "" {
-		return ownStack(t, variable)
+		st := stacktest.Need(t)
+		usingStack = true
+		return map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": st.DynamoDB, "AWS_ENDPOINT_URL_SQS": st.SQS, "AWS_ENDPOINT_URL_S3": st.S3}[variable]
 	}
 	u, err := url.Parse(v)
 	if err != nil {
@@ -62,35 +51,13 @@ func localUpstream(t *testing.T, variable string) string {
 	return u.Scheme + "://" + u.Host
 }
 
-func ownStack(t *testing.T, variable string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the local servers (-short)")
-	}
-	stackOnce.Do(func() {
-		root, err := filepath.Abs("../..")
-		if err != nil {
-			stackErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		stack, stackErr = localstack.Start(ctx, localstack.Options{Root: root})
-	})
-	if stack == nil {
-		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
-			t.Fatalf("local servers did not start: %v", stackErr)
-		}
-		t.Skipf("local servers not available: %v", stackErr)
-	}
-	return map[string]string{
-		"AWS_ENDPOINT_URL_DYNAMODB": stack.DynamoDB, "AWS_ENDPOINT_URL_SQS": stack.SQS, "AWS_ENDPOINT_URL_S3": stack.S3,
-	}[variable]
-}
+// usingStack is set when the tests use stacktest's servers, whose
+// credentials are fixed.
+var usingStack bool
 
 func localConfig() (aws.CredentialsProvider, string) {
 	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
-	if id == "" || secret == "" || stack != nil {
+	if id == "" || secret == "" || usingStack {
 		id, secret = localstack.AccessKeyID, localstack.SecretAccessKey
 	}
 	region := os.Getenv("AWS_REGION")

@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,50 +18,19 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
 	"github.com/ddbpipe/ddbpipe/shared/localstack"
+	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
 // These tests run against the real local SQS server (fauxqs), started once
-// for the package: skipped under -short, and skipped when the servers
-// cannot start unless DDBPIPE_REQUIRE_STACK=1 (as `make test` sets).
+// for the package by stacktest.
 
-var (
-	stackOnce sync.Once
-	stack     *localstack.Stack
-	stackErr  error
-)
+func TestMain(m *testing.M) { stacktest.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if stack != nil {
-		_ = stack.Stop()
-	}
-	os.Exit(code)
-}
-
-// localSQS returns the local SQS server's URL, starting the stack once.
+// localSQS returns the local SQS server's URL.
 func localSQS(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the local servers (-short)")
-	}
-	stackOnce.Do(func() {
-		root, err := filepath.Abs("../..")
-		if err != nil {
-			stackErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		stack, stackErr = localstack.Start(ctx, localstack.Options{Root: root})
-	})
-	if stack == nil {
-		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
-			t.Fatalf("local servers did not start: %v", stackErr)
-		}
-		t.Skipf("local servers not available: %v", stackErr)
-	}
-	return stack.SQS
+	return stacktest.Need(t).SQS
 }
 
 // sqsClient talks to endpoint; maxAttempts 1 turns the SDK's retries off so
