@@ -48,7 +48,7 @@ demo: install
 	$(GO) run ./cmd/ddbpipe demo
 
 bench: install
-	$(GO) run ./cmd/ddbpipe bench -out bench/out
+	$(GO) run ./bench -out bench/out
 
 up: install
 	$(GO) run ./cmd/ddbpipe local up
