@@ -213,6 +213,14 @@ func environ(prefixes ...string) []string {
 
 // The servers' command lines and readiness checks.
 
+// dynamoHeap is DynamoDB Local's maximum heap: $DDBPIPE_DYNAMODB_HEAP or 1g.
+func dynamoHeap() string {
+	if h := os.Getenv("DDBPIPE_DYNAMODB_HEAP"); h != "" {
+		return h
+	}
+	return "1g"
+}
+
 func dynamoSpec(inst *installation, dbPath string) serverSpec {
 	return serverSpec{
 		name:  DynamoDBServer,
@@ -220,7 +228,9 @@ func dynamoSpec(inst *installation, dbPath string) serverSpec {
 		command: func(port int) *exec.Cmd {
 			jar := filepath.Join(inst.dynamoJarDir, "DynamoDBLocal.jar")
 			args := []string{
-				"-Xmx256m", "-XX:+UseSerialGC",
+				// A heap large enough that a 20,000-vote run does not turn
+				// into garbage collection; the JVM takes only what it uses.
+				"-Xmx" + dynamoHeap(), "-XX:+UseSerialGC",
 				"-Djava.library.path=" + filepath.Join(inst.dynamoJarDir, "DynamoDBLocal_lib"),
 			}
 			if inst.dynamoLauncherDir != "" {
