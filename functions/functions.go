@@ -4,9 +4,9 @@
 // lambdafn.Start; the local runner looks Setups up in All and calls them
 // in-process, so AWS and the local stack run the same wiring.
 //
-// The handlers here are the foundation's skeletons: they accept their event
-// shape, log it and acknowledge it. The flows' issues replace them with the
-// real services (votes, objects, archive, rotation).
+// The votes functions (votes.go) are real. The large-object and archive
+// functions (skeletons.go) are still the foundation's skeletons: they accept
+// their event shape, log it and acknowledge it, until their issues land.
 package functions
 
 import (
