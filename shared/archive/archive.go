@@ -1,0 +1,175 @@
+// Package archive is the cold tier of ddbpipe's tables: DynamoDB stream
+// records kept as rows in columnar files on object storage, one Hive-style
+// partition per table and month (table=<base>/month=<YYYY-MM>/).
+//
+// It is the domain: plain Go values in, rows, object keys, verification
+// reports, compaction plans and manifests out. It imports no AWS package;
+// shared/parquetarchive turns Lambda stream events into Records, encodes
+// Rows as Parquet and talks to S3.
+//
+// # Rows
+//
+// One stream record becomes one Row:
+//
+//	column                   type        value
+//	table                    string      the table's base name (see PartitionOf)
+//	month                    string      YYYY-MM (see PartitionOf)
+//	eventId                  string      the stream record's eventID
+//	eventName                string      INSERT, MODIFY or REMOVE
+//	sequenceNumber           string      the record's sequence number, as given
+//	approximateCreationTime  timestamp   UTC, whole seconds (as Streams sends it)
+//	keys                     string      JSON of the key attributes (see Item)
+//	newImage                 string      JSON of the new image; null when absent
+//	oldImage                 string      JSON of the old image; null when absent
+//	ttlDelete                bool        the REMOVE was made by TTL expiry
+//
+// table and month repeat the partition so a file describes itself (DuckDB can
+// read it with no Hive partitioning, and the values agree when it does).
+// Sequence numbers are decimal strings of up to 40 digits; they order
+// numerically, so compare them with CompareSequence (in SQL: lpad to 40).
+package archive
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrInvalidRecord: a stream record the archive cannot hold (missing
+	// fields, an unknown event name). Such a record is a poison record.
+	ErrInvalidRecord = errors.New("archive: invalid record")
+	// ErrUnsupportedValue: an image holds a value no DynamoDB type maps to.
+	ErrUnsupportedValue = errors.New("archive: unsupported attribute value")
+	// ErrInvalidManifest: a manifest that does not add up.
+	ErrInvalidManifest = errors.New("archive: invalid manifest")
+)
+
+// Event names, as DynamoDB Streams sends them.
+const (
+	EventInsert = "INSERT"
+	EventModify = "MODIFY"
+	EventRemove = "REMOVE"
+)
+
+// Record is one stream record as plain values: what the archive needs from
+// it, whatever delivered it.
+type Record struct {
+	// Table is the source table's name, e.g. "ddbpipe-votes-2026-11".
+	Table string
+	// Stream identifies the table's stream (its label, the last part of the
+	// stream ARN). Sequence numbers are unique within a stream, so (Stream,
+	// first sequence number) names an object for good.
+	Stream         string
+	EventID        string
+	EventName      string
+	SequenceNumber string
+	CreatedAt      time.Time // ApproximateCreationDateTime
+	Keys           Item
+	NewImage       Item // nil when absent
+	OldImage       Item // nil when absent
+	// TTLDelete: the record is a REMOVE made by DynamoDB's TTL process
+	// (userIdentity type "Service", principal "dynamodb.amazonaws.com").
+	TTLDelete bool
+}
+
+// Row is one archived stream record, as stored in the columnar files (see the
+// package documentation for the schema).
+type Row struct {
+	Table                   string
+	Month                   string
+	EventID                 string
+	EventName               string
+	SequenceNumber          string
+	ApproximateCreationTime time.Time
+	Keys                    string
+	NewImage                string // "" when absent
+	OldImage                string // "" when absent
+	TTLDelete               bool
+}
+
+// NewRow converts a record into its row. It fails with ErrInvalidRecord or
+// ErrUnsupportedValue (wrapped with the record's event id): the record is
+// then a poison record.
+func NewRow(r Record) (Row, error) {
+	fail := func(err error) (Row, error) {
+		return Row{}, fmt.Errorf("archive: record %q (sequence %s): %w", r.EventID, r.SequenceNumber, err)
+	}
+	switch {
+	case r.Table == "":
+		return fail(fmt.Errorf("%w: no table name", ErrInvalidRecord))
+	case r.EventID == "":
+		return fail(fmt.Errorf("%w: no event id", ErrInvalidRecord))
+	case !isDigits(r.SequenceNumber) || len(r.SequenceNumber) > maxSequenceDigits:
+		return fail(fmt.Errorf("%w: sequence number %q is not a decimal of 1 to %d digits", ErrInvalidRecord, r.SequenceNumber, maxSequenceDigits))
+	case r.CreatedAt.IsZero():
+		return fail(fmt.Errorf("%w: no creation time", ErrInvalidRecord))
+	case len(r.Keys) == 0:
+		return fail(fmt.Errorf("%w: no keys", ErrInvalidRecord))
+	case r.TTLDelete && r.EventName != EventRemove:
+		return fail(fmt.Errorf("%w: TTL delete on a %s", ErrInvalidRecord, r.EventName))
+	}
+	switch r.EventName {
+	case EventInsert, EventModify, EventRemove:
+	default:
+		return fail(fmt.Errorf("%w: event name %q", ErrInvalidRecord, r.EventName))
+	}
+	p := PartitionOf(r.Table, r.CreatedAt)
+	row := Row{
+		Table: p.Table, Month: p.Month,
+		EventID: r.EventID, EventName: r.EventName, SequenceNumber: r.SequenceNumber,
+		ApproximateCreationTime: r.CreatedAt.UTC(), TTLDelete: r.TTLDelete,
+	}
+	var err error
+	if row.Keys, err = ImageJSON(r.Keys); err != nil {
+		return fail(fmt.Errorf("keys: %w", err))
+	}
+	if row.NewImage, err = ImageJSON(r.NewImage); err != nil {
+		return fail(fmt.Errorf("new image: %w", err))
+	}
+	if row.OldImage, err = ImageJSON(r.OldImage); err != nil {
+		return fail(fmt.Errorf("old image: %w", err))
+	}
+	return row, nil
+}
+
+// Partition is one table's month in the archive.
+type Partition struct {
+	Table string // the base name: the table name without a -YYYY-MM suffix
+	Month string // YYYY-MM
+}
+
+// Prefix is the partition's folder: "table=<base>/month=<YYYY-MM>/".
+func (p Partition) Prefix() string {
+	return "table=" + p.Table + "/month=" + p.Month + "/"
+}
+
+// ManifestKey is where the partition's manifest lives. The leading
+// underscore keeps Athena from reading it as data.
+func (p Partition) ManifestKey() string { return p.Prefix() + "_manifest.json" }
+
+var monthlySuffix = regexp.MustCompile(`^(.+)-(\d{4})-(0[1-9]|1[0-2])$`)
+
+// MonthlyTable reports whether a table name ends in -YYYY-MM (a monthly
+// table, as the vote ledger's "ddbpipe-votes-2026-11"), with its base name
+// and month.
+func MonthlyTable(name string) (base, month string, ok bool) {
+	m := monthlySuffix.FindStringSubmatch(name)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[2] + "-" + m[3], true
+}
+
+// PartitionOf gives a record's partition. A monthly table's records all
+// belong to the table's month, whenever they were written (a vote cast on
+// 30 November and recorded on 1 December stays in November). Other tables
+// (the objects table) are split by the record's creation time, in UTC.
+func PartitionOf(table string, created time.Time) Partition {
+	if base, month, ok := MonthlyTable(table); ok {
+		return Partition{Table: base, Month: month}
+	}
+	return Partition{Table: table, Month: created.UTC().Format("2006-01")}
+}

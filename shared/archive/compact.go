@@ -1,0 +1,292 @@
+package archive
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// File is one data object in a partition, as listed or as written.
+type File struct {
+	Key         string `json:"key"`
+	Rows        int64  `json:"rows"`
+	Bytes       int64  `json:"bytes"`
+	SHA256      string `json:"sha256,omitempty"` // hex SHA-256 of the object's bytes
+	MinSequence string `json:"minSequence,omitempty"`
+	MaxSequence string `json:"maxSequence,omitempty"`
+}
+
+// CompactionPolicy says which files are small and how large a merged file
+// may grow.
+type CompactionPolicy struct {
+	// SmallBytes: files under this size are merged; larger ones stay.
+	SmallBytes int64
+	// TargetBytes: a merged file's inputs add up to at most this size
+	// (a single input larger than it is never merged).
+	TargetBytes int64
+}
+
+// DefaultCompactionPolicy merges files under 32 MiB into files of up to
+// 128 MiB: a month of 100,000 votes (a few MB of Parquet) becomes one file.
+var DefaultCompactionPolicy = CompactionPolicy{SmallBytes: 32 << 20, TargetBytes: 128 << 20}
+
+// Merge is one step of a compaction plan: read Inputs, write their rows
+// (MergeRows) to Output.
+type Merge struct {
+	Output string
+	Inputs []File
+	Rows   int64
+	Bytes  int64 // the inputs' total size
+}
+
+// CompactedKey names a merged file from its inputs, so that a compaction
+// that is run again after a crash writes the same object:
+// table=<base>/month=<YYYY-MM>/compacted-<16 hex digits>.parquet.
+func CompactedKey(p Partition, inputs []File) string {
+	keys := make([]string, len(inputs))
+	for i, f := range inputs {
+		keys[i] = f.Key
+	}
+	sort.Strings(keys)
+	sum := sha256.Sum256([]byte(strings.Join(keys, "\n")))
+	return p.Prefix() + "compacted-" + hex.EncodeToString(sum[:8]) + ".parquet"
+}
+
+// PlanCompaction groups a partition's small files, in key order (for one
+// stream, the order of their records), into merges of at most TargetBytes
+// each. Large files, files outside the partition and the manifest are left
+// alone; a group of one file is not a merge. Files are merged only once the
+// month is drained: a file written during compaction would not be in the
+// plan.
+func PlanCompaction(p Partition, files []File, pol CompactionPolicy) []Merge {
+	if pol.TargetBytes <= 0 {
+		pol = DefaultCompactionPolicy
+	}
+	var small []File
+	for _, f := range files {
+		if strings.HasPrefix(f.Key, p.Prefix()) && f.Key != p.ManifestKey() && strings.HasSuffix(f.Key, ".parquet") && f.Bytes < pol.SmallBytes {
+			small = append(small, f)
+		}
+	}
+	sort.Slice(small, func(i, j int) bool { return small[i].Key < small[j].Key })
+	var plan []Merge
+	var cur []File
+	var size int64
+	flush := func() {
+		if len(cur) > 1 {
+			m := Merge{Output: CompactedKey(p, cur), Inputs: cur}
+			for _, f := range cur {
+				m.Rows += f.Rows
+				m.Bytes += f.Bytes
+			}
+			plan = append(plan, m)
+		}
+		cur, size = nil, 0
+	}
+	for _, f := range small {
+		if len(cur) > 0 && size+f.Bytes > pol.TargetBytes {
+			flush()
+		}
+		cur = append(cur, f)
+		size += f.Bytes
+	}
+	flush()
+	return plan
+}
+
+// MergeRows joins the rows of several files into one file's rows: sorted by
+// sequence number, with any record present twice (a batch archived twice
+// under different keys) kept once.
+func MergeRows(sets ...[]Row) []Row {
+	type id struct{ seq, event string }
+	seen := map[id]bool{}
+	var out []Row
+	for _, rows := range sets {
+		for _, r := range rows {
+			k := id{strings.TrimLeft(r.SequenceNumber, "0"), r.EventID}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if c := CompareSequence(out[i].SequenceNumber, out[j].SequenceNumber); c != 0 {
+			return c < 0
+		}
+		return out[i].EventID < out[j].EventID
+	})
+	return out
+}
+
+// ManifestVersion is the version of the manifest format written.
+const ManifestVersion = 1
+
+// Manifest is a partition's _manifest.json, written when a month is
+// retired: the files that make the month, with their row counts and
+// checksums. Replaced lists the small files a compaction merged; they are
+// deleted after the manifest is written, and a run that finds any of them
+// still present (it crashed in between) deletes them first.
+type Manifest struct {
+	Version      int           `json:"version"`
+	Table        string        `json:"table"`
+	Month        string        `json:"month"`
+	SourceTable  string        `json:"sourceTable,omitempty"` // the DynamoDB table archived
+	CreatedAt    time.Time     `json:"createdAt"`
+	Rows         int64         `json:"rows"`
+	Bytes        int64         `json:"bytes"`
+	Files        []File        `json:"files"`
+	Replaced     []string      `json:"replaced,omitempty"`
+	Verification *Verification `json:"verification,omitempty"`
+}
+
+// Verification records the check that allowed the table's deletion.
+type Verification struct {
+	At            time.Time `json:"at"`
+	TableItems    int       `json:"tableItems"`
+	ArchivedItems int       `json:"archivedItems"`
+	OK            bool      `json:"ok"`
+	// Snapshot is true when the archive was completed from a table snapshot
+	// because the stream had lost records.
+	Snapshot bool `json:"snapshot,omitempty"`
+}
+
+// NewManifest describes a partition made of files (sorted by key, totals
+// summed).
+func NewManifest(p Partition, files []File, replaced []string, now time.Time) Manifest {
+	m := Manifest{Version: ManifestVersion, Table: p.Table, Month: p.Month, CreatedAt: now.UTC(),
+		Files: append([]File{}, files...), Replaced: append([]string(nil), replaced...)}
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Key < m.Files[j].Key })
+	sort.Strings(m.Replaced)
+	for _, f := range m.Files {
+		m.Rows += f.Rows
+		m.Bytes += f.Bytes
+	}
+	return m
+}
+
+// Partition is the manifest's partition.
+func (m Manifest) Partition() Partition { return Partition{Table: m.Table, Month: m.Month} }
+
+// Validate checks that the manifest adds up: its files are in its
+// partition, listed once, not also replaced, and sum to its totals.
+func (m Manifest) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidManifest, fmt.Sprintf(format, a...))
+	}
+	if m.Version != ManifestVersion {
+		return bad("version %d, want %d", m.Version, ManifestVersion)
+	}
+	if _, err := time.Parse("2006-01", m.Month); m.Table == "" || err != nil {
+		return bad("table %q, month %q", m.Table, m.Month)
+	}
+	prefix := m.Partition().Prefix()
+	live := map[string]bool{}
+	var rows, size int64
+	for _, f := range m.Files {
+		if !strings.HasPrefix(f.Key, prefix) {
+			return bad("file %s is outside %s", f.Key, prefix)
+		}
+		if live[f.Key] {
+			return bad("file %s listed twice", f.Key)
+		}
+		if f.Rows < 0 || f.Bytes < 0 {
+			return bad("file %s has negative counts", f.Key)
+		}
+		live[f.Key] = true
+		rows += f.Rows
+		size += f.Bytes
+	}
+	for _, k := range m.Replaced {
+		if live[k] {
+			return bad("file %s is both live and replaced", k)
+		}
+	}
+	if rows != m.Rows || size != m.Bytes {
+		return bad("totals %d rows, %d bytes; files add up to %d rows, %d bytes", m.Rows, m.Bytes, rows, size)
+	}
+	return nil
+}
+
+// JSON encodes the manifest, indented for people.
+func (m Manifest) JSON() ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("archive: encode manifest: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// ParseManifest decodes and validates a manifest.
+func ParseManifest(b []byte) (Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return Manifest{}, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+	}
+	return m, m.Validate()
+}
+
+// Drift compares a manifest with the partition's objects as listed now.
+type Drift struct {
+	Leftover []string // replaced by a compaction but still present: delete them
+	Unlisted []string // present but not in the manifest: written since (late records)
+	Missing  []string // in the manifest but gone: the archive is incomplete
+	Changed  []string // present with another size or checksum than the manifest's
+}
+
+// OK is true when the listing is exactly the manifest's files.
+func (d Drift) OK() bool {
+	return len(d.Leftover)+len(d.Unlisted)+len(d.Missing)+len(d.Changed) == 0
+}
+
+// Drift compares the manifest with listed objects (data files of the
+// manifest's partition; the manifest itself is ignored). A listed file
+// without a checksum is compared by size only.
+func (m Manifest) Drift(listed []File) Drift {
+	var d Drift
+	live := map[string]File{}
+	for _, f := range m.Files {
+		live[f.Key] = f
+	}
+	replaced := map[string]bool{}
+	for _, k := range m.Replaced {
+		replaced[k] = true
+	}
+	present := map[string]bool{}
+	for _, f := range listed {
+		if f.Key == m.Partition().ManifestKey() {
+			continue
+		}
+		present[f.Key] = true
+		want, ok := live[f.Key]
+		switch {
+		case replaced[f.Key]:
+			d.Leftover = append(d.Leftover, f.Key)
+		case !ok:
+			d.Unlisted = append(d.Unlisted, f.Key)
+		case want.Bytes != f.Bytes || (f.SHA256 != "" && want.SHA256 != "" && want.SHA256 != f.SHA256):
+			d.Changed = append(d.Changed, f.Key)
+		}
+	}
+	for _, f := range m.Files {
+		if !present[f.Key] {
+			d.Missing = append(d.Missing, f.Key)
+		}
+	}
+	sort.Strings(d.Leftover)
+	sort.Strings(d.Unlisted)
+	sort.Strings(d.Missing)
+	sort.Strings(d.Changed)
+	return d
+}
