@@ -67,16 +67,6 @@ func ObjectsReaper(_ context.Context, env lambdafn.Env) (any, error) {
 	return streamSkeleton(env.Log), nil
 }
 
-// Archiver writes stream records to the archive. Skeleton: acknowledges.
-func Archiver(_ context.Context, env lambdafn.Env) (any, error) {
-	v := lambdafn.NewVars(env.Getenv)
-	v.String("ARCHIVE_BUCKET")
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	return streamSkeleton(env.Log), nil
-}
-
 func streamSkeleton(log *slog.Logger) func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 		log.InfoContext(ctx, "stream records received", "records", len(ev.Records))

@@ -116,6 +116,19 @@ func TestLocalStackEndToEnd(t *testing.T) {
 		return records(env.Runner, "CounterFunction") >= 30 && records(env.Runner, "ArchiverFunction") >= 2 &&
 			records(env.Runner, "ObjectsReaperFunction") >= 2 && records(env.Runner, "ObjectsFinalizeFunction") >= 1
 	})
+	// The archiver wrote the objects table's changes as Parquet under the table's partition.
+	eventually(t, 60*time.Second, "Parquet files in the archive", func() bool {
+		out, err := c.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(v["ARCHIVE_BUCKET_NAME"]), Prefix: aws.String("table=" + v["OBJECTS_TABLE_NAME"] + "/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out.Contents {
+			if !strings.HasSuffix(aws.ToString(o.Key), ".parquet") {
+				t.Errorf("unexpected archive object %s", aws.ToString(o.Key))
+			}
+		}
+		return len(out.Contents) > 0
+	})
 	time.Sleep(500 * time.Millisecond)
 	if got := records(env.Runner, "ObjectsFinalizeFunction"); got != 1 {
 		t.Errorf("finalize got %d notifications, want 1 (the prefix filter uploads/ excludes elsewhere/)", got)

@@ -46,10 +46,9 @@ func needStack(tb testing.TB) {
 func newClients(tb testing.TB, endpoints map[string]string) clients {
 	tb.Helper()
 	cfg := stacktest.Config(tb, stacktest.Need(tb), endpoints)
-	vars := map[string]string{"AWS_ENDPOINT_URL_S3": "set"}
 	return clients{
 		cfg: cfg, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
-		sqs: sqs.NewFromConfig(cfg), s3: awsenv.S3(cfg, func(k string) string { return vars[k] }),
+		sqs: sqs.NewFromConfig(cfg), s3: awsenv.S3(cfg),
 	}
 }
 

@@ -125,7 +125,37 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := waitRecords(ctx, env.Runner, want, 60*time.Second); err != nil {
 		return err
 	}
+	if err := demoArchive(ctx, env, stdout); err != nil {
+		return err
+	}
 	report(stdout, env)
+	return nil
+}
+
+// demoArchive lists what the archiver wrote to the archive bucket.
+func demoArchive(ctx context.Context, env *local.Env, w io.Writer) error {
+	bucket := env.Vars["ARCHIVE_BUCKET_NAME"]
+	p := s3.NewListObjectsV2Paginator(env.Clients.S3, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	var keys []string
+	var bytes int64
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list archive: %w", err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+			bytes += aws.ToInt64(o.Size)
+		}
+	}
+	fmt.Fprintf(w, "archive s3://%s holds %d Parquet files (%d bytes):\n", bucket, len(keys), bytes)
+	for i, k := range keys {
+		if i == 5 {
+			fmt.Fprintf(w, "  … %d more\n", len(keys)-5)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", k)
+	}
 	return nil
 }
 

@@ -8,7 +8,6 @@ package awsenv
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,14 +26,10 @@ func Load(ctx context.Context, opts ...func(*config.LoadOptions) error) (aws.Con
 	return cfg, nil
 }
 
-// S3 returns an S3 client. It uses path-style addressing when an S3 endpoint
-// is overridden (local servers have no per-bucket DNS names) or when
-// AWS_S3_USE_PATH_STYLE=true.
-func S3(cfg aws.Config, getenv func(string) string) *s3.Client {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	pathStyle := getenv("AWS_ENDPOINT_URL_S3") != "" || getenv("AWS_ENDPOINT_URL") != "" || getenv("AWS_S3_USE_PATH_STYLE") == "true"
+// S3 returns an S3 client. It uses path-style addressing when the S3
+// endpoint is overridden (local servers have no per-bucket DNS names).
+func S3(cfg aws.Config) *s3.Client {
+	pathStyle := cfg.BaseEndpoint != nil || Overridden(cfg, "S3")
 	return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
 }
 

@@ -34,7 +34,11 @@ func TestFromVarsEndpoints(t *testing.T) {
 	if DynamoDB(cfg).Options().DisableValidateResponseChecksum != true {
 		t.Error("the local DynamoDB client still validates checksums")
 	}
-	if S3(cfg, func(string) string { return "" }).Options().UsePathStyle {
+	if S3(cfg).Options().UsePathStyle {
 		t.Error("path style without an S3 endpoint override")
+	}
+	vars["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:3"
+	if !S3(cfg).Options().UsePathStyle {
+		t.Error("no path style with an S3 endpoint override")
 	}
 }

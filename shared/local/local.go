@@ -159,7 +159,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	e.Clients = provision.Clients{
 		DynamoDB: awsenv.DynamoDB(e.AWS),
 		SQS:      sqs.NewFromConfig(e.AWS),
-		S3:       awsenv.S3(e.AWS, func(k string) string { return e.Vars[k] }),
+		S3:       awsenv.S3(e.AWS),
 	}
 	e.Streams = dynamodbstreams.NewFromConfig(e.AWS)
 
