@@ -1,0 +1,448 @@
+// Package objectstest has in-memory fakes of the stores the objects domain
+// uses, with the real behaviour of the table and the bucket (conditions,
+// transactions, the item size limit, If-None-Match, versions, checksums)
+// and hooks to fail any call before or after it takes effect, so tests can
+// crash a write at each step.
+package objectstest
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+)
+
+// Operation names passed to the hooks.
+const (
+	OpItem          = "Item"
+	OpList          = "List"
+	OpCommit        = "Commit"
+	OpRemove        = "Remove"
+	OpDeleteHistory = "DeleteHistory"
+	OpPutChunks     = "PutChunks"
+	OpGetChunks     = "GetChunks"
+	OpDeleteChunks  = "DeleteChunks"
+	OpPutBlob       = "PutBlob"
+	OpGetBlob       = "GetBlob"
+	OpDeleteBlob    = "DeleteBlob"
+)
+
+// Hooks fail calls. Before runs before an operation: an error it returns
+// fails the call with no effect. After runs once the operation took effect:
+// an error it returns is returned although the effect stays (a timeout
+// after the server applied the write, a crash before the reply).
+type Hooks struct {
+	Before func(op string) error
+	After  func(op string) error
+}
+
+func (h *Hooks) before(op string) error {
+	if h.Before != nil {
+		return h.Before(op)
+	}
+	return nil
+}
+
+func (h *Hooks) after(op string) error {
+	if h.After != nil {
+		return h.After(op)
+	}
+	return nil
+}
+
+// Table is the objects table in memory: version items and chunk items.
+type Table struct {
+	Hooks
+
+	mu      sync.Mutex
+	items   map[objects.ItemKey]objects.Record
+	chunks  map[objects.ItemKey][]byte
+	removed []objects.Record
+}
+
+var (
+	_ objects.Items  = (*Table)(nil)
+	_ objects.Chunks = (*Table)(nil)
+	_ objects.Blobs  = (*Bucket)(nil)
+)
+
+// NewTable returns an empty table.
+func NewTable() *Table {
+	return &Table{items: map[objects.ItemKey]objects.Record{}, chunks: map[objects.ItemKey][]byte{}}
+}
+
+func versionKey(key string, version int64) objects.ItemKey {
+	return objects.ItemKey{PK: key, SK: objects.SortKey(version)}
+}
+
+func clone(r objects.Record) objects.Record {
+	r.Data = bytes.Clone(r.Data)
+	if r.Manifest != nil {
+		m := *r.Manifest
+		r.Manifest = &m
+	}
+	if r.Blob != nil {
+		b := *r.Blob
+		r.Blob = &b
+	}
+	return r
+}
+
+// errValidation is what DynamoDB answers an item over its size limit with;
+// nothing is written.
+var errValidation = fmt.Errorf("objectstest: ValidationException: item size has exceeded the maximum allowed size: %w", objects.ErrNotApplied)
+
+func checkItem(r objects.Record) error {
+	if len(r.Data)+objects.ItemOverhead(r.Key, r.ContentType) > objects.MaxItemBytes {
+		return errValidation
+	}
+	return nil
+}
+
+// Item implements objects.Items.
+func (t *Table) Item(_ context.Context, key string, version int64) (objects.Record, bool, error) {
+	if err := t.before(OpItem); err != nil {
+		return objects.Record{}, false, err
+	}
+	t.mu.Lock()
+	r, ok := t.items[versionKey(key, version)]
+	t.mu.Unlock()
+	return clone(r), ok, t.after(OpItem)
+}
+
+// List implements objects.Items.
+func (t *Table) List(_ context.Context, key string) (objects.Listing, error) {
+	if err := t.before(OpList); err != nil {
+		return objects.Listing{}, err
+	}
+	t.mu.Lock()
+	var l objects.Listing
+	for k, r := range t.items {
+		if k.PK != key {
+			continue
+		}
+		r = clone(r).Meta()
+		if k.SK == objects.LatestSortKey {
+			l.Latest, l.Exists = r, true
+		} else {
+			l.History = append(l.History, r)
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(l.History, func(a, b objects.Record) int { return cmp.Compare(a.Version, b.Version) })
+	return l, t.after(OpList)
+}
+
+// conflict checks v0 against a base, as the condition expression would.
+func (t *Table) conflict(key string, base objects.Base) *objects.ConflictError {
+	cur, ok := t.items[versionKey(key, 0)]
+	match := !ok && base.Version == 0 || ok && base.Version != 0 && cur.Version == base.Version && cur.Deleted == base.Deleted
+	if match {
+		return nil
+	}
+	return &objects.ConflictError{Key: key, Current: cur.Version, Deleted: cur.Deleted}
+}
+
+// Commit implements objects.Items: v0 and vN in one transaction.
+func (t *Table) Commit(_ context.Context, c objects.Commit) error {
+	if err := t.before(OpCommit); err != nil {
+		return err
+	}
+	r := c.Record
+	if r.Version != c.Base.Version+1 || r.Deleted {
+		return fmt.Errorf("objectstest: commit of version %d on base %d: %w", r.Version, c.Base.Version, objects.ErrNotApplied)
+	}
+	if err := checkItem(r); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if ce := t.conflict(r.Key, c.Base); ce != nil {
+		t.mu.Unlock()
+		return ce
+	}
+	if _, ok := t.items[versionKey(r.Key, r.Version)]; ok { // vN's attribute_not_exists
+		cur := t.items[versionKey(r.Key, 0)]
+		t.mu.Unlock()
+		return &objects.ConflictError{Key: r.Key, Current: cur.Version, Deleted: cur.Deleted}
+	}
+	t.items[versionKey(r.Key, 0)] = clone(r)
+	t.items[versionKey(r.Key, r.Version)] = clone(r)
+	t.mu.Unlock()
+	return t.after(OpCommit)
+}
+
+// Remove implements objects.Items: a tombstone and history deletes in one
+// transaction.
+func (t *Table) Remove(_ context.Context, rm objects.Removal) error {
+	if err := t.before(OpRemove); err != nil {
+		return err
+	}
+	if len(rm.History) > objects.MaxRemoveHistory {
+		return fmt.Errorf("objectstest: a removal of %d history items is over the transaction limit: %w", len(rm.History), objects.ErrNotApplied)
+	}
+	t.mu.Lock()
+	if ce := t.conflict(rm.Key, rm.Base); ce != nil {
+		t.mu.Unlock()
+		return ce
+	}
+	tomb := clone(rm.Tombstone)
+	tomb.Deleted = true
+	t.items[versionKey(rm.Key, 0)] = tomb
+	t.deleteHistory(rm.Key, rm.History)
+	t.mu.Unlock()
+	return t.after(OpRemove)
+}
+
+// DeleteHistory implements objects.Items.
+func (t *Table) DeleteHistory(_ context.Context, key string, versions []int64) error {
+	if err := t.before(OpDeleteHistory); err != nil {
+		return err
+	}
+	if slices.Contains(versions, 0) {
+		return fmt.Errorf("objectstest: DeleteHistory of v0: %w", objects.ErrNotApplied)
+	}
+	t.mu.Lock()
+	t.deleteHistory(key, versions)
+	t.mu.Unlock()
+	return t.after(OpDeleteHistory)
+}
+
+func (t *Table) deleteHistory(key string, versions []int64) {
+	for _, v := range versions {
+		k := versionKey(key, v)
+		if r, ok := t.items[k]; ok {
+			delete(t.items, k)
+			t.removed = append(t.removed, r)
+		}
+	}
+}
+
+// PutChunks implements objects.Chunks.
+func (t *Table) PutChunks(_ context.Context, key string, m objects.Manifest, chunks [][]byte) error {
+	if err := t.before(OpPutChunks); err != nil {
+		return err
+	}
+	if len(chunks) != m.Count {
+		return fmt.Errorf("objectstest: %d chunks for a manifest of %d", len(chunks), m.Count)
+	}
+	t.mu.Lock()
+	for i, c := range chunks {
+		k := m.ChunkKey(key, i)
+		if len(c)+len(k.PK)+64 > objects.MaxItemBytes {
+			t.mu.Unlock()
+			return errValidation // BatchWriteItem: the batch before this one stays written
+		}
+		t.chunks[k] = bytes.Clone(c)
+	}
+	t.mu.Unlock()
+	return t.after(OpPutChunks)
+}
+
+// GetChunks implements objects.Chunks.
+func (t *Table) GetChunks(_ context.Context, key string, m objects.Manifest) ([][]byte, error) {
+	if err := t.before(OpGetChunks); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	out := make([][]byte, m.Count)
+	for i, k := range m.ChunkKeys(key) {
+		c, ok := t.chunks[k]
+		if !ok {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("objectstest: chunk %s: %w", k.PK, objects.ErrBlobNotFound)
+		}
+		out[i] = bytes.Clone(c)
+	}
+	t.mu.Unlock()
+	return out, t.after(OpGetChunks)
+}
+
+// DeleteChunks implements objects.Chunks.
+func (t *Table) DeleteChunks(_ context.Context, key string, m objects.Manifest) error {
+	if err := t.before(OpDeleteChunks); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	for _, k := range m.ChunkKeys(key) {
+		delete(t.chunks, k)
+	}
+	t.mu.Unlock()
+	return t.after(OpDeleteChunks)
+}
+
+// Removed returns the history items deleted since the last call, as the
+// table's stream would show their REMOVE records (old images): what the
+// reaper gets.
+func (t *Table) Removed() []objects.Record {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.removed
+	t.removed = nil
+	return out
+}
+
+// Records returns every version item (v0 copies included), sorted by key
+// and sort key.
+func (t *Table) Records() []objects.Record {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := slices.SortedFunc(maps.Keys(t.items), func(a, b objects.ItemKey) int {
+		return cmp.Or(cmp.Compare(a.PK, b.PK), cmp.Compare(a.SK, b.SK))
+	})
+	out := make([]objects.Record, len(keys))
+	for i, k := range keys {
+		out[i] = clone(t.items[k])
+	}
+	return out
+}
+
+// ChunkKeys returns the keys of the chunk items, sorted.
+func (t *Table) ChunkKeys() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for k := range t.chunks {
+		out = append(out, k.PK)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SetRecord writes a version item as is (to plant corrupt or odd state).
+func (t *Table) SetRecord(sk string, r objects.Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.items[objects.ItemKey{PK: r.Key, SK: sk}] = clone(r)
+}
+
+// CorruptChunk flips a bit of a chunk; false if there is no such chunk.
+func (t *Table) CorruptChunk(k objects.ItemKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.chunks[k]
+	if !ok || len(c) == 0 {
+		return false
+	}
+	c[len(c)/2] ^= 1
+	return true
+}
+
+// Bucket is a versioned bucket in memory.
+type Bucket struct {
+	Hooks
+	Name string
+	Now  func() time.Time // LastModified of new blobs (default time.Now)
+
+	mu    sync.Mutex
+	blobs map[string]stored
+	seq   int
+}
+
+type stored struct {
+	data        []byte
+	versionID   string
+	contentType string
+	modified    time.Time
+}
+
+// NewBucket returns an empty bucket.
+func NewBucket(name string) *Bucket { return &Bucket{Name: name, blobs: map[string]stored{}} }
+
+// ErrBadDigest is the bucket's answer to a body that does not match the
+// checksum sent with it; nothing is stored.
+var ErrBadDigest = errors.New("objectstest: BadDigest")
+
+// PutBlob implements objects.Blobs, with If-None-Match: * and the SHA-256
+// checksum checked as S3 does.
+func (b *Bucket) PutBlob(_ context.Context, in objects.Blob) (objects.BlobRef, error) {
+	if err := b.before(OpPutBlob); err != nil {
+		return objects.BlobRef{}, err
+	}
+	if objects.SumOf(in.Body) != in.SHA256 {
+		return objects.BlobRef{}, fmt.Errorf("objectstest: put %s: %w", in.Key, ErrBadDigest)
+	}
+	b.mu.Lock()
+	if _, ok := b.blobs[in.Key]; ok {
+		b.mu.Unlock()
+		return objects.BlobRef{}, fmt.Errorf("objectstest: put %s: %w", in.Key, objects.ErrBlobExists)
+	}
+	b.seq++
+	now := time.Now
+	if b.Now != nil {
+		now = b.Now
+	}
+	s := stored{data: bytes.Clone(in.Body), versionID: "ver" + strconv.Itoa(b.seq), contentType: in.ContentType, modified: now()}
+	b.blobs[in.Key] = s
+	b.mu.Unlock()
+	ref := objects.BlobRef{Bucket: b.Name, Key: in.Key, VersionID: s.versionID, Size: int64(len(in.Body)), SHA256: in.SHA256, ContentType: in.ContentType, Codec: in.Codec}
+	return ref, b.after(OpPutBlob)
+}
+
+// GetBlob implements objects.Blobs; the reader verifies size and SHA-256.
+func (b *Bucket) GetBlob(_ context.Context, ref objects.BlobRef) (io.ReadCloser, error) {
+	if err := b.before(OpGetBlob); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	s, ok := b.blobs[ref.Key]
+	b.mu.Unlock()
+	if !ok || ref.VersionID != "" && s.versionID != ref.VersionID {
+		return nil, fmt.Errorf("objectstest: get %s: %w", ref.Key, objects.ErrBlobNotFound)
+	}
+	r := objects.VerifyReader("blob "+ref.Key, bytes.NewReader(bytes.Clone(s.data)), ref.Size, ref.SHA256)
+	return io.NopCloser(r), b.after(OpGetBlob)
+}
+
+// DeleteBlob implements objects.Blobs.
+func (b *Bucket) DeleteBlob(_ context.Context, ref objects.BlobRef) error {
+	if err := b.before(OpDeleteBlob); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if s, ok := b.blobs[ref.Key]; ok && (ref.VersionID == "" || s.versionID == ref.VersionID) {
+		delete(b.blobs, ref.Key)
+	}
+	b.mu.Unlock()
+	return b.after(OpDeleteBlob)
+}
+
+// List returns the blobs, sorted by key.
+func (b *Bucket) List() []objects.BlobInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]objects.BlobInfo, 0, len(b.blobs))
+	for k, s := range b.blobs {
+		out = append(out, objects.BlobInfo{Key: k, Size: int64(len(s.data)), LastModified: s.modified})
+	}
+	slices.SortFunc(out, func(x, y objects.BlobInfo) int { return cmp.Compare(x.Key, y.Key) })
+	return out
+}
+
+// Has reports whether a blob exists.
+func (b *Bucket) Has(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.blobs[key]
+	return ok
+}
+
+// Corrupt flips a bit of a blob; false if there is no such blob.
+func (b *Bucket) Corrupt(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.blobs[key]
+	if !ok || len(s.data) == 0 {
+		return false
+	}
+	s.data[len(s.data)/2] ^= 1
+	return true
+}

@@ -1,0 +1,586 @@
+package objects
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Base is the state of v0 that a write is conditioned on: the version it
+// holds (0: no item) and whether it is a tombstone.
+type Base struct {
+	Version int64
+	Deleted bool
+}
+
+// Commit is a new version: Record is written as both v0 and v<Record.Version>,
+// in one transaction, if v0 is still at Base.
+type Commit struct {
+	Base   Base
+	Record Record
+}
+
+// Removal deletes an object: v0 becomes Tombstone, if it is still at Base,
+// and the listed history items are deleted, in one transaction.
+type Removal struct {
+	Key       string
+	Base      Base
+	Tombstone Record
+	History   []int64
+}
+
+// MaxRemoveHistory is how many history items a Removal deletes with its
+// tombstone: a transaction holds at most 100 actions. Older leftovers are
+// deleted after it, by DeleteHistory.
+const MaxRemoveHistory = 99
+
+// Listing is an object's version items, without payloads.
+type Listing struct {
+	Latest  Record // v0; valid if Exists
+	Exists  bool
+	History []Record // v1…, oldest first
+}
+
+// Items is what the store needs from the objects table.
+type Items interface {
+	// Item reads one version item, strongly consistent: version 0 is v0.
+	// ok is false when there is no such item.
+	Item(ctx context.Context, key string, version int64) (r Record, ok bool, err error)
+	// List reads all version items of a key (one Query on begins_with(sk,
+	// "v")), without their payloads.
+	List(ctx context.Context, key string) (Listing, error)
+	// Commit writes a new version (see Commit). A stale base is a
+	// *ConflictError with the current state; other failures that
+	// certainly wrote nothing wrap ErrNotApplied.
+	Commit(ctx context.Context, c Commit) error
+	// Remove deletes an object (see Removal); errors as for Commit.
+	Remove(ctx context.Context, r Removal) error
+	// DeleteHistory deletes history items (never v0); missing ones are
+	// no error.
+	DeleteHistory(ctx context.Context, key string, versions []int64) error
+}
+
+// Chunks is what the store needs to keep chunked payloads in the table.
+// Chunk keys come from the manifest (Manifest.ChunkKeys).
+type Chunks interface {
+	PutChunks(ctx context.Context, key string, m Manifest, chunks [][]byte) error
+	// GetChunks returns the chunks in order; a missing one is ErrBlobNotFound.
+	GetChunks(ctx context.Context, key string, m Manifest) ([][]byte, error)
+	// DeleteChunks deletes the chunks; missing ones are no error.
+	DeleteChunks(ctx context.Context, key string, m Manifest) error
+}
+
+// Blob is a payload to store in the bucket.
+type Blob struct {
+	Key         string // BlobKey(object key, write id)
+	Body        []byte
+	SHA256      Sum // of Body
+	ContentType string
+	Codec       Codec
+	// ObjectKey and WriteID say whose payload this is (kept as the blob's
+	// metadata, for operators and the sweeper's logs).
+	ObjectKey string
+	WriteID   string
+}
+
+// Blobs is what the store needs from the bucket.
+type Blobs interface {
+	// PutBlob stores a blob under a key that must not exist
+	// (ErrBlobExists otherwise) and returns its reference.
+	PutBlob(ctx context.Context, b Blob) (BlobRef, error)
+	// GetBlob opens a blob. The reader verifies size and SHA-256 against
+	// the reference and fails with a *ChecksumError at its end when they
+	// differ. A missing blob is ErrBlobNotFound.
+	GetBlob(ctx context.Context, ref BlobRef) (io.ReadCloser, error)
+	// DeleteBlob deletes the referenced blob (its version, if it has
+	// one); a missing blob is no error.
+	DeleteBlob(ctx context.Context, ref BlobRef) error
+}
+
+// Store keeps versioned documents: inline, compressed or chunked in the
+// table, or in the bucket with a reference in the table.
+type Store struct {
+	Items  Items
+	Chunks Chunks // nil: no chunked placement (KeepInTable documents over the inline limits are refused)
+	Blobs  Blobs  // nil: no bucket (documents over the inline limits are chunked)
+	Policy Policy
+	// MaxVersions is how many history versions a key keeps (default 10);
+	// a write prunes the older ones, whose payloads the reaper removes.
+	MaxVersions int
+	// MaxAttempts bounds the commits of an unconditional write that keeps
+	// losing races (default 5).
+	MaxAttempts int
+	Now         func() time.Time
+	NewID       func() string // write ids: unique, [0-9a-z] (default 128 random bits, hex)
+	Log         *slog.Logger
+
+	once sync.Once
+}
+
+// Store defaults.
+const (
+	DefaultMaxVersions = 10
+	DefaultMaxAttempts = 5
+)
+
+func (s *Store) defaults() {
+	s.once.Do(func() {
+		if s.MaxVersions <= 0 {
+			s.MaxVersions = DefaultMaxVersions
+		}
+		if s.MaxAttempts <= 0 {
+			s.MaxAttempts = DefaultMaxAttempts
+		}
+		if s.Now == nil {
+			s.Now = time.Now
+		}
+		if s.NewID == nil {
+			s.NewID = RandomID
+		}
+		if s.Log == nil {
+			s.Log = slog.New(slog.DiscardHandler)
+		}
+	})
+}
+
+// RandomID returns 128 random bits in hex.
+func RandomID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+func validWriteID(id string) error {
+	if id == "" || len(id) > 64 {
+		return fmt.Errorf("objects: write id %q: want 1 to 64 characters", id)
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
+			return fmt.Errorf("objects: write id %q: want [0-9a-z]", id)
+		}
+	}
+	return nil
+}
+
+// PutOptions are a write's conditions and metadata.
+type PutOptions struct {
+	// IfMatch is the version the write is based on: 0 means "only if the
+	// object does not exist" (a deleted one counts as not existing), n
+	// means "only if the latest version is n". A stale one is a
+	// *ConflictError with the current version. nil writes over whatever
+	// is there (retrying races up to MaxAttempts).
+	IfMatch     *int64
+	ContentType string
+	// KeepInTable keeps the document in the table, chunked if it is too
+	// big for the item (see Policy).
+	KeepInTable bool
+	// NoCompress stores the bytes as they are (media that are already
+	// compressed gain nothing from another try).
+	NoCompress bool
+}
+
+// staged is a payload written ahead of its commit.
+type staged struct{ rec Record }
+
+// Put stores body as the key's new version and returns its record (without
+// the payload). The payload (blob or chunks) is written first, under a key
+// no other write uses; then v0 and vN commit in one transaction
+// conditioned on the version the write is based on. If the commit
+// certainly failed, the payload is deleted; if its outcome is unknown (a
+// timeout, a crash), the payload stays for the sweeper, which deletes it
+// only if no reference names it. Either way no reference points to a
+// missing payload. After the commit, history beyond MaxVersions is pruned.
+func (s *Store) Put(ctx context.Context, key string, body []byte, o PutOptions) (Record, error) {
+	s.defaults()
+	if err := ValidateKey(key); err != nil {
+		return Record{}, err
+	}
+	ct, err := NormalizeContentType(o.ContentType)
+	if err != nil {
+		return Record{}, err
+	}
+	if o.IfMatch != nil && (*o.IfMatch < 0 || *o.IfMatch > MaxVersion) {
+		return Record{}, invalid(ReasonBadVersion, "If-Match %d is not a version (0 to %d)", *o.IfMatch, int64(MaxVersion))
+	}
+	var gz []byte
+	var compress func() int
+	if !o.NoCompress {
+		compress = func() int { gz = Compress(body); return len(gz) }
+	}
+	keep := o.KeepInTable || s.Blobs == nil
+	pl, err := s.Policy.Place(len(body), compress, PlaceOptions{Key: key, ContentType: ct, KeepInTable: keep})
+	if err != nil {
+		return Record{}, err
+	}
+	if pl.Kind == Chunked && s.Chunks == nil {
+		return Record{}, invalid(ReasonTooLargeForTable, "the document is %d bytes; documents over %d bytes need the bucket", len(body), s.Policy.withDefaults().InlineMax)
+	}
+
+	base, err := s.base(ctx, key, o.IfMatch)
+	if err != nil {
+		return Record{}, err
+	}
+	writeID := s.NewID()
+	if err := validWriteID(writeID); err != nil {
+		return Record{}, err
+	}
+	rec := Record{
+		Key: key, Kind: pl.Kind, Size: int64(len(body)), SHA256: SumOf(body),
+		ContentType: ct, Codec: pl.Codec, WriteID: writeID, CreatedAt: s.Now().UTC(),
+	}
+	stored := body
+	if pl.Codec == Gzip {
+		stored = gz
+	}
+	st, err := s.stage(ctx, rec, stored, pl)
+	if err != nil {
+		return Record{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		st.rec.Version = base.Version + 1
+		if st.rec.Version > MaxVersion {
+			s.discard(ctx, st)
+			return Record{}, fmt.Errorf("objects: put %s: version %d is past the last one", key, st.rec.Version)
+		}
+		err = s.Items.Commit(ctx, Commit{Base: base, Record: st.rec})
+		if err == nil {
+			break
+		}
+		var ce *ConflictError
+		if o.IfMatch == nil && errors.As(err, &ce) && attempt < s.MaxAttempts {
+			base = Base{Version: ce.Current, Deleted: ce.Deleted}
+			continue // an unconditional write goes on top of the winner, with the same payload
+		}
+		if errors.Is(err, ErrNotApplied) {
+			s.discard(ctx, st)
+		} else {
+			s.Log.WarnContext(ctx, "commit outcome unknown; payload left for the sweeper", "key", key, "writeId", writeID, "err", err)
+		}
+		if errors.As(err, &ce) {
+			if o.IfMatch != nil {
+				ce.Expected = *o.IfMatch
+			} else {
+				ce.Expected = -1
+			}
+			return Record{}, ce
+		}
+		return Record{}, fmt.Errorf("objects: put %s: commit version %d: %w", key, st.rec.Version, err)
+	}
+	s.prune(ctx, key, st.rec.Version)
+	return st.rec.Meta(), nil
+}
+
+// base is the state of v0 the write is conditioned on. If-Match n > 0
+// names it outright (the commit's condition checks it, so a stale writer
+// only costs a payload it then deletes); otherwise v0 is read, and checked
+// against If-Match 0 before anything is written.
+func (s *Store) base(ctx context.Context, key string, ifMatch *int64) (Base, error) {
+	if ifMatch != nil && *ifMatch > 0 {
+		return Base{Version: *ifMatch}, nil
+	}
+	cur, ok, err := s.Items.Item(ctx, key, 0)
+	if err != nil {
+		return Base{}, fmt.Errorf("objects: put %s: read latest: %w", key, err)
+	}
+	b := Base{}
+	if ok {
+		b = Base{Version: cur.Version, Deleted: cur.Deleted}
+	}
+	if ifMatch == nil {
+		return b, nil
+	}
+	if ok && !cur.Deleted { // If-Match 0: only if there is no live object
+		return Base{}, &ConflictError{Key: key, Expected: 0, Current: b.Version, Deleted: b.Deleted}
+	}
+	return b, nil
+}
+
+// stage writes the payload ahead of the commit and completes the record.
+func (s *Store) stage(ctx context.Context, rec Record, stored []byte, pl Placement) (staged, error) {
+	switch pl.Kind {
+	case Inline, CompressedInline:
+		rec.Data = stored
+	case Chunked:
+		m, chunks, err := Split(stored, pl.ChunkSize, rec.WriteID)
+		if err != nil {
+			return staged{}, err
+		}
+		rec.Manifest = &m
+		if err := s.Chunks.PutChunks(ctx, rec.Key, m, chunks); err != nil {
+			st := staged{rec: rec}
+			s.discard(ctx, st) // some chunks may be written
+			return staged{}, fmt.Errorf("objects: put %s: write %d chunks: %w", rec.Key, m.Count, err)
+		}
+	case InS3:
+		ref, err := s.Blobs.PutBlob(ctx, Blob{
+			Key: BlobKey(rec.Key, rec.WriteID), Body: stored, SHA256: SumOf(stored),
+			ContentType: rec.ContentType, Codec: pl.Codec, ObjectKey: rec.Key, WriteID: rec.WriteID,
+		})
+		if err != nil {
+			// The PUT may have stored the blob before failing (a lost
+			// reply): nothing references it yet, so delete it now rather
+			// than leave it to the sweeper.
+			if !errors.Is(err, ErrNotApplied) && !errors.Is(err, ErrBlobExists) {
+				s.discard(ctx, staged{rec: Record{Key: rec.Key, WriteID: rec.WriteID, Kind: InS3, Blob: &BlobRef{Key: BlobKey(rec.Key, rec.WriteID)}}})
+			}
+			return staged{}, fmt.Errorf("objects: put %s: write blob: %w", rec.Key, err)
+		}
+		rec.Blob = &ref
+	}
+	return staged{rec: rec}, nil
+}
+
+// discardTimeout bounds the clean-up of a failed write, which runs even
+// when the request's context is done.
+const discardTimeout = 10 * time.Second
+
+// discard deletes a payload that no reference names. A failure leaves an
+// orphan for the sweeper; it is logged, not returned (the caller's error is
+// the one that matters).
+func (s *Store) discard(ctx context.Context, st staged) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
+	defer cancel()
+	if err := s.reap(ctx, st.rec); err != nil {
+		s.Log.WarnContext(ctx, "payload not deleted; left for the sweeper", "key", st.rec.Key, "writeId", st.rec.WriteID, "err", err)
+	}
+}
+
+// prune deletes history versions beyond MaxVersions. It runs after a
+// successful commit: a failure is logged (the next write prunes again).
+func (s *Store) prune(ctx context.Context, key string, latest int64) {
+	if latest <= int64(s.MaxVersions) {
+		return
+	}
+	l, err := s.Items.List(ctx, key)
+	if err == nil {
+		hist := make([]int64, len(l.History))
+		for i, r := range l.History {
+			hist[i] = r.Version
+		}
+		if old := Prune(hist, latest, s.MaxVersions); len(old) > 0 {
+			err = s.Items.DeleteHistory(ctx, key, old)
+		}
+	}
+	if err != nil {
+		s.Log.WarnContext(ctx, "prune failed; the next write retries", "key", key, "err", err)
+	}
+}
+
+// Object is a version with its document.
+type Object struct {
+	Record        // metadata, without the stored bytes
+	Body   []byte // the document, verified
+}
+
+// Get returns a version of key (0: the latest), verified against its
+// SHA-256. A deleted object, or a version pruned or never written, is
+// ErrNotFound.
+func (s *Store) Get(ctx context.Context, key string, version int64) (Object, error) {
+	s.defaults()
+	var last Record
+	for attempt := 1; ; attempt++ {
+		rec, err := s.Stat(ctx, key, version)
+		if err != nil {
+			return Object{}, err
+		}
+		body, err := s.read(ctx, rec)
+		if err == nil {
+			return Object{Record: rec.Meta(), Body: body}, nil
+		}
+		if !errors.Is(err, ErrBlobNotFound) {
+			return Object{}, fmt.Errorf("objects: get %s v%d: %w", key, rec.Version, err)
+		}
+		// The payload went away under us: a concurrent delete or prune
+		// reaped it (Stat says not found next time), or a newer write
+		// replaced v0 (Stat finds another write). The same write again
+		// is a reference without its payload.
+		if attempt > 1 && rec.WriteID == last.WriteID || attempt == s.MaxAttempts {
+			return Object{}, fmt.Errorf("objects: get %s v%d (write %s): %w: %w", key, rec.Version, rec.WriteID, ErrDangling, err)
+		}
+		last = rec
+	}
+}
+
+// Stat returns a version's record (0: the latest) with its inline payload,
+// without reading a blob or chunks: enough to answer with a presigned URL.
+func (s *Store) Stat(ctx context.Context, key string, version int64) (Record, error) {
+	s.defaults()
+	if err := ValidateKey(key); err != nil {
+		return Record{}, err
+	}
+	if version < 0 || version > MaxVersion {
+		return Record{}, invalid(ReasonBadVersion, "version %d is not a version (1 to %d)", version, int64(MaxVersion))
+	}
+	rec, ok, err := s.Items.Item(ctx, key, version)
+	if err != nil {
+		return Record{}, fmt.Errorf("objects: get %s v%d: %w", key, version, err)
+	}
+	if !ok || rec.Deleted {
+		if version == 0 {
+			return Record{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		return Record{}, fmt.Errorf("%w: %s version %d", ErrNotFound, key, version)
+	}
+	return rec, nil
+}
+
+// read fetches and verifies a record's document.
+func (s *Store) read(ctx context.Context, rec Record) ([]byte, error) {
+	what := fmt.Sprintf("%s v%d", rec.Key, rec.Version)
+	switch rec.Kind {
+	case Inline, CompressedInline:
+		return Decode(what, rec.Codec, rec.Data, rec.Size, rec.SHA256)
+	case Chunked:
+		if rec.Manifest == nil || s.Chunks == nil {
+			return nil, fmt.Errorf("objects: %s: chunked without a manifest or a chunk store", what)
+		}
+		chunks, err := s.Chunks.GetChunks(ctx, rec.Key, *rec.Manifest)
+		if err != nil {
+			return nil, err
+		}
+		stored, err := Join(*rec.Manifest, chunks)
+		if err != nil {
+			return nil, err
+		}
+		return Decode(what, rec.Codec, stored, rec.Size, rec.SHA256)
+	case InS3:
+		if rec.Blob == nil || s.Blobs == nil {
+			return nil, fmt.Errorf("objects: %s: in S3 without a reference or a blob store", what)
+		}
+		rc, err := s.Blobs.GetBlob(ctx, *rec.Blob)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		// Blobs verify the stored bytes against the reference; Decode
+		// verifies the document against the record, whatever the adapter.
+		var buf bytes.Buffer
+		buf.Grow(int(min(rec.Blob.Size, 1<<30)) + bytes.MinRead)
+		if _, err := buf.ReadFrom(io.LimitReader(rc, rec.Blob.Size+1)); err != nil {
+			return nil, err
+		}
+		return Decode(what, rec.Codec, buf.Bytes(), rec.Size, rec.SHA256)
+	}
+	return nil, fmt.Errorf("objects: %s: unknown kind %q", what, rec.Kind)
+}
+
+// Versions lists a live object's versions, newest first, without payloads.
+func (s *Store) Versions(ctx context.Context, key string) ([]Record, error) {
+	s.defaults()
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	l, err := s.Items.List(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("objects: versions of %s: %w", key, err)
+	}
+	if !l.Exists || l.Latest.Deleted {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	out := make([]Record, 0, len(l.History))
+	for i := len(l.History) - 1; i >= 0; i-- {
+		out = append(out, l.History[i].Meta())
+	}
+	return out, nil
+}
+
+// DeleteOptions are a delete's conditions.
+type DeleteOptions struct {
+	IfMatch *int64 // only if the latest version is this one; nil: whatever it is
+}
+
+// Delete removes an object and its history: v0 becomes a tombstone (which
+// keeps the version number, so versions never restart) and the history
+// items go, in one transaction. The payloads are not touched here: the
+// reaper deletes them when it sees the history items removed (Reap), after
+// the references are gone. It returns the version deleted.
+func (s *Store) Delete(ctx context.Context, key string, o DeleteOptions) (int64, error) {
+	s.defaults()
+	if err := ValidateKey(key); err != nil {
+		return 0, err
+	}
+	if o.IfMatch != nil && (*o.IfMatch < 1 || *o.IfMatch > MaxVersion) {
+		return 0, invalid(ReasonBadVersion, "If-Match %d is not a version (1 to %d)", *o.IfMatch, int64(MaxVersion))
+	}
+	for attempt := 1; ; attempt++ {
+		l, err := s.Items.List(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("objects: delete %s: %w", key, err)
+		}
+		hist := make([]int64, len(l.History))
+		for i, r := range l.History {
+			hist[i] = r.Version
+		}
+		if !l.Exists || l.Latest.Deleted {
+			if len(hist) > 0 { // left by an interrupted delete
+				if err := s.Items.DeleteHistory(ctx, key, hist); err != nil {
+					s.Log.WarnContext(ctx, "leftover history not deleted", "key", key, "err", err)
+				}
+			}
+			return 0, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		cur := l.Latest.Version
+		if o.IfMatch != nil && *o.IfMatch != cur {
+			return 0, &ConflictError{Key: key, Expected: *o.IfMatch, Current: cur}
+		}
+		first := hist[:min(len(hist), MaxRemoveHistory)]
+		err = s.Items.Remove(ctx, Removal{
+			Key: key, Base: Base{Version: cur},
+			Tombstone: Record{Key: key, Version: cur, Deleted: true, CreatedAt: s.Now().UTC()},
+			History:   first,
+		})
+		var ce *ConflictError
+		if errors.As(err, &ce) && o.IfMatch == nil && attempt < s.MaxAttempts {
+			continue
+		}
+		if errors.As(err, &ce) && o.IfMatch != nil {
+			ce.Expected = *o.IfMatch
+			return 0, ce
+		}
+		if err != nil {
+			return 0, fmt.Errorf("objects: delete %s v%d: %w", key, cur, err)
+		}
+		if rest := hist[len(first):]; len(rest) > 0 {
+			if err := s.Items.DeleteHistory(ctx, key, rest); err != nil {
+				s.Log.WarnContext(ctx, "older history not deleted; the next delete retries", "key", key, "err", err)
+			}
+		}
+		return cur, nil
+	}
+}
+
+// Reap deletes the payload of a version item that was removed from the
+// table (pruned, or deleted with its object): the reaper calls it for each
+// REMOVE of a history item on the table's stream, with the item's old
+// image. Records without an outside payload (inline, tombstones) need
+// nothing. Deleting twice is harmless.
+func (s *Store) Reap(ctx context.Context, removed Record) error {
+	s.defaults()
+	if err := s.reap(ctx, removed); err != nil {
+		return fmt.Errorf("objects: reap %s v%d: %w", removed.Key, removed.Version, err)
+	}
+	return nil
+}
+
+func (s *Store) reap(ctx context.Context, r Record) error {
+	switch {
+	case r.Kind == Chunked && r.Manifest != nil:
+		if s.Chunks == nil {
+			return errors.New("no chunk store")
+		}
+		return s.Chunks.DeleteChunks(ctx, r.Key, *r.Manifest)
+	case r.Kind == InS3 && r.Blob != nil:
+		if s.Blobs == nil {
+			return errors.New("no blob store")
+		}
+		return s.Blobs.DeleteBlob(ctx, *r.Blob)
+	}
+	return nil
+}
