@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/ddbpipe/ddbpipe/shared/localstack"
 )
 
 // errUsage marks a command line that does not parse; main prints usage.
@@ -81,26 +83,17 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun `ddbpipe <command> -h` for a command's flags.")
 }
 
-// findRoot walks up from the working directory to the folder holding
-// template.yaml.
+// findRoot is -root, or the folder holding template.yaml at or above the
+// working directory.
 func findRoot(flagValue string) (string, error) {
 	if flagValue != "" {
 		return filepath.Abs(flagValue)
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
+	root, err := localstack.FindRoot(".")
+	if errors.Is(err, localstack.ErrNoRoot) {
+		return "", errors.New("no template.yaml here or above: run inside the ddbpipe repository or pass -root")
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "template.yaml")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no template.yaml here or above: run inside the ddbpipe repository or pass -root")
-		}
-		dir = parent
-	}
+	return root, err
 }
 
 // paramFlags collects repeated -param Name=Value flags.

@@ -281,3 +281,25 @@ func FreePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// ErrNoRoot is returned by FindRoot outside a ddbpipe checkout.
+var ErrNoRoot = errors.New("localstack: no template.yaml here or above")
+
+// FindRoot walks up from dir to the repository root: the folder holding
+// template.yaml, which is also Options.Root.
+func FindRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "template.yaml")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", ErrNoRoot
+		}
+		dir = parent
+	}
+}

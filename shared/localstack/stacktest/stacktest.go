@@ -9,9 +9,7 @@ package stacktest
 
 import (
 	"context"
-	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +42,7 @@ func Need(tb testing.TB) *localstack.Stack {
 		tb.Skip("needs the local servers (-short)")
 	}
 	once.Do(func() {
-		root, rerr := repoRoot()
+		root, rerr := localstack.FindRoot(".")
 		if rerr != nil {
 			err = rerr
 			return
@@ -79,23 +77,4 @@ func Config(tb testing.TB, st *localstack.Stack, extra map[string]string) aws.Co
 		tb.Fatal(cerr)
 	}
 	return cfg
-}
-
-// repoRoot walks up from the working directory to the folder holding
-// template.yaml.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "template.yaml")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("stacktest: no template.yaml above the test's folder")
-		}
-		dir = parent
-	}
 }
