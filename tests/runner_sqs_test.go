@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -322,5 +321,4 @@ func TestRunnerSQSFaultSwitches(t *testing.T) {
 		// With CrashRate 1 and one record the handler saw an empty prefix each time.
 		t.Errorf("z delivered %d times, want 1 (crashed invocations saw an empty prefix)", got)
 	}
-	_ = json.Marshal
 }

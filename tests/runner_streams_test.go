@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/runner"
 )
@@ -270,5 +269,4 @@ func TestRunnerStreamSubscribeAtRunTime(t *testing.T) {
 	if err := r.Remove(id); err != nil {
 		t.Fatal(err)
 	}
-	_ = sqs.Options{}
 }
