@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -266,7 +267,16 @@ func TestRunnerStreamSubscribeAtRunTime(t *testing.T) {
 	if _, err := c.db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Remove(id); err != nil {
-		t.Fatal(err)
+	// The mapping ends by itself once the stream is gone.
+	eventually(t, 60*time.Second, "the mapping to end with its table", func() bool {
+		for _, m := range r.Mappings() {
+			if strings.Contains(m, arn) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := r.Remove(id); err == nil {
+		t.Error("removing an ended mapping succeeded")
 	}
 }

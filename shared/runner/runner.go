@@ -299,6 +299,15 @@ func (r *Runner) launch(s *source) {
 		defer r.wg.Done()
 		defer close(s.done)
 		s.start(ctx)
+		if ctx.Err() == nil { // it ended by itself: its stream is gone
+			r.mu.Lock()
+			delete(r.sources, s.id)
+			if e, ok := r.esms[s.id]; ok {
+				e.State = "Disabled"
+				r.esms[s.id] = e
+			}
+			r.mu.Unlock()
+		}
 	}()
 }
 

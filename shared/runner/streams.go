@@ -108,7 +108,7 @@ func (p *streamPoller) run(ctx context.Context) {
 	defer wg.Wait()
 	initial := true
 	for ctx.Err() == nil {
-		shards, err := p.shards(ctx)
+		shards, disabled, err := p.shards(ctx)
 		if err != nil {
 			var nf *streamtypes.ResourceNotFoundException
 			if errors.As(err, &nf) {
@@ -118,6 +118,13 @@ func (p *streamPoller) run(ctx context.Context) {
 			if ctx.Err() == nil {
 				p.r.log.Warn("describe stream failed", "stream", p.m.StreamARN, "err", err)
 			}
+		}
+		if disabled && p.drained(shards) {
+			// The table was deleted (or its stream turned off) and every
+			// record was delivered: nothing more can come.
+			wg.Wait()
+			p.r.log.Info("stream disabled and drained; mapping stops", "stream", p.m.StreamARN)
+			return
 		}
 		known := map[string]bool{}
 		for _, s := range shards {
@@ -150,23 +157,38 @@ func (p *streamPoller) run(ctx context.Context) {
 	}
 }
 
-func (p *streamPoller) shards(ctx context.Context) ([]streamtypes.Shard, error) {
-	var all []streamtypes.Shard
+// shards lists the stream's shards; disabled is true once the stream was
+// turned off (its table deleted or its stream disabled): no shard grows again.
+func (p *streamPoller) shards(ctx context.Context) (all []streamtypes.Shard, disabled bool, err error) {
 	var start *string
 	for {
 		out, err := p.c.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(p.m.StreamARN), ExclusiveStartShardId: start})
 		if err != nil {
-			return all, err
+			return all, false, err
 		}
 		if out.StreamDescription == nil {
-			return all, nil
+			return all, false, nil
 		}
+		disabled = out.StreamDescription.StreamStatus == streamtypes.StreamStatusDisabled ||
+			out.StreamDescription.StreamStatus == streamtypes.StreamStatusDisabling
 		all = append(all, out.StreamDescription.Shards...)
 		start = out.StreamDescription.LastEvaluatedShardId
 		if start == nil {
-			return all, nil
+			return all, disabled, nil
 		}
 	}
+}
+
+// drained reports whether every listed shard was read to its end.
+func (p *streamPoller) drained(shards []streamtypes.Shard) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range shards {
+		if !p.done[aws.ToString(s.ShardId)] {
+			return false
+		}
+	}
+	return true
 }
 
 // readShard reads one shard in order, in batches, until it ends.
