@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +16,8 @@ import (
 )
 
 const (
-	KB = 1 << 10
-	MB = 1 << 20
+	KB = objectstest.KB
+	MB = objectstest.MB
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -52,23 +51,6 @@ func newEnv(t *testing.T, configure ...func(*objects.Store)) *env {
 		c(e.store)
 	}
 	return e
-}
-
-func random(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 1))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
-func text(n int) []byte {
-	var b bytes.Buffer
-	for i := 0; b.Len() < n; i++ {
-		fmt.Fprintf(&b, `{"id":%d,"name":"item %d","tags":["a","b"]},`, i, i%97)
-	}
-	return b.Bytes()[:n]
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -151,33 +133,14 @@ func (e *env) reap(t *testing.T) {
 }
 
 func TestRoundTripByKind(t *testing.T) {
-	tests := []struct {
-		name       string
-		body       []byte
-		keep       bool
-		want       objects.Kind
-		wantBlobs  int
-		wantChunks int
-	}{
-		{"0 B", nil, false, objects.Inline, 0, 0},
-		{"1 KB text", text(KB), false, objects.CompressedInline, 0, 0},
-		{"1 KB random", random(KB, 1), false, objects.Inline, 0, 0},
-		{"9 KB random", random(9*KB, 2), false, objects.Inline, 0, 0},
-		{"100 KB compressible", text(100 * KB), false, objects.CompressedInline, 0, 0},
-		{"100 KB incompressible", random(100*KB, 3), false, objects.InS3, 1, 0},
-		{"399 KB", random(399*KB, 4), false, objects.InS3, 1, 0},
-		{"399 KB kept in the table", random(399*KB, 4), true, objects.Chunked, 0, 2},
-		{"5 MB", random(5*MB, 5), false, objects.InS3, 1, 0},
-		{"5 MB kept in the table", random(5*MB, 5), true, objects.Chunked, 0, 20},
-		{"5 MB text kept in the table (gzip: 2 chunks, not 20)", text(5 * MB), true, objects.Chunked, 0, 2},
-	}
+	tests := objectstest.RoundTripCases()
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(tt.Name, func(t *testing.T) {
 			e := newEnv(t)
 			ctx := context.Background()
-			rec := e.mustPut(t, "docs/doc.bin", tt.body, objects.PutOptions{KeepInTable: tt.keep, ContentType: "application/x-test"})
-			if rec.Kind != tt.want || rec.Version != 1 || rec.Size != int64(len(tt.body)) || rec.SHA256 != objects.SumOf(tt.body) {
-				t.Errorf("Put = %s v%d %d bytes %s, want %s v1 %d bytes", rec.Kind, rec.Version, rec.Size, rec.SHA256, tt.want, len(tt.body))
+			rec := e.mustPut(t, "docs/doc.bin", tt.Body, objects.PutOptions{KeepInTable: tt.Keep, ContentType: "application/x-test"})
+			if rec.Kind != tt.Want || rec.Version != 1 || rec.Size != int64(len(tt.Body)) || rec.SHA256 != objects.SumOf(tt.Body) {
+				t.Errorf("Put = %s v%d %d bytes %s, want %s v1 %d bytes", rec.Kind, rec.Version, rec.Size, rec.SHA256, tt.Want, len(tt.Body))
 			}
 			if rec.Data != nil {
 				t.Error("Put returned the stored bytes")
@@ -187,15 +150,15 @@ func TestRoundTripByKind(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Get v%d: %v", version, err)
 				}
-				if !bytes.Equal(got.Body, tt.body) || got.SHA256 != objects.SumOf(tt.body) || got.ContentType != "application/x-test" {
-					t.Errorf("Get v%d: %d bytes %s %s, want the %d bytes put", version, len(got.Body), got.SHA256, got.ContentType, len(tt.body))
+				if !bytes.Equal(got.Body, tt.Body) || got.SHA256 != objects.SumOf(tt.Body) || got.ContentType != "application/x-test" {
+					t.Errorf("Get v%d: %d bytes %s %s, want the %d bytes put", version, len(got.Body), got.SHA256, got.ContentType, len(tt.Body))
 				}
 			}
-			if n := len(e.bucket.List()); n != tt.wantBlobs {
-				t.Errorf("%d blobs, want %d", n, tt.wantBlobs)
+			if n := len(e.bucket.List()); n != tt.WantBlobs {
+				t.Errorf("%d blobs, want %d", n, tt.WantBlobs)
 			}
-			if n := len(e.table.ChunkKeys()); n != tt.wantChunks {
-				t.Errorf("%d chunks, want %d", n, tt.wantChunks)
+			if n := len(e.table.ChunkKeys()); n != tt.WantChunks {
+				t.Errorf("%d chunks, want %d", n, tt.WantChunks)
 			}
 			if ob, oc := e.check(t); len(ob)+len(oc) > 0 {
 				t.Errorf("orphans: %v %v", ob, oc)
@@ -830,3 +793,9 @@ func TestConditionalWriteSkipsTheRead(t *testing.T) {
 		t.Errorf("%d reads of v0, want none", n)
 	}
 }
+
+// The proofs' byte generators, shared with the adapters' tests.
+var (
+	random = objectstest.Random
+	text   = objectstest.Text
+)

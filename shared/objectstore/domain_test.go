@@ -19,6 +19,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 	"github.com/ddbpipe/ddbpipe/shared/s3blob"
 )
 
@@ -133,45 +134,26 @@ func (d *domain) check(t *testing.T) payloads {
 }
 
 func TestDomainRoundTripByKind(t *testing.T) {
-	tests := []struct {
-		name       string
-		body       []byte
-		keep       bool
-		want       objects.Kind
-		wantBlobs  int
-		wantChunks int
-	}{
-		{"0 B", nil, false, objects.Inline, 0, 0},
-		{"1 KB text", text(KB), false, objects.CompressedInline, 0, 0},
-		{"1 KB random", random(KB, 1), false, objects.Inline, 0, 0},
-		{"9 KB random", random(9*KB, 2), false, objects.Inline, 0, 0},
-		{"100 KB compressible", text(100 * KB), false, objects.CompressedInline, 0, 0},
-		{"100 KB incompressible", random(100*KB, 3), false, objects.InS3, 1, 0},
-		{"399 KB", random(399*KB, 4), false, objects.InS3, 1, 0},
-		{"399 KB kept in the table", random(399*KB, 4), true, objects.Chunked, 0, 2},
-		{"5 MB", random(5*MB, 5), false, objects.InS3, 1, 0},
-		{"5 MB kept in the table", random(5*MB, 5), true, objects.Chunked, 0, 20},
-		{"5 MB text kept in the table", text(5 * MB), true, objects.Chunked, 0, 2},
-	}
+	tests := objectstest.RoundTripCases()
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(tt.Name, func(t *testing.T) {
 			d := newDomain(t)
 			ctx := context.Background()
 			const key = "docs/doc.bin"
-			rec, err := d.store.Put(ctx, key, tt.body, objects.PutOptions{KeepInTable: tt.keep, ContentType: "application/x-test"})
+			rec, err := d.store.Put(ctx, key, tt.Body, objects.PutOptions{KeepInTable: tt.Keep, ContentType: "application/x-test"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec.Kind != tt.want || rec.Version != 1 || rec.Size != int64(len(tt.body)) || rec.SHA256 != objects.SumOf(tt.body) {
-				t.Errorf("Put = %s v%d %d bytes, want %s v1 %d bytes", rec.Kind, rec.Version, rec.Size, tt.want, len(tt.body))
+			if rec.Kind != tt.Want || rec.Version != 1 || rec.Size != int64(len(tt.Body)) || rec.SHA256 != objects.SumOf(tt.Body) {
+				t.Errorf("Put = %s v%d %d bytes, want %s v1 %d bytes", rec.Kind, rec.Version, rec.Size, tt.Want, len(tt.Body))
 			}
 			for _, version := range []int64{0, 1} {
 				got, err := d.store.Get(ctx, key, version)
 				if err != nil {
 					t.Fatalf("Get v%d: %v", version, err)
 				}
-				if !bytes.Equal(got.Body, tt.body) || got.SHA256 != objects.SumOf(tt.body) || got.ContentType != "application/x-test" || got.Kind != tt.want {
-					t.Errorf("Get v%d: %d bytes %s %s, want the %d bytes put", version, len(got.Body), got.Kind, got.ContentType, len(tt.body))
+				if !bytes.Equal(got.Body, tt.Body) || got.SHA256 != objects.SumOf(tt.Body) || got.ContentType != "application/x-test" || got.Kind != tt.Want {
+					t.Errorf("Get v%d: %d bytes %s %s, want the %d bytes put", version, len(got.Body), got.Kind, got.ContentType, len(tt.Body))
 				}
 			}
 			versions, err := d.store.Versions(ctx, key)
@@ -179,8 +161,8 @@ func TestDomainRoundTripByKind(t *testing.T) {
 				t.Errorf("Versions = %+v, %v; want version 1 without its payload", versions, err)
 			}
 			p := d.check(t)
-			if p.blobs != tt.wantBlobs || p.chunks != tt.wantChunks {
-				t.Errorf("%d blobs and %d chunks, want %d and %d", p.blobs, p.chunks, tt.wantBlobs, tt.wantChunks)
+			if p.blobs != tt.WantBlobs || p.chunks != tt.WantChunks {
+				t.Errorf("%d blobs and %d chunks, want %d and %d", p.blobs, p.chunks, tt.WantBlobs, tt.WantChunks)
 			}
 			if len(p.orphanBlobs)+len(p.orphanChunks) > 0 {
 				t.Errorf("orphans: %v %v", p.orphanBlobs, p.orphanChunks)

@@ -3,7 +3,6 @@ package objectstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,13 +14,14 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
 
 const (
-	KB = 1 << 10
-	MB = 1 << 20
+	KB = objectstest.KB
+	MB = objectstest.MB
 )
 
 var seq atomic.Int64
@@ -70,23 +70,6 @@ func newStore(t *testing.T) (*Store, *dynamodb.Client) {
 	return s, db
 }
 
-func random(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 3))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
-
-func text(n int) []byte {
-	b := make([]byte, 0, n+64)
-	for i := 0; len(b) < n; i++ {
-		b = fmt.Appendf(b, `{"id":%d,"name":"item %d","tags":["a","b"]},`, i, i%97)
-	}
-	return b[:n]
-}
-
 // inline is an inline record of body.
 func inline(key string, version int64, body []byte) objects.Record {
 	return objects.Record{
@@ -112,3 +95,9 @@ func scan(t *testing.T, db *dynamodb.Client, table string) []map[string]types.At
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The proofs' byte generators, shared with the adapters' tests.
+var (
+	random = objectstest.Random
+	text   = objectstest.Text
+)
