@@ -1,0 +1,346 @@
+package rotation
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+)
+
+// world is an in-memory DynamoDB, stream, Lambda and S3 with the behaviour
+// the rotator relies on: tables with items and a stream of their changes,
+// deletion protection that refuses DeleteTable, subscriptions that deliver
+// stream records into the archive (when the world is pumped), and an
+// archive of files with real replay and compaction.
+type world struct {
+	mu      sync.Mutex
+	tables  map[string]*memTable
+	streams map[string][]streamRec // by stream ARN
+	subs    map[string]int         // stream ARN → mappings
+	files   map[string][]archive.Row
+	seq     int64
+	// deliver: subscriptions move stream records into the archive on pump.
+	deliver bool
+	calls   []string
+}
+
+type memTable struct {
+	Table
+	items map[string]archive.Item // key JSON → item
+}
+
+type streamRec struct {
+	StreamRecord
+	row       archive.Row
+	delivered bool
+}
+
+func newWorld() *world {
+	return &world{tables: map[string]*memTable{}, streams: map[string][]streamRec{}, subs: map[string]int{}, files: map[string][]archive.Row{}, deliver: true}
+}
+
+func (w *world) call(format string, a ...any) {
+	w.calls = append(w.calls, fmt.Sprintf(format, a...))
+}
+
+// put writes an item to a table at t, as the counter would.
+func (w *world) put(table, pk, sk string, votes int, t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	mt := w.tables[table]
+	item := archive.Item{"pk": pk, "sk": sk, "votes": archive.Number(fmt.Sprint(votes))}
+	key, _ := archive.KeyJSON(item, "pk", "sk")
+	img, _ := archive.ImageJSON(item)
+	name := archive.EventInsert
+	if _, ok := mt.items[key]; ok {
+		name = archive.EventModify
+	}
+	mt.items[key] = item
+	if !mt.StreamEnabled {
+		return
+	}
+	w.seq++
+	seq := fmt.Sprintf("1%020d", w.seq)
+	p := archive.PartitionOf(table, t)
+	w.streams[mt.StreamARN] = append(w.streams[mt.StreamARN], streamRec{
+		StreamRecord: StreamRecord{SequenceNumber: seq, CreatedAt: t},
+		row: archive.Row{Table: p.Table, Month: p.Month, EventID: "e" + seq, EventName: name, SequenceNumber: seq,
+			ApproximateCreationTime: t, Keys: key, NewImage: img},
+	})
+}
+
+// pump delivers every undelivered record of subscribed streams, one file
+// per call and stream, as the archiver does with a batch.
+func (w *world) pump() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.deliver {
+		return
+	}
+	for arn, recs := range w.streams {
+		if w.subs[arn] == 0 {
+			continue
+		}
+		var rows []archive.Row
+		for i := range recs {
+			if !recs[i].delivered {
+				recs[i].delivered = true
+				rows = append(rows, recs[i].row)
+			}
+		}
+		if len(rows) > 0 {
+			p := archive.Partition{Table: rows[0].Table, Month: rows[0].Month}
+			w.files[archive.ObjectKey(p, "label", rows[0].SequenceNumber)] = rows
+		}
+	}
+}
+
+func (w *world) table(name string) *memTable {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tables[name]
+}
+
+func (w *world) fileKeys(prefix string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var keys []string
+	for k := range w.files {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Tables.
+
+type memTables struct{ w *world }
+
+var _ Tables = memTables{}
+
+func (m memTables) List(_ context.Context, prefix string) ([]Table, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	var out []Table
+	for name, t := range m.w.tables {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, t.Table)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (m memTables) Ensure(_ context.Context, s Spec) (Table, bool, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	if t, ok := m.w.tables[s.Name]; ok {
+		t.DeletionProtection = true
+		return t.Table, false, nil
+	}
+	m.w.call("create %s", s.Name)
+	t := &memTable{Table: Table{Name: s.Name, Status: "ACTIVE", StreamARN: "arn:stream/" + s.Name, StreamEnabled: true,
+		DeletionProtection: true, Capacity: s.Capacity}, items: map[string]archive.Item{}}
+	m.w.tables[s.Name] = t
+	return t.Table, true, nil
+}
+
+func (m memTables) SetCapacity(_ context.Context, name string, c Capacity) error {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	m.w.call("capacity %s %d/%d", name, c.Read, c.Write)
+	m.w.tables[name].Capacity = &c
+	return nil
+}
+
+func (m memTables) DisableStream(_ context.Context, name string) error {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	m.w.call("disable stream %s", name)
+	m.w.tables[name].StreamEnabled = false
+	return nil
+}
+
+func (m memTables) Protect(_ context.Context, name string, on bool) error {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	m.w.call("protect %s %v", name, on)
+	m.w.tables[name].DeletionProtection = on
+	return nil
+}
+
+func (m memTables) Delete(_ context.Context, name string) error {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	t, ok := m.w.tables[name]
+	if !ok {
+		return ErrNotFound
+	}
+	if t.DeletionProtection {
+		return fmt.Errorf("table %s: deletion protection is on", name)
+	}
+	m.w.call("delete %s", name)
+	delete(m.w.tables, name)
+	return nil
+}
+
+func (m memTables) Scan(_ context.Context, name string, keepImages bool) (Scan, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	t, ok := m.w.tables[name]
+	if !ok {
+		return Scan{}, ErrNotFound
+	}
+	s := Scan{State: archive.State{}, Segments: 1}
+	if keepImages {
+		s.Images = map[string]string{}
+	}
+	for k, item := range t.items {
+		sum, err := archive.Checksum(item)
+		if err != nil {
+			return Scan{}, err
+		}
+		s.State[k] = sum
+		if keepImages {
+			s.Images[k], _ = archive.ImageJSON(item)
+		}
+	}
+	return s, nil
+}
+
+// Streams.
+
+type memStreams struct{ w *world }
+
+var _ Streams = memStreams{}
+
+func (m memStreams) Records(_ context.Context, arn string) ([]StreamRecord, error) {
+	m.w.pump() // the event source mapping polls in the background
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	var out []StreamRecord
+	for _, r := range m.w.streams[arn] {
+		out = append(out, r.StreamRecord)
+	}
+	return out, nil
+}
+
+// Subscriptions.
+
+type memSubs struct{ w *world }
+
+var _ Subscriptions = memSubs{}
+
+func (m memSubs) Ensure(_ context.Context, arn string) (bool, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	if m.w.subs[arn] > 0 {
+		return false, nil
+	}
+	m.w.call("subscribe %s", arn)
+	m.w.subs[arn]++
+	return true, nil
+}
+
+func (m memSubs) Remove(_ context.Context, arn string) (int, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	n := m.w.subs[arn]
+	if n > 0 {
+		m.w.call("unsubscribe %s", arn)
+	}
+	delete(m.w.subs, arn)
+	return n, nil
+}
+
+// Archive.
+
+type memArchive struct{ w *world }
+
+var _ Archive = memArchive{}
+
+func (m memArchive) Read(_ context.Context, p archive.Partition) (Contents, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	c := Contents{Sequences: map[string]bool{}}
+	replay := archive.NewReplay()
+	for k, rows := range m.w.files {
+		if !strings.HasPrefix(k, p.Prefix()) {
+			continue
+		}
+		c.Files = append(c.Files, archive.File{Key: k, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))})
+		c.Rows += int64(len(rows))
+		for _, r := range rows {
+			if err := replay.Add(r); err != nil {
+				return Contents{}, err
+			}
+			c.Sequences[trimZeros(r.SequenceNumber)] = true
+		}
+	}
+	c.State = replay.State()
+	return c, nil
+}
+
+func (m memArchive) Compact(_ context.Context, p archive.Partition, pol archive.CompactionPolicy, table string, v archive.Verification) (Compaction, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	var files []archive.File
+	for k, rows := range m.w.files {
+		if strings.HasPrefix(k, p.Prefix()) {
+			files = append(files, archive.File{Key: k, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))})
+		}
+	}
+	c := Compaction{FilesBefore: len(files)}
+	live := map[string]archive.File{}
+	for _, f := range files {
+		live[f.Key] = f
+	}
+	var replaced []string
+	for _, mg := range archive.PlanCompaction(p, files, pol) {
+		var sets [][]archive.Row
+		for _, in := range mg.Inputs {
+			sets = append(sets, m.w.files[in.Key])
+			delete(live, in.Key)
+			replaced = append(replaced, in.Key)
+		}
+		rows := archive.MergeRows(sets...)
+		m.w.files[mg.Output] = rows
+		live[mg.Output] = archive.File{Key: mg.Output, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))}
+	}
+	var keep []archive.File
+	for _, f := range live {
+		keep = append(keep, f)
+	}
+	c.Manifest = archive.NewManifest(p, keep, replaced, v.At)
+	c.Manifest.SourceTable, c.Manifest.Verification = table, &v
+	for _, k := range replaced {
+		delete(m.w.files, k)
+	}
+	c.FilesAfter, c.Merged = len(keep), len(replaced)
+	m.w.call("compact %s %d→%d", p.Prefix(), c.FilesBefore, c.FilesAfter)
+	return c, nil
+}
+
+func (m memArchive) Write(_ context.Context, key string, rows []archive.Row) (archive.File, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	m.w.files[key] = rows
+	return archive.File{Key: key, Rows: int64(len(rows))}, nil
+}
+
+// rotator builds a rotator over the world with a pinned clock and no real
+// sleeping (each pause pumps the world, as time passing would).
+func (w *world) rotator(now time.Time) *Rotator {
+	return &Rotator{
+		Policy: Policy{Prefix: "app-votes", GraceDays: 2, DrainWait: time.Minute, DrainPoll: time.Second},
+		Tables: memTables{w}, Streams: memStreams{w}, Subscriptions: memSubs{w}, Archive: memArchive{w},
+		Now:   func() time.Time { return now },
+		Sleep: func(ctx context.Context, d time.Duration) error { w.pump(); return ctx.Err() },
+	}
+}

@@ -1,0 +1,137 @@
+package rotation
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+)
+
+// ErrNotFound: the table (or stream) does not exist.
+var ErrNotFound = errors.New("rotation: not found")
+
+// Table is a ledger table as the control plane describes it.
+type Table struct {
+	Name   string
+	Status string // CREATING, ACTIVE, UPDATING, DELETING...
+	// StreamARN is the latest stream's ARN ("" when the table never had
+	// one); StreamEnabled is false once the stream was turned off.
+	StreamARN          string
+	StreamEnabled      bool
+	DeletionProtection bool
+	// Capacity is set for provisioned tables; nil for on-demand ones.
+	Capacity *Capacity
+}
+
+// Capacity is a provisioned table's throughput.
+type Capacity struct {
+	Read, Write int64
+}
+
+// Spec is a table to create or bring up to date.
+type Spec struct {
+	Name  string
+	Month string
+	Tags  map[string]string
+	// Capacity makes a provisioned table; nil is on-demand (PAY_PER_REQUEST).
+	Capacity *Capacity
+}
+
+// Tables is the control plane of the ledger tables.
+type Tables interface {
+	// List returns the tables whose names start with prefix.
+	List(ctx context.Context, prefix string) ([]Table, error)
+	// Ensure creates the table if it is absent (key schema of the ledger,
+	// stream NEW_AND_OLD_IMAGES) and brings an existing one up to date:
+	// PITR, deletion protection, tags. It waits until the table is active.
+	Ensure(ctx context.Context, s Spec) (t Table, created bool, err error)
+	// SetCapacity changes a provisioned table's throughput.
+	SetCapacity(ctx context.Context, name string, c Capacity) error
+	// DisableStream turns the table's stream off: its shards close, and
+	// what they hold stays readable for 24 hours.
+	DisableStream(ctx context.Context, name string) error
+	// Protect turns deletion protection on or off.
+	Protect(ctx context.Context, name string, on bool) error
+	// Delete deletes the table (ErrNotFound when it is gone already).
+	Delete(ctx context.Context, name string) error
+	// Scan reads the whole table with a parallel Scan.
+	Scan(ctx context.Context, name string, keepImages bool) (Scan, error)
+}
+
+// Scan is a table's content as the verification compares it.
+type Scan struct {
+	// State maps each item's key JSON to the checksum of its image, as
+	// archive.Replay computes them from the archive.
+	State archive.State
+	// Images maps key JSON to the item's image JSON (only when asked for:
+	// the snapshot export writes them).
+	Images   map[string]string
+	Segments int
+	Took     time.Duration
+}
+
+// StreamRecord is a record a stream still holds.
+type StreamRecord struct {
+	SequenceNumber string
+	CreatedAt      time.Time
+}
+
+// Streams reads what a table's stream still holds.
+type Streams interface {
+	// Records lists every record the stream still holds (24 hours' worth
+	// at most), from every shard.
+	Records(ctx context.Context, streamARN string) ([]StreamRecord, error)
+}
+
+// Subscriptions are the archiver's event source mappings.
+type Subscriptions interface {
+	// Ensure subscribes the archiver to the stream unless a mapping of the
+	// stream exists already.
+	Ensure(ctx context.Context, streamARN string) (created bool, err error)
+	// Remove deletes every mapping of the stream; none is not an error.
+	Remove(ctx context.Context, streamARN string) (removed int, err error)
+}
+
+// Contents is a partition of the archive, read in full.
+type Contents struct {
+	// Files are the data files, with rows and checksums as read.
+	Files []archive.File
+	Rows  int64
+	// State is the rows replayed (archive.Replay): the table they describe.
+	State archive.State
+	// Sequences holds every archived sequence number (leading zeros
+	// trimmed), for the drain check.
+	Sequences map[string]bool
+	Manifest  *archive.Manifest // the partition's manifest, if any
+}
+
+// Has reports whether a sequence number is archived.
+func (c Contents) Has(seq string) bool { return c.Sequences[trimZeros(seq)] }
+
+// Compaction is what compacting a partition did.
+type Compaction struct {
+	FilesBefore int
+	FilesAfter  int
+	Merged      int // input files merged away
+	Manifest    archive.Manifest
+}
+
+// Archive is the partition side of retirement.
+type Archive interface {
+	// Read lists and reads every data file of the partition.
+	Read(ctx context.Context, p archive.Partition) (Contents, error)
+	// Compact merges the partition's small files (archive.PlanCompaction),
+	// writes the manifest describing the files that remain (with v as its
+	// verification), then deletes the merged inputs.
+	Compact(ctx context.Context, p archive.Partition, pol archive.CompactionPolicy, sourceTable string, v archive.Verification) (Compaction, error)
+	// Write puts rows into the partition as one file at key.
+	Write(ctx context.Context, key string, rows []archive.Row) (archive.File, error)
+}
+
+func trimZeros(s string) string {
+	for len(s) > 1 && s[0] == '0' {
+		s = s[1:]
+	}
+	return s
+}

@@ -1,0 +1,566 @@
+package rotation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+)
+
+// Policy is how the rotator treats the ledger tables.
+type Policy struct {
+	// Prefix names the tables: <Prefix>-YYYY-MM.
+	Prefix string
+	// GraceDays after a month's end before it is cold (at least 1).
+	GraceDays int
+	// Ahead is how many months after the current one exist ahead of time
+	// (default 1: next month's table).
+	Ahead int
+	// DrainWait bounds the wait for the archive to catch up with a cold
+	// table's stream (default 5 minutes); DrainPoll is the first pause
+	// between checks (default 2 s, doubling to 30 s).
+	DrainWait, DrainPoll time.Duration
+	// Capacity makes new tables provisioned; nil is on-demand.
+	Capacity *Capacity
+	// ColdCapacity is what a provisioned table is lowered to once cold
+	// (default 1 read, 1 write unit). On-demand tables are left alone.
+	ColdCapacity Capacity
+	// Compaction is the small-file policy (archive.DefaultCompactionPolicy
+	// when zero).
+	Compaction archive.CompactionPolicy
+	// Tags are put on every table created or kept.
+	Tags map[string]string
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.Ahead <= 0 {
+		p.Ahead = 1
+	}
+	if p.GraceDays < 1 {
+		p.GraceDays = 1
+	}
+	if p.DrainWait <= 0 {
+		p.DrainWait = 5 * time.Minute
+	}
+	if p.DrainPoll <= 0 {
+		p.DrainPoll = 2 * time.Second
+	}
+	if p.ColdCapacity.Read <= 0 || p.ColdCapacity.Write <= 0 {
+		p.ColdCapacity = Capacity{Read: 1, Write: 1}
+	}
+	if p.Compaction.TargetBytes <= 0 {
+		p.Compaction = archive.DefaultCompactionPolicy
+	}
+	return p
+}
+
+// Plan is what a run should do at a given time, decided from the table
+// names alone.
+type Plan struct {
+	Now time.Time
+	// Ensure: the current month and the months ahead, in order.
+	Ensure []string
+	// Keep: existing monthly tables that are not cold (past months in
+	// their grace period, or months further ahead): kept subscribed.
+	Keep []string
+	// Retire: existing tables whose month is cold, oldest first.
+	Retire []string
+}
+
+// Plan decides which tables must exist and which are cold at now, given
+// the names of the existing tables (others' tables and names that are not
+// <Prefix>-YYYY-MM are ignored).
+func (p Policy) Plan(now time.Time, existing []string) Plan {
+	p = p.withDefaults()
+	pl := Plan{Now: now.UTC()}
+	cur := MonthOf(now)
+	want := map[string]bool{}
+	for i := 0; i <= p.Ahead; i++ {
+		m, _ := AddMonths(cur, i) // cur is well formed
+		name := TableName(p.Prefix, m)
+		pl.Ensure = append(pl.Ensure, name)
+		want[name] = true
+	}
+	for _, name := range existing {
+		m, ok := strings.CutPrefix(name, p.Prefix+"-")
+		if !ok || want[name] {
+			continue
+		}
+		cold, err := ColdAt(m, p.GraceDays)
+		if err != nil || len(m) != len(monthLayout) {
+			continue // not one of ours: <prefix>-something-else
+		}
+		if !now.Before(cold) {
+			pl.Retire = append(pl.Retire, name)
+		} else {
+			pl.Keep = append(pl.Keep, name)
+		}
+	}
+	sort.Strings(pl.Retire)
+	sort.Strings(pl.Keep)
+	return pl
+}
+
+// Rotator runs the plan against the adapters.
+type Rotator struct {
+	Policy        Policy
+	Tables        Tables
+	Streams       Streams
+	Subscriptions Subscriptions
+	Archive       Archive
+	Now           func() time.Time
+	// Sleep pauses between drain checks (time.Sleep honouring ctx by default).
+	Sleep func(ctx context.Context, d time.Duration) error
+	Log   *slog.Logger
+	// OnStep, when set, hears of each step as it ends (the CLI's progress).
+	OnStep func(table string, s StepResult)
+}
+
+// Step is one step of a table's life.
+type Step string
+
+// The steps, in order (see the package documentation).
+const (
+	StepCreate      Step = "create"
+	StepSubscribe   Step = "subscribe"
+	StepEnsure      Step = "ensure"
+	StepDrain       Step = "drain"
+	StepVerify      Step = "verify"
+	StepSnapshot    Step = "snapshot"
+	StepReverify    Step = "reverify"
+	StepCompact     Step = "compact"
+	StepUnsubscribe Step = "unsubscribe"
+	StepUnprotect   Step = "unprotect"
+	StepDelete      Step = "delete"
+)
+
+// StepResult is a step that ran.
+type StepResult struct {
+	Step   Step
+	Detail string
+	Took   time.Duration
+	Err    error
+}
+
+// Outcome is where a retirement stopped.
+type Outcome string
+
+const (
+	// Retired: verified, compacted and deleted.
+	Retired Outcome = "retired"
+	// NotDrained: the archive had not caught up with the stream within
+	// DrainWait; the next run tries again.
+	NotDrained Outcome = "not-drained"
+	// Alarm: verification failed; the snapshot export ran; the table is
+	// kept (a later run that verifies it retires it).
+	Alarm Outcome = "alarm"
+	// Failed: a step failed; the next run resumes (every step is idempotent).
+	Failed Outcome = "failed"
+)
+
+// Retirement is what happened to one cold table.
+type Retirement struct {
+	Table     string
+	Partition archive.Partition
+	Outcome   Outcome
+	Steps     []StepResult
+	// Verification is the first check; Reverification the one after a
+	// snapshot export (nil when none ran).
+	Verification   *archive.Report
+	Reverification *archive.Report
+	Compaction     *Compaction
+	// LagSeconds is the age of the oldest stream record not yet archived at
+	// the last drain check (0 once drained).
+	LagSeconds  float64
+	VerifyTook  time.Duration
+	ScanTook    time.Duration
+	ArchiveRows int64
+	Err         error
+}
+
+// Report is what a run did.
+type Report struct {
+	Now         time.Time
+	Created     []string
+	Subscribed  []string
+	Ensured     []string
+	Retirements []Retirement
+	Errors      []error
+}
+
+// Retired counts the tables deleted.
+func (r Report) Retired() int { return r.count(Retired) }
+
+// Alarms counts retirements that alarmed.
+func (r Report) Alarms() int { return r.count(Alarm) }
+
+func (r Report) count(o Outcome) int {
+	n := 0
+	for _, t := range r.Retirements {
+		if t.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Err joins every failure of the run.
+func (r Report) Err() error {
+	errs := append([]error{}, r.Errors...)
+	for _, t := range r.Retirements {
+		if t.Err != nil {
+			errs = append(errs, t.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Rotator) now() time.Time {
+	if r.Now != nil {
+		return r.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (r *Rotator) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}
+
+func (r *Rotator) sleep(ctx context.Context, d time.Duration) error {
+	if r.Sleep != nil {
+		return r.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Run does one rotation: the current and coming months' tables exist and
+// are subscribed, tables in their grace period stay subscribed, and cold
+// tables are retired one after the other. A failure with one table does not
+// stop the others; the report holds every outcome.
+func (r *Rotator) Run(ctx context.Context) Report {
+	pol := r.Policy.withDefaults()
+	now := r.now()
+	rep := Report{Now: now}
+	tables, err := r.Tables.List(ctx, pol.Prefix+"-")
+	if err != nil {
+		rep.Errors = append(rep.Errors, err)
+		return rep
+	}
+	byName := map[string]Table{}
+	names := make([]string, 0, len(tables))
+	for _, t := range tables {
+		byName[t.Name] = t
+		names = append(names, t.Name)
+	}
+	plan := pol.Plan(now, names)
+	for _, name := range plan.Ensure {
+		m, _ := strings.CutPrefix(name, pol.Prefix+"-")
+		spec := Spec{Name: name, Month: m, Capacity: pol.Capacity, Tags: tagsFor(pol.Tags, m)}
+		start := time.Now()
+		t, created, err := r.Tables.Ensure(ctx, spec)
+		if err != nil {
+			r.step(name, StepResult{Step: StepCreate, Err: err, Took: time.Since(start)})
+			rep.Errors = append(rep.Errors, err)
+			continue
+		}
+		detail := "exists"
+		if created {
+			detail = "created"
+			rep.Created = append(rep.Created, name)
+		}
+		rep.Ensured = append(rep.Ensured, name)
+		r.step(name, StepResult{Step: StepCreate, Detail: detail, Took: time.Since(start)})
+		byName[name] = t
+	}
+	for _, name := range append(append([]string{}, plan.Ensure...), plan.Keep...) {
+		t, ok := byName[name]
+		if !ok || t.StreamARN == "" || !t.StreamEnabled {
+			continue
+		}
+		start := time.Now()
+		created, err := r.Subscriptions.Ensure(ctx, t.StreamARN)
+		res := StepResult{Step: StepSubscribe, Detail: "subscribed already", Took: time.Since(start), Err: err}
+		if created {
+			res.Detail = "subscribed the archiver"
+			rep.Subscribed = append(rep.Subscribed, name)
+		}
+		r.step(name, res)
+		if err != nil {
+			rep.Errors = append(rep.Errors, err)
+		}
+	}
+	for _, name := range plan.Retire {
+		if ctx.Err() != nil {
+			rep.Errors = append(rep.Errors, fmt.Errorf("rotation: %s not retired: %w", name, ctx.Err()))
+			continue
+		}
+		rep.Retirements = append(rep.Retirements, r.Retire(ctx, byName[name]))
+	}
+	return rep
+}
+
+func tagsFor(base map[string]string, month string) map[string]string {
+	tags := map[string]string{"app": "ddbpipe", "ledger-month": month}
+	for k, v := range base {
+		tags[k] = v
+	}
+	return tags
+}
+
+func (r *Rotator) step(table string, s StepResult) {
+	log := r.log().With("table", table, "step", string(s.Step), "ms", s.Took.Milliseconds())
+	if s.Err != nil {
+		log.Error("rotation step failed", "detail", s.Detail, "err", s.Err)
+	} else {
+		log.Info("rotation step", "detail", s.Detail)
+	}
+	if r.OnStep != nil {
+		r.OnStep(table, s)
+	}
+}
+
+// Retire takes one cold table through the retirement steps (see the package
+// documentation) as far as it safely can.
+func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
+	pol := r.Policy.withDefaults()
+	base, month, ok := archive.MonthlyTable(t.Name)
+	ret = Retirement{Table: t.Name, Partition: archive.Partition{Table: base, Month: month}}
+	if !ok {
+		ret.Outcome, ret.Err = Failed, fmt.Errorf("rotation: %s is not a monthly table", t.Name)
+		return ret
+	}
+	p := ret.Partition
+	run := func(s Step, f func() (string, error)) bool {
+		start := time.Now()
+		detail, err := f()
+		res := StepResult{Step: s, Detail: detail, Took: time.Since(start), Err: err}
+		ret.Steps = append(ret.Steps, res)
+		r.step(t.Name, res)
+		if err != nil {
+			ret.Outcome, ret.Err = Failed, fmt.Errorf("rotation: %s: %s: %w", t.Name, s, err)
+			return false
+		}
+		return true
+	}
+
+	// ensure: the stream has a consumer; a provisioned table is lowered.
+	if !run(StepEnsure, func() (string, error) {
+		var notes []string
+		if t.StreamARN != "" && t.StreamEnabled {
+			created, err := r.Subscriptions.Ensure(ctx, t.StreamARN)
+			if err != nil {
+				return "", err
+			}
+			if created {
+				notes = append(notes, "subscribed the archiver")
+			}
+		}
+		if c := t.Capacity; c != nil && (c.Read > pol.ColdCapacity.Read || c.Write > pol.ColdCapacity.Write) {
+			if err := r.Tables.SetCapacity(ctx, t.Name, pol.ColdCapacity); err != nil {
+				return "", err
+			}
+			notes = append(notes, fmt.Sprintf("capacity lowered to %d/%d", pol.ColdCapacity.Read, pol.ColdCapacity.Write))
+		}
+		if len(notes) == 0 {
+			return "nothing to change", nil
+		}
+		return strings.Join(notes, "; "), nil
+	}) {
+		return ret
+	}
+
+	// drain: stream off, then wait until the archive holds what it holds.
+	var contents Contents
+	drained := false
+	if !run(StepDrain, func() (string, error) {
+		if t.StreamARN != "" && t.StreamEnabled {
+			if err := r.Tables.DisableStream(ctx, t.Name); err != nil {
+				return "", err
+			}
+		}
+		// Bounded by the pauses taken and by the wall clock, whichever is
+		// further along: a stalled archive never holds the run past DrainWait.
+		start, waited := time.Now(), time.Duration(0)
+		pause := pol.DrainPoll
+		for checks := 1; ; checks++ {
+			var err error
+			if contents, err = r.Archive.Read(ctx, p); err != nil {
+				return "", err
+			}
+			var pending []StreamRecord
+			if t.StreamARN != "" {
+				recs, err := r.Streams.Records(ctx, t.StreamARN)
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					return "", err
+				}
+				pending = Unarchived(recs, contents)
+			}
+			ret.LagSeconds = Lag(pending, r.now())
+			if len(pending) == 0 {
+				drained = true
+				return fmt.Sprintf("archive holds every record the stream holds (%d files, %d rows; %d checks)", len(contents.Files), contents.Rows, checks), nil
+			}
+			if max(waited, time.Since(start))+pause > pol.DrainWait {
+				return fmt.Sprintf("%d stream records not archived after %s (oldest %.0fs old); retried next run", len(pending), pol.DrainWait, ret.LagSeconds), nil
+			}
+			if err := r.sleep(ctx, pause); err != nil {
+				return "", err
+			}
+			waited += pause
+			pause = min(2*pause, 30*time.Second)
+		}
+	}) {
+		return ret
+	}
+	if !drained {
+		ret.Outcome = NotDrained
+		return ret
+	}
+	ret.ArchiveRows = contents.Rows
+
+	// verify: the archive against a parallel Scan of the table.
+	var scan Scan
+	var report archive.Report
+	if !run(StepVerify, func() (string, error) {
+		var err error
+		start := time.Now()
+		if scan, err = r.Tables.Scan(ctx, t.Name, false); err != nil {
+			return "", err
+		}
+		ret.ScanTook = scan.Took
+		report = archive.Verify(contents.State, scan.State)
+		ret.VerifyTook = time.Since(start)
+		ret.Verification = &report
+		return report.String(), nil
+	}) {
+		return ret
+	}
+	verification := archive.Verification{At: r.now(), TableItems: report.TableItems, ArchivedItems: report.ArchivedItems, OK: report.OK()}
+
+	if !report.OK() {
+		// snapshot: the table's items, as rows that supersede the stream's.
+		if !run(StepSnapshot, func() (string, error) {
+			full, err := r.Tables.Scan(ctx, t.Name, true)
+			if err != nil {
+				return "", err
+			}
+			rows, err := SnapshotRows(p, full, contents.State, r.now())
+			if err != nil {
+				return "", err
+			}
+			f, err := r.Archive.Write(ctx, SnapshotKey(p, r.now()), rows)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("wrote %d rows to %s", f.Rows, f.Key), nil
+		}) {
+			return ret
+		}
+		var again archive.Report
+		if !run(StepReverify, func() (string, error) {
+			c, err := r.Archive.Read(ctx, p)
+			if err != nil {
+				return "", err
+			}
+			s, err := r.Tables.Scan(ctx, t.Name, false)
+			if err != nil {
+				return "", err
+			}
+			again = archive.Verify(c.State, s.State)
+			ret.Reverification = &again
+			return again.String(), nil
+		}) {
+			return ret
+		}
+		ret.Outcome = Alarm
+		r.log().Error("rotation alarm: the archive did not match the table; snapshot export written; table kept",
+			"table", t.Name, "first", report.String(), "afterSnapshot", again.String(),
+			"missing", len(report.Missing), "extra", len(report.Extra), "different", len(report.Different))
+		if !again.OK() {
+			return ret
+		}
+		// The archive is complete now: compact it, but keep the table this
+		// run; a later run that verifies it without a snapshot retires it.
+		verification = archive.Verification{At: r.now(), TableItems: again.TableItems, ArchivedItems: again.ArchivedItems, OK: true, Snapshot: true}
+		run(StepCompact, func() (string, error) { return r.compact(ctx, &ret, p, pol, t.Name, verification) })
+		if ret.Err == nil {
+			ret.Outcome = Alarm
+		}
+		return ret
+	}
+
+	if !run(StepCompact, func() (string, error) { return r.compact(ctx, &ret, p, pol, t.Name, verification) }) {
+		return ret
+	}
+	if !run(StepUnsubscribe, func() (string, error) {
+		if t.StreamARN == "" {
+			return "no stream", nil
+		}
+		n, err := r.Subscriptions.Remove(ctx, t.StreamARN)
+		return fmt.Sprintf("%d mappings removed", n), err
+	}) {
+		return ret
+	}
+	if !run(StepUnprotect, func() (string, error) {
+		return "deletion protection off", r.Tables.Protect(ctx, t.Name, false)
+	}) {
+		return ret
+	}
+	if !run(StepDelete, func() (string, error) {
+		err := r.Tables.Delete(ctx, t.Name)
+		if errors.Is(err, ErrNotFound) {
+			return "gone already", nil
+		}
+		return "deleted", err
+	}) {
+		return ret
+	}
+	ret.Outcome = Retired
+	return ret
+}
+
+func (r *Rotator) compact(ctx context.Context, ret *Retirement, p archive.Partition, pol Policy, table string, v archive.Verification) (string, error) {
+	c, err := r.Archive.Compact(ctx, p, pol.Compaction, table, v)
+	if err != nil {
+		return "", err
+	}
+	ret.Compaction = &c
+	return fmt.Sprintf("%d files → %d (%d merged); manifest of %d rows", c.FilesBefore, c.FilesAfter, c.Merged, c.Manifest.Rows), nil
+}
+
+// Unarchived returns the stream records the archive does not hold.
+func Unarchived(recs []StreamRecord, c Contents) []StreamRecord {
+	var out []StreamRecord
+	for _, rec := range recs {
+		if !c.Has(rec.SequenceNumber) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// Lag is the age of the oldest record in recs at now (0 for none).
+func Lag(recs []StreamRecord, now time.Time) float64 {
+	var lag float64
+	for _, rec := range recs {
+		if !rec.CreatedAt.IsZero() {
+			lag = max(lag, now.Sub(rec.CreatedAt).Seconds())
+		}
+	}
+	return lag
+}

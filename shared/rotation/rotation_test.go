@@ -1,0 +1,275 @@
+package rotation
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+)
+
+func date(y int, m time.Month, d, h int) time.Time { return time.Date(y, m, d, h, 0, 0, 0, time.UTC) }
+
+func TestMonths(t *testing.T) {
+	tests := []struct {
+		name  string
+		month string
+		n     int
+		want  string
+	}{
+		{"next", "2026-11", 1, "2026-12"},
+		{"over the year", "2026-12", 1, "2027-01"},
+		{"back over the year", "2027-01", -1, "2026-12"},
+		{"a year", "2026-02", 12, "2027-02"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := AddMonths(tt.month, tt.n)
+			if err != nil || got != tt.want {
+				t.Errorf("AddMonths(%s, %d) = %s, %v; want %s", tt.month, tt.n, got, err, tt.want)
+			}
+		})
+	}
+	if _, err := AddMonths("2026-13", 1); err == nil {
+		t.Error("AddMonths accepted month 13")
+	}
+	if got := MonthOf(time.Date(2026, 12, 1, 0, 30, 0, 0, time.FixedZone("CET", 3600))); got != "2026-11" {
+		t.Errorf("MonthOf 00:30 CET on 1 December = %s, want 2026-11 (UTC)", got)
+	}
+	cold, _ := ColdAt("2026-11", 2)
+	if want := date(2026, 12, 3, 0); !cold.Equal(want) {
+		t.Errorf("ColdAt(2026-11, 2) = %s, want %s", cold, want)
+	}
+}
+
+func TestPlan(t *testing.T) {
+	pol := Policy{Prefix: "app-votes", GraceDays: 2}
+	existing := []string{"app-votes-2026-10", "app-votes-2026-11", "app-votes-2026-12", "app-votes-objects", "app-votes-2026-13", "app-votes-x-2026-11"}
+	tests := []struct {
+		name               string
+		now                time.Time
+		ensure, keep, gone []string
+	}{
+		{"in grace", date(2026, 12, 2, 23), []string{"app-votes-2026-12", "app-votes-2027-01"}, []string{"app-votes-2026-11"}, []string{"app-votes-2026-10"}},
+		{"cold", date(2026, 12, 3, 0), []string{"app-votes-2026-12", "app-votes-2027-01"}, nil, []string{"app-votes-2026-10", "app-votes-2026-11"}},
+		{"mid month", date(2026, 11, 21, 19), []string{"app-votes-2026-11", "app-votes-2026-12"}, nil, []string{"app-votes-2026-10"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := pol.Plan(tt.now, existing)
+			if !reflect.DeepEqual(got.Ensure, tt.ensure) || !reflect.DeepEqual(got.Keep, tt.keep) || !reflect.DeepEqual(got.Retire, tt.gone) {
+				t.Errorf("plan at %s: ensure %v keep %v retire %v; want %v %v %v", tt.now, got.Ensure, got.Keep, got.Retire, tt.ensure, tt.keep, tt.gone)
+			}
+		})
+	}
+}
+
+// novemberWorld has a November ledger with 50 items, 10 of them updated,
+// delivered to the archive in batches while it was written.
+func novemberWorld(t *testing.T) *world {
+	t.Helper()
+	w := newWorld()
+	if _, _, err := (memTables{w}).Ensure(context.Background(), Spec{Name: "app-votes-2026-11"}); err != nil {
+		t.Fatal(err)
+	}
+	w.subs["arn:stream/app-votes-2026-11"] = 1
+	at := date(2026, 11, 20, 10)
+	for i := range 50 {
+		w.put("app-votes-2026-11", "poll#p", "voter-"+string(rune('a'+i%26))+string(rune('a'+i/26)), 1, at)
+		if i%10 == 9 {
+			w.pump()
+		}
+	}
+	for i := range 10 {
+		w.put("app-votes-2026-11", "poll#p", "voter-"+string(rune('a'+i))+"a", 2, at.Add(time.Hour))
+		w.pump()
+	}
+	return w
+}
+
+func TestRunRetiresAColdMonth(t *testing.T) {
+	w := novemberWorld(t)
+	var steps []Step
+	r := w.rotator(date(2026, 12, 3, 0))
+	r.OnStep = func(table string, s StepResult) {
+		if table == "app-votes-2026-11" {
+			steps = append(steps, s.Step)
+		}
+	}
+	rep := r.Run(context.Background())
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"app-votes-2026-12", "app-votes-2027-01"}; !reflect.DeepEqual(rep.Created, want) {
+		t.Errorf("created %v, want %v", rep.Created, want)
+	}
+	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != Retired {
+		t.Fatalf("retirements %+v, want November retired", rep.Retirements)
+	}
+	want := []Step{StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
+	if !reflect.DeepEqual(steps, want) {
+		t.Errorf("steps %v, want %v", steps, want)
+	}
+	if w.table("app-votes-2026-11") != nil {
+		t.Error("November's table is still there")
+	}
+	ret := rep.Retirements[0]
+	if ret.Verification == nil || !ret.Verification.OK() || ret.Verification.TableItems != 50 {
+		t.Errorf("verification %+v, want 50 items matching", ret.Verification)
+	}
+	if files := w.fileKeys("table=app-votes/month=2026-11/"); len(files) != 1 {
+		t.Errorf("files after compaction %v, want one", files)
+	}
+	if c := ret.Compaction; c == nil || c.FilesBefore != 15 || c.FilesAfter != 1 || c.Manifest.Rows != 60 {
+		t.Errorf("compaction %+v, want 15 files → 1 holding 60 rows", c)
+	}
+	// The order that matters: stream off before the drain check, the
+	// subscription removed and protection off only after compaction.
+	order := func(prefix string) int {
+		return slices.IndexFunc(w.calls, func(c string) bool { return strings.HasPrefix(c, prefix) })
+	}
+	if !(order("disable stream") < order("compact") && order("compact") < order("unsubscribe") &&
+		order("unsubscribe") < order("protect app-votes-2026-11 false") && order("protect app-votes-2026-11 false") < order("delete")) {
+		t.Errorf("calls out of order: %v", w.calls)
+	}
+	// New tables are subscribed.
+	for _, name := range []string{"app-votes-2026-12", "app-votes-2027-01"} {
+		if w.subs["arn:stream/"+name] != 1 {
+			t.Errorf("%s has %d subscriptions, want 1", name, w.subs["arn:stream/"+name])
+		}
+	}
+}
+
+func TestRunTwiceChangesNothing(t *testing.T) {
+	w := novemberWorld(t)
+	r := w.rotator(date(2026, 12, 3, 0))
+	if err := r.Run(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	calls, files := len(w.calls), w.fileKeys("")
+	rep := r.Run(context.Background())
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Created)+len(rep.Subscribed)+len(rep.Retirements) != 0 || len(w.calls) != calls {
+		t.Errorf("second run did something: %+v, calls %v", rep, w.calls[calls:])
+	}
+	if got := w.fileKeys(""); !reflect.DeepEqual(got, files) {
+		t.Errorf("files changed: %v → %v", files, got)
+	}
+}
+
+func TestNotDrainedKeepsTheTable(t *testing.T) {
+	w := novemberWorld(t)
+	w.deliver = false
+	w.put("app-votes-2026-11", "poll#p", "late", 1, date(2026, 11, 30, 23))
+	r := w.rotator(date(2026, 12, 3, 0))
+	var slept time.Duration
+	r.Sleep = func(_ context.Context, d time.Duration) error { slept += d; return nil }
+	rep := r.Run(context.Background())
+	ret := rep.Retirements[0]
+	if ret.Outcome != NotDrained || ret.Err != nil {
+		t.Fatalf("outcome %s (%v), want not-drained", ret.Outcome, ret.Err)
+	}
+	if slept > r.Policy.DrainWait {
+		t.Errorf("waited %s, more than DrainWait %s", slept, r.Policy.DrainWait)
+	}
+	if want := (49 * time.Hour).Seconds(); ret.LagSeconds != want {
+		t.Errorf("lag %.0fs, want %.0fs (the late record's age)", ret.LagSeconds, want)
+	}
+	if w.table("app-votes-2026-11") == nil {
+		t.Error("an undrained table was deleted")
+	}
+	// The next run, with the archiver caught up, retires it.
+	w.deliver = true
+	rep = w.rotator(date(2026, 12, 4, 0)).Run(context.Background())
+	if ret := rep.Retirements[0]; ret.Outcome != Retired || ret.Verification.TableItems != 51 {
+		t.Errorf("second run: %s %+v, want retired with 51 items", ret.Outcome, ret.Verification)
+	}
+}
+
+func TestMissingFileTakesTheSnapshotPath(t *testing.T) {
+	w := novemberWorld(t)
+	lost := w.fileKeys("table=app-votes/month=2026-11/")[1] // items 10–19, never updated since
+	delete(w.files, lost)
+	// Records aged out of the stream (24 h retention) take no part in the
+	// drain check: only what the stream still holds must be archived.
+	for arn := range w.streams {
+		w.streams[arn] = nil
+	}
+	rep := w.rotator(date(2026, 12, 3, 0)).Run(context.Background())
+	ret := rep.Retirements[0]
+	if ret.Outcome != Alarm || ret.Err != nil {
+		t.Fatalf("outcome %s (%v), want alarm", ret.Outcome, ret.Err)
+	}
+	if ret.Verification.OK() || len(ret.Verification.Missing) == 0 {
+		t.Errorf("first verification %v, want items missing", ret.Verification)
+	}
+	if ret.Reverification == nil || !ret.Reverification.OK() {
+		t.Errorf("verification after the snapshot: %v, want OK", ret.Reverification)
+	}
+	if w.table("app-votes-2026-11") == nil {
+		t.Fatal("the table was deleted in the run that found the archive incomplete")
+	}
+	if ret.Compaction == nil || ret.Compaction.Manifest.Verification == nil || !ret.Compaction.Manifest.Verification.Snapshot {
+		t.Errorf("manifest %+v, want one recording the snapshot", ret.Compaction)
+	}
+	// The archive is complete now; the next run verifies it and retires the table.
+	rep = w.rotator(date(2026, 12, 4, 0)).Run(context.Background())
+	if ret := rep.Retirements[0]; ret.Outcome != Retired || !ret.Verification.OK() {
+		t.Errorf("next run: %s %v, want retired", ret.Outcome, ret.Verification)
+	}
+}
+
+func TestColdProvisionedTableIsLowered(t *testing.T) {
+	w := novemberWorld(t)
+	w.tables["app-votes-2026-11"].Capacity = &Capacity{Read: 50, Write: 100}
+	w.deliver = false
+	w.put("app-votes-2026-11", "poll#p", "late", 1, date(2026, 11, 30, 23))
+	r := w.rotator(date(2026, 12, 3, 0))
+	r.Sleep = func(context.Context, time.Duration) error { return nil }
+	r.Run(context.Background())
+	if c := w.table("app-votes-2026-11").Capacity; c == nil || *c != (Capacity{Read: 1, Write: 1}) {
+		t.Errorf("capacity %+v, want 1/1", c)
+	}
+}
+
+func TestSnapshotRowsReplayToTheTable(t *testing.T) {
+	p := archive.Partition{Table: "app-votes", Month: "2026-11"}
+	a := archive.Item{"pk": "a", "sk": "1", "n": archive.Number("1")}
+	b := archive.Item{"pk": "b", "sk": "1", "n": archive.Number("2")}
+	ka, _ := archive.KeyJSON(a, "pk", "sk")
+	kb, _ := archive.KeyJSON(b, "pk", "sk")
+	ia, _ := archive.ImageJSON(a)
+	ib, _ := archive.ImageJSON(b)
+	sa, _ := archive.Checksum(a)
+	sb, _ := archive.Checksum(b)
+	scan := Scan{State: archive.State{ka: sa, kb: sb}, Images: map[string]string{ka: ia, kb: ib}}
+	// The archive holds an old image of a, nothing of b, and a key the table lost.
+	stale := archive.Row{Table: p.Table, Month: p.Month, EventID: "1", EventName: archive.EventInsert, SequenceNumber: "100000000000000000001",
+		Keys: ka, NewImage: `{"n":"0","pk":"a","sk":"1"}`}
+	extra := archive.Row{Table: p.Table, Month: p.Month, EventID: "2", EventName: archive.EventInsert, SequenceNumber: "100000000000000000002",
+		Keys: `{"pk":"z","sk":"1"}`, NewImage: `{"pk":"z","sk":"1"}`}
+	replay := archive.NewReplay()
+	for _, r := range []archive.Row{stale, extra} {
+		_ = replay.Add(r)
+	}
+	rows, err := SnapshotRows(p, scan, replay.State(), date(2026, 12, 3, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if err := replay.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep := archive.Verify(replay.State(), scan.State); !rep.OK() {
+		t.Errorf("after the snapshot: %s", rep)
+	}
+	if len(rows) != 3 || rows[2].EventName != archive.EventRemove {
+		t.Errorf("rows %+v, want two MODIFY and one REMOVE", rows)
+	}
+}

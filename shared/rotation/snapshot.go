@@ -1,0 +1,62 @@
+package rotation
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+)
+
+// SnapshotSequence is the sequence number a snapshot export taken at t
+// gives its rows: 40 digits, a 9 and the time in nanoseconds, so that it is
+// greater than every stream sequence number (DynamoDB Streams' are at most
+// 40 digits and, in practice, far below 9×10^39) and than every earlier
+// snapshot's. Replay then takes the snapshot's images as the final ones.
+func SnapshotSequence(t time.Time) string {
+	return fmt.Sprintf("9%039d", t.UnixNano())
+}
+
+// SnapshotKey is where the snapshot export taken at t is written:
+// table=<base>/month=<YYYY-MM>/snapshot-<sequence>.parquet.
+func SnapshotKey(p archive.Partition, t time.Time) string {
+	return p.Prefix() + "snapshot-" + SnapshotSequence(t) + ".parquet"
+}
+
+// SnapshotRows turns a full Scan (with images) into rows that make the
+// archive replay to the table: a MODIFY with the scanned image for each item
+// of the table, and a REMOVE for each key the archive holds that the table
+// does not. Rows are sorted by key, and all carry SnapshotSequence(at).
+func SnapshotRows(p archive.Partition, scan Scan, archived archive.State, at time.Time) ([]archive.Row, error) {
+	if len(scan.Images) != len(scan.State) {
+		return nil, fmt.Errorf("rotation: snapshot needs the scan's images (%d images for %d items)", len(scan.Images), len(scan.State))
+	}
+	seq := SnapshotSequence(at)
+	keys := make([]string, 0, len(scan.Images))
+	for k := range scan.Images {
+		keys = append(keys, k)
+	}
+	var gone []string
+	for k := range archived {
+		if _, ok := scan.State[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	sort.Strings(keys)
+	sort.Strings(gone)
+	rows := make([]archive.Row, 0, len(keys)+len(gone))
+	row := func(i int, name, keys, image string) archive.Row {
+		return archive.Row{
+			Table: p.Table, Month: p.Month, EventID: fmt.Sprintf("snapshot-%d-%d", at.UnixNano(), i),
+			EventName: name, SequenceNumber: seq, ApproximateCreationTime: at.UTC().Truncate(time.Second),
+			Keys: keys, NewImage: image,
+		}
+	}
+	for _, k := range keys {
+		rows = append(rows, row(len(rows), archive.EventModify, k, scan.Images[k]))
+	}
+	for _, k := range gone {
+		rows = append(rows, row(len(rows), archive.EventRemove, k, ""))
+	}
+	return rows, nil
+}
