@@ -43,6 +43,8 @@ func commands() []command {
 		{"polls create", "create a poll: polls create -poll P -options a,b,c [-shards N]", pollsCreate},
 		{"votes send", "send votes: votes send -poll P [-count N -rate R -dup-rate D -options a,b,c]", votesSend},
 		{"votes results", "a poll's totals: votes results -poll P [-json]", votesResults},
+		{"archive query", `SQL over the archive with DuckDB: archive query "SELECT ..." | -named NAME [-table T -month M -format table|csv|json]`, archiveQuery},
+		{"archive ls", "the archive's partitions, files, rows, bytes and manifests: archive ls [-table T -month M -files]", archiveLs},
 		{"demo", "run the whole pipeline locally with a demo workload, print what happened, stop", demo},
 	}
 }

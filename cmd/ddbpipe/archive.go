@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/duckarchive"
+)
+
+// archiveFlags are the flags both archive commands take.
+type archiveFlags struct {
+	root, state, bucket, table, month string
+}
+
+func (a *archiveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.root, "root", "", "repository root")
+	fs.StringVar(&a.state, "state-dir", "", "the state folder of `local up`")
+	fs.StringVar(&a.bucket, "bucket", "", "archive bucket (default: $ARCHIVE_BUCKET_NAME or the local stack's)")
+	fs.StringVar(&a.table, "table", "", "only this table: a base name (ddbpipe-votes) or its view name (votes)")
+	fs.StringVar(&a.month, "month", "", "only this month, YYYY-MM")
+}
+
+// archiveEnv is what the archive commands need from the environment.
+type archiveEnv struct {
+	getenv func(string) string
+	s3     duckarchive.S3API
+	bucket string
+	state  string // the state folder, for the cache
+}
+
+func (a *archiveFlags) env(ctx context.Context) (*archiveEnv, error) {
+	if a.month != "" {
+		if _, _, ok := archive.MonthlyTable("x-" + a.month); !ok {
+			return nil, fmt.Errorf("-month %q: want YYYY-MM", a.month)
+		}
+	}
+	getenv, err := stackEnv(a.root, a.state)
+	if err != nil {
+		return nil, err
+	}
+	bucket := a.bucket
+	if bucket == "" {
+		bucket = getenv("ARCHIVE_BUCKET_NAME")
+	}
+	if bucket == "" {
+		return nil, errors.New("no archive bucket: pass -bucket, export ARCHIVE_BUCKET_NAME, or run `ddbpipe local up`")
+	}
+	cfg, err := awsenv.FromVars(ctx, getenv)
+	if err != nil {
+		return nil, err
+	}
+	state, err := stateFolder(a.root, a.state)
+	if err != nil {
+		return nil, err
+	}
+	return &archiveEnv{getenv: getenv, s3: awsenv.S3(cfg), bucket: bucket, state: state}, nil
+}
+
+// parseInterspersed parses flags that may come after positional arguments
+// (`archive query "SELECT ..." -table votes`) and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// argFlags collects repeated -arg values: a named query's parameters.
+type argFlags []string
+
+func (a *argFlags) String() string     { return strings.Join(*a, ",") }
+func (a *argFlags) Set(v string) error { *a = append(*a, v); return nil }
+
+func archiveQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("archive query", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var af archiveFlags
+	af.register(fs)
+	format := fs.String("format", "table", "output: table, csv or json (one object per line)")
+	named := fs.String("named", "", "run a named query (the Athena named queries of template.yaml); -list shows them")
+	list := fs.Bool("list", false, "list the named queries and the helper macros, and exit")
+	cache := fs.String("cache", "", "local copy of the archive (default: <state-dir>/archive-cache)")
+	offline := fs.Bool("offline", false, "query the local copy as it is, without listing the bucket")
+	var params argFlags
+	fs.Var(&params, "arg", "a value for the query's next ? (repeat for several)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: ddbpipe archive query [flags] "SELECT ..."   or   ddbpipe archive query -named NAME [-arg V]...
+
+Views: one per table (votes, objects: the base name's last word) and archive
+(every table; the Glue table's twin). Macros: attr(doc, name), seq_order(seq),
+json_extract_scalar(doc, path) as in Athena. Example:
+  ddbpipe archive query "SELECT attr(newImage, 'pollId') AS poll, count(*) FROM votes GROUP BY 1"
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if *list {
+		return listNamed(stdout)
+	}
+	if *format != duckarchive.FormatTable && *format != duckarchive.FormatCSV && *format != duckarchive.FormatJSON {
+		return fmt.Errorf("-format %q: want table, csv or json", *format)
+	}
+	var query string
+	switch {
+	case *named != "" && len(pos) > 0:
+		return errors.New("give either -named or a SQL statement, not both")
+	case *named != "":
+		// The named query's tables are filled in once the archive is known.
+	case len(pos) == 1:
+		query = pos[0]
+	case len(pos) == 0:
+		fs.Usage()
+		return errUsage
+	default:
+		return fmt.Errorf("one SQL statement, quoted; got %d arguments (%q...)", len(pos), pos[1])
+	}
+	var nq archive.NamedQuery
+	if *named != "" {
+		if nq, err = archive.LookupNamedQuery(*named); err != nil {
+			return err
+		}
+		if len(params) != len(nq.Params) {
+			return fmt.Errorf("%s takes %d -arg (%s), got %d", nq.Name, len(nq.Params), strings.Join(nq.Params, ", "), len(params))
+		}
+	}
+
+	env, err := af.env(ctx)
+	if err != nil {
+		return err
+	}
+	c := &duckarchive.Cache{Dir: *cache, S3: env.s3, Bucket: env.bucket, Progress: progressTo(stderr)}
+	if c.Dir == "" {
+		c.Dir = filepath.Join(env.state, "archive-cache")
+	}
+	filter := duckarchive.Filter{Table: af.table, Month: af.month}
+	if !*offline {
+		res, err := c.Sync(ctx, filter)
+		if err != nil {
+			return err
+		}
+		for _, k := range res.Skipped {
+			fmt.Fprintf(stderr, "archive: skipped s3://%s/%s: not a Parquet file\n", env.bucket, k)
+		}
+	}
+	db, err := duckarchive.Open(ctx, c.Root(), filter)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, p := range db.Skipped {
+		fmt.Fprintf(stderr, "archive: skipped %s: not a Parquet file\n", p)
+	}
+	var qargs []any
+	if *named != "" {
+		if query, err = nq.Expand(namedVars(env.getenv, db.Views)); err != nil {
+			return err
+		}
+		for _, p := range params {
+			qargs = append(qargs, p)
+		}
+	}
+	res, err := db.Query(ctx, query, qargs...)
+	if err != nil {
+		return err
+	}
+	return duckarchive.WriteResult(stdout, res, *format)
+}
+
+// namedVars fills a named query's table variables: the local stack's names
+// when known, else the tables whose views are votes and objects.
+func namedVars(getenv func(string) string, views []duckarchive.View) map[string]string {
+	vars := map[string]string{"ArchiveTable": "archive", "VotesTable": getenv("LEDGER_TABLE_PREFIX"), "ObjectsTable": getenv("OBJECTS_TABLE_NAME")}
+	for _, v := range views {
+		switch {
+		case v.Name == "votes" && vars["VotesTable"] == "":
+			vars["VotesTable"] = v.Table
+		case v.Name == "objects" && vars["ObjectsTable"] == "":
+			vars["ObjectsTable"] = v.Table
+		}
+	}
+	return vars
+}
+
+func listNamed(w io.Writer) error {
+	for _, q := range archive.NamedQueries {
+		params := ""
+		for _, p := range q.Params {
+			params += " -arg <" + p + ">"
+		}
+		fmt.Fprintf(w, "%s%s\n  %s\n\n%s\n", q.Name, params, q.Description, indentSQL(q.SQL))
+	}
+	_, err := fmt.Fprint(w, `Helper macros (DuckDB):
+  attr(doc, name)                 an attribute of keys/newImage/oldImage as text: attr(newImage, 'pollId')
+  json_extract_scalar(doc, path)  Athena's function: json_extract_scalar(newImage, '$.pollId')
+  seq_order(sequenceNumber)       sorts sequence numbers numerically
+`)
+	return err
+}
+
+func indentSQL(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") + "\n"
+}
+
+// progressTo prints a download's progress on one line of w.
+func progressTo(w io.Writer) func(duckarchive.SyncProgress) {
+	return func(p duckarchive.SyncProgress) {
+		fmt.Fprintf(w, "\rarchive: downloading %d/%d files, %s of %s", p.Done, p.Total, humanBytes(p.Bytes), humanBytes(p.TotalBytes))
+		if p.Done == p.Total {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func archiveLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("archive ls", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var af archiveFlags
+	af.register(fs)
+	files := fs.Bool("files", false, "list each partition's files too")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	env, err := af.env(ctx)
+	if err != nil {
+		return err
+	}
+	l, err := duckarchive.List(ctx, env.s3, env.bucket, duckarchive.Filter{Table: af.table, Month: af.month})
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tMONTH\tFILES\tROWS\tBYTES\tMANIFEST")
+	var totalFiles int
+	var totalRows, totalBytes int64
+	for _, pl := range l.Partitions {
+		m, hasManifest, merr := duckarchive.Manifest(ctx, env.s3, env.bucket, pl)
+		rows := map[string]int64{}
+		if hasManifest && merr == nil {
+			for _, f := range m.Files {
+				rows[f.Key] = f.Rows
+			}
+		}
+		var sum int64
+		unknown := false
+		for _, o := range pl.Data {
+			n, ok := rows[o.Key]
+			if !ok {
+				if n, err = duckarchive.Rows(ctx, env.s3, env.bucket, o.Key); err != nil {
+					return err
+				}
+				rows[o.Key] = n
+			}
+			if n < 0 {
+				unknown = true
+				continue
+			}
+			sum += n
+		}
+		rowText := fmt.Sprint(sum)
+		if unknown {
+			rowText += "+?"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", pl.Partition.Table, pl.Partition.Month, len(pl.Data), rowText, humanBytes(pl.Bytes()),
+			manifestStatus(m, hasManifest, merr, pl))
+		if *files {
+			for _, o := range pl.Data {
+				n := "?"
+				if rows[o.Key] >= 0 {
+					n = fmt.Sprint(rows[o.Key])
+				}
+				fmt.Fprintf(tw, "\t\t\t%s\t%s\t%s\n", n, humanBytes(o.Bytes), o.Key[len(pl.Partition.Prefix()):])
+			}
+			for _, k := range pl.Other {
+				fmt.Fprintf(tw, "\t\t\t\t\t%s (not Parquet: ignored by readers)\n", k[len(pl.Partition.Prefix()):])
+			}
+		}
+		totalFiles += len(pl.Data)
+		totalRows += sum
+		totalBytes += pl.Bytes()
+	}
+	fmt.Fprintf(tw, "total\t%d partitions\t%d\t%d\t%s\t\n", len(l.Partitions), totalFiles, totalRows, humanBytes(totalBytes))
+	return tw.Flush()
+}
+
+// manifestStatus says whether a partition's files are its manifest's.
+func manifestStatus(m archive.Manifest, ok bool, err error, pl duckarchive.PartitionListing) string {
+	switch {
+	case err != nil:
+		return "invalid: " + err.Error()
+	case !ok:
+		return "none (month open or not retired)"
+	}
+	listed := make([]archive.File, len(pl.Data))
+	for i, o := range pl.Data {
+		listed[i] = archive.File{Key: o.Key, Bytes: o.Bytes}
+	}
+	d := m.Drift(listed)
+	status := "ok"
+	if !d.OK() {
+		var parts []string
+		for _, p := range []struct {
+			n    int
+			what string
+		}{{len(d.Missing), "missing"}, {len(d.Changed), "changed"}, {len(d.Unlisted), "unlisted"}, {len(d.Leftover), "leftover"}} {
+			if p.n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+			}
+		}
+		status = "drift: " + strings.Join(parts, ", ")
+	}
+	if v := m.Verification; v != nil {
+		verdict := "verified"
+		if !v.OK {
+			verdict = "verification failed"
+		}
+		if v.Snapshot {
+			verdict += " (snapshot)"
+		}
+		status += fmt.Sprintf(", %s %s", verdict, v.At.UTC().Format("2006-01-02"))
+	}
+	return status
+}
