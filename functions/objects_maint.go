@@ -2,28 +2,53 @@ package functions
 
 import (
 	"context"
+	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/emf"
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objectsmaint"
+	"github.com/ddbpipe/ddbpipe/shared/objectstore"
+	"github.com/ddbpipe/ddbpipe/shared/s3blob"
 )
 
-// ObjectsReaper deletes blobs of removed references. Skeleton: acknowledges.
+// ObjectsReaper deletes the payloads (blobs, chunk items) of object versions
+// removed from the objects table, read from its stream.
 func ObjectsReaper(_ context.Context, env lambdafn.Env) (any, error) {
 	v := lambdafn.NewVars(env.Getenv)
-	v.String("OBJECTS_BUCKET")
+	table := v.String("OBJECTS_TABLE")
+	bucket := v.String("OBJECTS_BUCKET")
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	return streamSkeleton(env.Log), nil
+	items := objectstore.New(awsenv.DynamoDB(env.AWS), table)
+	r := &objectsmaint.Reaper{
+		Store:   &objects.Store{Items: items, Chunks: items, Blobs: s3blob.New(awsenv.S3(env.AWS), nil, bucket), Log: env.Log},
+		Bucket:  bucket,
+		Log:     env.Log,
+		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "objects-reaper"}),
+	}
+	return r.Handle, nil
 }
 
-// ObjectsSweeper removes orphan blobs. Skeleton: logs the tick.
+// ObjectsSweeper removes orphan payloads: blobs and chunk items that no
+// reference names, older than the grace period.
 func ObjectsSweeper(_ context.Context, env lambdafn.Env) (any, error) {
 	v := lambdafn.NewVars(env.Getenv)
-	v.String("OBJECTS_TABLE")
-	v.String("OBJECTS_BUCKET")
-	v.Int("ORPHAN_GRACE_MINUTES", 1, 1<<20)
+	table := v.String("OBJECTS_TABLE")
+	bucket := v.String("OBJECTS_BUCKET")
+	grace := v.Int("ORPHAN_GRACE_MINUTES", 1, 1<<20)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	return scheduleSkeleton(env.Log), nil
+	s := &objectsmaint.Sweeper{
+		Table:   objectstore.NewRefs(awsenv.DynamoDB(env.AWS), table),
+		Blobs:   objectsmaint.NewBucket(awsenv.S3(env.AWS), bucket),
+		Grace:   time.Duration(grace) * time.Minute,
+		Now:     time.Now,
+		Log:     env.Log,
+		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "objects-sweeper"}),
+	}
+	return s.Handle, nil
 }
