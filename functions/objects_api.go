@@ -2,35 +2,99 @@ package functions
 
 import (
 	"context"
+	"fmt"
+	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
+	"github.com/ddbpipe/ddbpipe/shared/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/emf"
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/objectstore"
+	"github.com/ddbpipe/ddbpipe/shared/s3blob"
+	"github.com/ddbpipe/ddbpipe/shared/uploadstore"
 )
 
-// ObjectsAPI serves the large-object store. Skeleton: /health answers, the rest is 501.
-func ObjectsAPI(_ context.Context, env lambdafn.Env) (any, error) {
-	v := lambdafn.NewVars(env.Getenv)
-	v.String("OBJECTS_TABLE")
-	v.String("OBJECTS_BUCKET")
-	if err := v.Err(); err != nil {
-		return nil, err
-	}
-	return apiSkeleton("objects-api", env.Log), nil
+// objectsConfig is the configuration the objects API and finalizer share.
+type objectsConfig struct {
+	table, bucket string
+	policy        objects.Policy
+	maxVersions   int
 }
 
-// ObjectsFinalize turns finished uploads into references. Skeleton: logs the keys.
-func ObjectsFinalize(_ context.Context, env lambdafn.Env) (any, error) {
+// readObjectsConfig reads OBJECTS_TABLE, OBJECTS_BUCKET, INLINE_MAX_BYTES,
+// MAX_VERSIONS and MAX_OBJECT_BYTES (optional, default 5 GiB: the largest
+// upload; documents sent in a request body have their own, smaller limit).
+func readObjectsConfig(env lambdafn.Env, v *lambdafn.Vars) objectsConfig {
+	c := objectsConfig{table: v.String("OBJECTS_TABLE"), bucket: v.String("OBJECTS_BUCKET")}
+	c.policy.InlineMax = v.Int("INLINE_MAX_BYTES", 0, 350<<10)
+	c.maxVersions = v.Int("MAX_VERSIONS", 1, 1000)
+	c.policy.MaxSize = int64(optInt(env, v, "MAX_OBJECT_BYTES", 5<<30, 1, 5<<30))
+	return c
+}
+
+// optInt reads an optional integer variable within [lo, hi].
+func optInt(env lambdafn.Env, v *lambdafn.Vars, name string, def, lo, hi int) int {
+	if env.Getenv(name) == "" {
+		return def
+	}
+	return v.Int(name, lo, hi)
+}
+
+// objectsServices builds the store, the blob adapters and the uploader.
+func objectsServices(env lambdafn.Env, c objectsConfig) (*objects.Uploader, *s3blob.Transfers) {
+	s3c := awsenv.S3(env.AWS)
+	db := awsenv.DynamoDB(env.AWS)
+	blobs := s3blob.FromClient(s3c, c.bucket)
+	table := objectstore.New(db, c.table)
+	store := &objects.Store{Items: table, Chunks: table, Blobs: blobs, Policy: c.policy, MaxVersions: c.maxVersions, Log: env.Log}
+	transfers := s3blob.TransfersFromClient(s3c, blobs)
+	up := &objects.Uploader{Store: store, Uploads: uploadstore.New(db, c.table), Bucket: transfers, Log: env.Log}
+	return up, transfers
+}
+
+// ObjectsAPI serves /objects/{key+}: documents, versions and presigned
+// uploads. Beyond the shared settings: MAX_BODY_BYTES (largest PUT body,
+// default 4 MiB), MAX_RESPONSE_BYTES (largest document returned inline,
+// default 4 MiB), DOWNLOAD_TTL_SECONDS (presigned downloads, default 300),
+// UPLOAD_TTL_SECONDS (time to upload, default 900).
+func ObjectsAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	v := lambdafn.NewVars(env.Getenv)
-	v.String("OBJECTS_TABLE")
+	c := readObjectsConfig(env, v)
+	maxBody := optInt(env, v, "MAX_BODY_BYTES", objectslambda.DefaultMaxBody, 0, 4<<20+512<<10)
+	maxResp := optInt(env, v, "MAX_RESPONSE_BYTES", objectslambda.DefaultMaxResponse, 0, 4<<20+512<<10)
+	linkTTL := optInt(env, v, "DOWNLOAD_TTL_SECONDS", int(objectslambda.DefaultLinkTTL/time.Second), 1, 3600)
+	uploadTTL := optInt(env, v, "UPLOAD_TTL_SECONDS", int(objects.DefaultUploadTTL/time.Second), 60, 24*3600)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	log := env.Log
-	return func(ctx context.Context, ev events.S3Event) error {
-		for _, r := range ev.Records {
-			log.InfoContext(ctx, "object created", "bucket", r.S3.Bucket.Name, "key", r.S3.Object.Key, "size", r.S3.Object.Size)
-		}
-		return nil
-	}, nil
+	if err := c.policy.Validate(); err != nil {
+		return nil, fmt.Errorf("objects policy: %w", err)
+	}
+	up, transfers := objectsServices(env, c)
+	up.TTL = time.Duration(uploadTTL) * time.Second
+	h := &objectslambda.HTTP{
+		Docs: up.Store, Uploads: up, Links: transfers,
+		MaxBody: maxBody, MaxResponse: int64(maxResp), LinkTTL: time.Duration(linkTTL) * time.Second,
+		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "objects-api"}),
+		Log:     env.Log,
+	}
+	return h.Handle, nil
+}
+
+// ObjectsFinalize turns finished uploads (ObjectCreated under uploads/)
+// into verified versions.
+func ObjectsFinalize(_ context.Context, env lambdafn.Env) (any, error) {
+	v := lambdafn.NewVars(env.Getenv)
+	c := readObjectsConfig(env, v)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	up, _ := objectsServices(env, c)
+	h := &objectslambda.Finalize{
+		Uploads: up,
+		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "objects-finalize"}),
+		Log:     env.Log,
+	}
+	return h.Handle, nil
 }

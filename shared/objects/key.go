@@ -40,6 +40,11 @@ const keyPunct = "-_.~!*'()"
 // (format characters include the bidirectional overrides used to disguise
 // names), and dot segments (HTTP clients and proxies rewrite "a/../b" to "b").
 //
+// Some endings are reserved for the HTTP API's sub-resources, which share
+// the greedy path /objects/{key+} with the key: a key's last segment is
+// never "versions" or "uploads", its second-to-last never "uploads", and
+// it never ends in "uploads/<id>/complete" (ReasonKeyReserved).
+//
 // Keys are compared byte for byte, without Unicode normalization: "é" sent
 // precomposed (NFC) and decomposed are two keys. Clients should send NFC.
 func ValidateKey(key string) error {
@@ -66,7 +71,31 @@ func ValidateKey(key string) error {
 			return invalid(ReasonKeyDotSegment, "the key has a %q segment", seg)
 		}
 	}
+	if suffix := reservedSuffix(key); suffix != "" {
+		return invalid(ReasonKeyReserved, "the key ends in %q, which the API reserves for its sub-resources (versions, uploads)", suffix)
+	}
 	return nil
+}
+
+// reservedSuffix returns the reserved ending of key, or "".
+func reservedSuffix(key string) string {
+	segs := strings.Split(key, "/")
+	n := len(segs)
+	at := func(i int) string { // i-th segment from the end, 1-based
+		if i > n {
+			return ""
+		}
+		return segs[n-i]
+	}
+	switch {
+	case at(1) == "versions" || at(1) == "uploads":
+		return at(1)
+	case at(2) == "uploads":
+		return "uploads/" + at(1)
+	case at(3) == "uploads" && at(1) == "complete":
+		return "uploads/" + at(2) + "/complete"
+	}
+	return ""
 }
 
 func keyRune(r rune) bool {

@@ -124,10 +124,14 @@ const (
 	ReasonKeyLeadingSlash  Reason = "key-leading-slash"
 	ReasonKeyEmptySegment  Reason = "key-empty-segment"
 	ReasonKeyDotSegment    Reason = "key-dot-segment"
+	ReasonKeyReserved      Reason = "key-reserved"
 	ReasonTooLarge         Reason = "too-large"
 	ReasonBadContentType   Reason = "bad-content-type"
 	ReasonBadVersion       Reason = "bad-version"
 	ReasonTooLargeForTable Reason = "too-large-for-table"
+	ReasonBadSHA256        Reason = "bad-sha256"
+	ReasonBadParts         Reason = "bad-parts"
+	ReasonUploadClosed     Reason = "upload-closed"
 )
 
 // InvalidError is a refused request with its reason and a detail that may

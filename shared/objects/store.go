@@ -243,38 +243,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, o PutOptions) 
 	if err != nil {
 		return Record{}, err
 	}
-	for attempt := 1; ; attempt++ {
-		st.rec.Version = base.Version + 1
-		if st.rec.Version > MaxVersion {
-			s.discard(ctx, st)
-			return Record{}, fmt.Errorf("objects: put %s: version %d is past the last one", key, st.rec.Version)
-		}
-		err = s.Items.Commit(ctx, Commit{Base: base, Record: st.rec})
-		if err == nil {
-			break
-		}
-		var ce *ConflictError
-		if o.IfMatch == nil && errors.As(err, &ce) && attempt < s.MaxAttempts {
-			base = Base{Version: ce.Current, Deleted: ce.Deleted}
-			continue // an unconditional write goes on top of the winner, with the same payload
-		}
-		if errors.Is(err, ErrNotApplied) {
-			s.discard(ctx, st)
-		} else {
-			s.Log.WarnContext(ctx, "commit outcome unknown; payload left for the sweeper", "key", key, "writeId", writeID, "err", err)
-		}
-		if errors.As(err, &ce) {
-			if o.IfMatch != nil {
-				ce.Expected = *o.IfMatch
-			} else {
-				ce.Expected = -1
-			}
-			return Record{}, ce
-		}
-		return Record{}, fmt.Errorf("objects: put %s: commit version %d: %w", key, st.rec.Version, err)
-	}
-	s.prune(ctx, key, st.rec.Version)
-	return st.rec.Meta(), nil
+	return s.commit(ctx, st, base, o.IfMatch)
 }
 
 // base is the state of v0 the write is conditioned on. If-Match n > 0
@@ -429,6 +398,24 @@ func (s *Store) Stat(ctx context.Context, key string, version int64) (Record, er
 		return Record{}, fmt.Errorf("%w: %s version %d", ErrNotFound, key, version)
 	}
 	return rec, nil
+}
+
+// Fetch returns the document of rec, a record Stat returned for
+// (rec.Key, version), verified: Stat and Fetch are Get in two steps, for
+// callers that look at the record before deciding to read its payload (a
+// large blob may be better served as a presigned URL). If the payload went
+// away in between (a concurrent delete or prune), Fetch answers as
+// Get(rec.Key, version) does.
+func (s *Store) Fetch(ctx context.Context, rec Record, version int64) (Object, error) {
+	s.defaults()
+	body, err := s.read(ctx, rec)
+	if errors.Is(err, ErrBlobNotFound) {
+		return s.Get(ctx, rec.Key, version)
+	}
+	if err != nil {
+		return Object{}, fmt.Errorf("objects: get %s v%d: %w", rec.Key, rec.Version, err)
+	}
+	return Object{Record: rec.Meta(), Body: body}, nil
 }
 
 // read fetches and verifies a record's document.

@@ -1,0 +1,263 @@
+package objects
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// UploadPrefix is the bucket prefix of presigned uploads: a client writes
+// the document straight to the bucket under UploadKey, and the finalizer
+// commits a reference to that very key (no copy). With BlobPrefix it is one
+// of the only two prefixes the store writes; an upload that never commits
+// is an orphan there like any other.
+const UploadPrefix = "uploads/"
+
+// UploadKey is the bucket key of upload id for key:
+// uploads/<first 128 bits of sha256(key), hex>/<id>.
+func UploadKey(key, id string) string {
+	h := sha256.Sum256([]byte(key))
+	return UploadPrefix + hex.EncodeToString(h[:16]) + "/" + id
+}
+
+// ParseUploadKey returns the upload id a bucket key names; ok is false for
+// a key that UploadKey cannot have made.
+func ParseUploadKey(blobKey string) (id string, ok bool) {
+	rest, found := strings.CutPrefix(blobKey, UploadPrefix)
+	if !found {
+		return "", false
+	}
+	h, id, found := strings.Cut(rest, "/")
+	if !found || len(h) != 32 || validWriteID(id) != nil {
+		return "", false
+	}
+	if _, err := hex.DecodeString(h); err != nil {
+		return "", false
+	}
+	return id, true
+}
+
+// UploadState is where an upload is in its life.
+type UploadState string
+
+// Upload states. Pending becomes Committed or Failed, once.
+const (
+	UploadPending   UploadState = "pending"
+	UploadCommitted UploadState = "committed"
+	UploadFailed    UploadState = "failed"
+)
+
+// Why an upload failed (Upload.Reason): stable values a client may see.
+const (
+	UploadFailedChecksum = "checksum-mismatch" // the bytes do not match the declared size or SHA-256
+	UploadFailedConflict = "conflict"          // IfMatch was stale when the upload finished
+	UploadFailedExpired  = "expired"           // the upload finished after its deadline
+	UploadFailedMissing  = "missing"           // the uploaded object was gone when the finalizer read it
+	UploadFailedTooLarge = "too-large"         // over the store's size limit
+)
+
+// Upload is a presigned upload's intent and outcome, as the table keeps it
+// from the moment the upload is granted until ExpiresAt.
+type Upload struct {
+	ID          string // also the committed version's write id
+	Key         string
+	Size        int64
+	SHA256      Sum
+	ContentType string
+	IfMatch     *int64 // as in PutOptions, checked when the upload is committed
+	BlobKey     string // UploadKey(Key, ID)
+	// MultipartID is the bucket's multipart upload id; "" for a single PUT.
+	MultipartID string
+	PartSize    int64
+	Parts       int
+
+	State   UploadState
+	Version int64  // Committed: the version it became
+	Reason  string // Failed: why (UploadFailed…)
+	Detail  string // Failed: a message for the client
+	Current int64  // Failed with a conflict: the object's version then
+
+	CreatedAt time.Time
+	// Deadline is when the upload must be finished: the presigned
+	// requests expire then and the finalizer refuses to commit later
+	// (it may still be committing for up to its timeout).
+	Deadline time.Time
+	// ExpiresAt is when the table forgets the upload (its TTL attribute):
+	// the outcome stays readable until then. While the intent lives it
+	// names its blob as a reference does, so the orphan sweeper keeps a
+	// pending upload; ExpiresAt is far enough past Deadline that any
+	// commit is done by then, and afterwards an upload that never
+	// committed is an ordinary orphan.
+	ExpiresAt time.Time
+	// ClaimedUntil is the lease of the finalizer working on it.
+	ClaimedUntil time.Time
+}
+
+// Errors of uploads.
+var (
+	// ErrUploadExists: CreateUpload of an id that is taken.
+	ErrUploadExists = errors.New("objects: upload exists")
+	// ErrUploadBusy: another finalizer holds the upload's lease.
+	ErrUploadBusy = errors.New("objects: upload busy")
+)
+
+// Uploads keeps upload intents in the objects table.
+type Uploads interface {
+	// CreateUpload stores a new intent (ErrUploadExists if the id is taken).
+	CreateUpload(ctx context.Context, u Upload) error
+	// GetUpload reads an intent, strongly consistent; ok is false when
+	// there is none (never granted, or expired).
+	GetUpload(ctx context.Context, id string) (u Upload, ok bool, err error)
+	// ClaimUpload sets the lease of a pending upload whose lease is over
+	// (before now) to until, and returns the upload. A settled upload is
+	// returned as it is, unclaimed; a held lease is ErrUploadBusy; no
+	// upload is ErrNotFound.
+	ClaimUpload(ctx context.Context, id string, now, until time.Time) (u Upload, claimed bool, err error)
+	// SettleUpload records a pending upload's outcome (State, Version,
+	// Reason, Detail, Current); an upload already settled is left alone.
+	SettleUpload(ctx context.Context, u Upload) error
+}
+
+// CommitBlobOptions are the conditions and metadata of CommitBlob.
+type CommitBlobOptions struct {
+	IfMatch     *int64 // as in PutOptions
+	ContentType string
+	// WriteID names the write; a second CommitBlob with the same id
+	// returns the version the first one committed.
+	WriteID string
+}
+
+// CommitBlob commits an already-stored blob as the key's new version: the
+// document is the blob's bytes, as they are (identity codec, kind s3). The
+// blob is first read whole and verified against ref's size and SHA-256;
+// then v0 and vN commit as in Put. From the call on the blob is the
+// store's: when it does not verify, or the commit certainly failed (a
+// conflict), it is deleted, as Put deletes its own staged blob.
+//
+// It is idempotent by WriteID: if a version with that write id exists, it
+// is returned and nothing is written, so a finalizer retried after a crash
+// never commits the same blob twice (which would let one version's reap
+// delete another's payload).
+func (s *Store) CommitBlob(ctx context.Context, key string, ref BlobRef, o CommitBlobOptions) (Record, error) {
+	s.defaults()
+	if err := ValidateKey(key); err != nil {
+		return Record{}, err
+	}
+	ct, err := NormalizeContentType(o.ContentType)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := validWriteID(o.WriteID); err != nil {
+		return Record{}, err
+	}
+	if o.IfMatch != nil && (*o.IfMatch < 0 || *o.IfMatch > MaxVersion) {
+		return Record{}, invalid(ReasonBadVersion, "If-Match %d is not a version (0 to %d)", *o.IfMatch, int64(MaxVersion))
+	}
+	if s.Blobs == nil {
+		return Record{}, errors.New("objects: commit blob: no blob store")
+	}
+	if ref.Size > s.Policy.withDefaults().MaxSize {
+		s.discard(ctx, staged{rec: Record{Key: key, Kind: InS3, Blob: &ref}})
+		return Record{}, invalid(ReasonTooLarge, "the document is %d bytes, the limit is %d", ref.Size, s.Policy.withDefaults().MaxSize)
+	}
+	if rec, ok, err := s.FindWrite(ctx, key, o.WriteID); err != nil || ok {
+		return rec, err
+	}
+	if err := s.verifyBlob(ctx, ref); err != nil {
+		if errors.Is(err, ErrChecksum) {
+			s.discard(ctx, staged{rec: Record{Key: key, Kind: InS3, Blob: &ref}})
+		}
+		return Record{}, fmt.Errorf("objects: commit blob %s for %s: %w", ref.Key, key, err)
+	}
+	ref.Codec = Identity
+	if ref.ContentType == "" {
+		ref.ContentType = ct
+	}
+	rec := Record{
+		Key: key, Kind: InS3, Size: ref.Size, SHA256: ref.SHA256, ContentType: ct, Codec: Identity,
+		Blob: &ref, WriteID: o.WriteID, CreatedAt: s.Now().UTC(),
+	}
+	base, err := s.base(ctx, key, o.IfMatch)
+	if err != nil {
+		s.discard(ctx, staged{rec: rec})
+		return Record{}, err
+	}
+	return s.commit(ctx, staged{rec: rec}, base, o.IfMatch)
+}
+
+// verifyBlob reads a blob to its end; the reader checks size and digest.
+func (s *Store) verifyBlob(ctx context.Context, ref BlobRef) error {
+	rc, err := s.Blobs.GetBlob(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(rc, ref.Size+1))
+	if err != nil {
+		return err
+	}
+	if n != ref.Size {
+		return &ChecksumError{What: "blob " + ref.Key, WantSize: ref.Size, GotSize: n}
+	}
+	return nil
+}
+
+// commit commits a staged payload as the key's next version on top of
+// base (an unconditional write moves on top of the winner of a race, up to
+// MaxAttempts), deletes the payload when the commit certainly failed, and
+// prunes history after a success.
+func (s *Store) commit(ctx context.Context, st staged, base Base, ifMatch *int64) (Record, error) {
+	key := st.rec.Key
+	var err error
+	for attempt := 1; ; attempt++ {
+		st.rec.Version = base.Version + 1
+		if st.rec.Version > MaxVersion {
+			s.discard(ctx, st)
+			return Record{}, fmt.Errorf("objects: commit %s: version %d is past the last one", key, st.rec.Version)
+		}
+		err = s.Items.Commit(ctx, Commit{Base: base, Record: st.rec})
+		if err == nil {
+			break
+		}
+		var ce *ConflictError
+		if ifMatch == nil && errors.As(err, &ce) && attempt < s.MaxAttempts {
+			base = Base{Version: ce.Current, Deleted: ce.Deleted}
+			continue
+		}
+		if errors.Is(err, ErrNotApplied) {
+			s.discard(ctx, st)
+		} else {
+			s.Log.WarnContext(ctx, "commit outcome unknown; payload left for the sweeper", "key", key, "writeId", st.rec.WriteID, "err", err)
+		}
+		if errors.As(err, &ce) {
+			ce.Expected = -1
+			if ifMatch != nil {
+				ce.Expected = *ifMatch
+			}
+			return Record{}, ce
+		}
+		return Record{}, fmt.Errorf("objects: commit %s version %d: %w", key, st.rec.Version, err)
+	}
+	s.prune(ctx, key, st.rec.Version)
+	return st.rec.Meta(), nil
+}
+
+// FindWrite returns the live version of key that writeID wrote, if any.
+func (s *Store) FindWrite(ctx context.Context, key, writeID string) (Record, bool, error) {
+	s.defaults()
+	l, err := s.Items.List(ctx, key)
+	if err != nil {
+		return Record{}, false, fmt.Errorf("objects: find write %s of %s: %w", writeID, key, err)
+	}
+	for _, r := range l.History {
+		if r.WriteID == writeID && !r.Deleted {
+			return r.Meta(), true, nil
+		}
+	}
+	return Record{}, false, nil
+}
