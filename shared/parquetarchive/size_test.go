@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
@@ -60,6 +63,20 @@ func rowsOf(tb testing.TB, batch []events.DynamoDBEventRecord) []archive.Row {
 // It logs the figures (go test -run ArchiveSize -v); the issue's goal is
 // Parquet ≤ 0.5× the export. It asserts nothing about the ratio: the
 // figures are for the report (see the column breakdown it logs).
+//
+// Why the goal is out of reach for these records, from the breakdown: the
+// export holds each item once (~44 B gzip'd, of which ~16 B is the random
+// voteId); the archive holds the same image (newImage, ~42 B: as small as
+// the export's item), plus the stream's eventID (32 random hex digits:
+// 16 B that no codec shrinks) and the keys (pk, sk: ~25 B, the sk carrying
+// the voteId again, in another column where the compressor cannot see the
+// image's copy). Row order, page and row-group sizes and zstd levels move
+// the compacted file by ±2%; what they cannot remove is the ~32 B of
+// random ids per record, already 0.7× the export. Small files were mostly
+// page statistics of the JSON columns, now skipped (see noBounds).
+//
+// TestDecodeFilesWithStatistics checks that files written with them (the
+// encoder's earlier layout) still decode.
 func TestArchiveSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
@@ -139,4 +156,50 @@ func BenchmarkArchive(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "records/s")
+}
+
+// v1Row is the archive's row as the first encoder wrote it: the same
+// schema, with parquet-go's default page statistics on every column.
+type v1Row struct {
+	Table                   string    `parquet:"table,dict"`
+	Month                   string    `parquet:"month,dict"`
+	EventID                 string    `parquet:"eventId"`
+	EventName               string    `parquet:"eventName,dict"`
+	SequenceNumber          string    `parquet:"sequenceNumber"`
+	ApproximateCreationTime time.Time `parquet:"approximateCreationTime,timestamp(millisecond),delta"`
+	Keys                    string    `parquet:"keys"`
+	NewImage                *string   `parquet:"newImage,optional"`
+	OldImage                *string   `parquet:"oldImage,optional"`
+	TTLDelete               bool      `parquet:"ttlDelete"`
+}
+
+func TestDecodeFilesWithStatistics(t *testing.T) {
+	rows := rowsOf(t, voteBatch(0, 50))
+	old := make([]v1Row, len(rows))
+	for i, r := range rows {
+		img := r.NewImage
+		old[i] = v1Row{Table: r.Table, Month: r.Month, EventID: r.EventID, EventName: r.EventName, SequenceNumber: r.SequenceNumber,
+			ApproximateCreationTime: r.ApproximateCreationTime, Keys: r.Keys, NewImage: &img}
+	}
+	var b bytes.Buffer
+	schema := parquet.NewSchema("ddbpipe_archive", parquet.SchemaOf(v1Row{}))
+	if err := parquet.Write(&b, old, schema, parquet.DataPageStatistics(true),
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedBetterCompression}), parquet.PageBufferSize(1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parquetarchive.Unmarshal(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rows) {
+		t.Errorf("rows decoded from an earlier file differ from the rows written")
+	}
+	now, err := parquetarchive.Marshal(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("50 rows: %d bytes with page statistics on every column, %d without them on the blobs", b.Len(), len(now))
+	if len(now) >= b.Len() {
+		t.Errorf("the encoder's file (%d B) is not smaller than one with statistics everywhere (%d B)", len(now), b.Len())
+	}
 }
