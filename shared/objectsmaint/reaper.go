@@ -47,7 +47,7 @@ var _ Reaping = (*objects.Store)(nil)
 
 // Prefixes the objects bucket holds payloads under: the store's blobs, and
 // presigned uploads (a finalized upload's reference names its key).
-var Prefixes = []string{objects.BlobPrefix, "uploads/"}
+var Prefixes = []string{objects.BlobPrefix, objects.UploadPrefix}
 
 // ErrMalformed marks a stream record the reaper cannot read: it is
 // reported as a failure (the stream's retries, bisection and on-failure

@@ -152,7 +152,7 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 	var deleteErrs []error
 	s.sweepChunks(ctx, &res, chunks, manifests, now, &deleteErrs)
 
-	graces := map[string]time.Duration{objects.BlobPrefix: s.Grace, "uploads/": s.uploadGrace()}
+	graces := map[string]time.Duration{objects.BlobPrefix: s.Grace, objects.UploadPrefix: s.uploadGrace()}
 	del := func(orphans []Version) {
 		deleted, err := s.Blobs.Delete(ctx, orphans)
 		for _, v := range deleted {
