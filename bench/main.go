@@ -44,6 +44,7 @@ func benches() []bench {
 		{"runner-sqs", benchSQS},
 		{"proxy", benchProxy},
 		{"runner-streams", benchStreams},
+		{"archive", benchArchive},
 	}
 }
 

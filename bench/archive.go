@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/duckarchive"
+	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
+	"github.com/ddbpipe/ddbpipe/shared/pngchart"
+)
+
+// benchArchive measures the cold tier on one month of vote ledger records:
+// the archiver's throughput through its Lambda handler into the local S3,
+// the archive's bytes per record against gzip'd DynamoDB-JSON lines (the
+// native export's format) before and after compaction, objects per 100,000
+// records, and a DuckDB query over the compacted month.
+func benchArchive(ctx context.Context, env *local.Env, scale float64) (*section, error) {
+	n := max(1000, int(100_000*scale))
+	const batchSize = 100 // the DynamoDB event source's default batch
+	bucket := env.Vars["ARCHIVE_BUCKET_NAME"]
+	table := "bench-votes-2026-11"
+	part := archive.PartitionOf(table, time.Time{})
+	s := &section{title: "Archive (Parquet on S3, compaction, DuckDB)"}
+
+	// 1. The archiver, one shard's batches in order, through Handle.
+	recs := make([]events.DynamoDBEventRecord, n)
+	for i := range recs {
+		recs[i] = benchVoteRecord(table, i)
+	}
+	a := &parquetarchive.Archiver{S3: env.Clients.S3, Bucket: bucket, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	start := time.Now()
+	for from := 0; from < n; from += batchSize {
+		resp, err := a.Handle(ctx, events.DynamoDBEvent{Records: recs[from:min(from+batchSize, n)]})
+		if err != nil || len(resp.BatchItemFailures) > 0 {
+			return nil, fmt.Errorf("archive batch at %d: %+v, %v", from, resp, err)
+		}
+	}
+	archiveTime := time.Since(start)
+	before, err := parquetarchive.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
+	if err != nil {
+		return nil, err
+	}
+	var bytesBefore int64
+	for _, f := range before {
+		bytesBefore += f.Bytes
+	}
+
+	// 2. Compaction, as the rotator does it when the month retires.
+	start = time.Now()
+	parts := &parquetarchive.Partitions{S3: env.Clients.S3, Bucket: bucket, Log: a.Log}
+	c, err := parts.Compact(ctx, part, archive.DefaultCompactionPolicy, table, archive.Verification{At: time.Now(), OK: true, TableItems: n, ArchivedItems: n})
+	if err != nil {
+		return nil, fmt.Errorf("compact: %w", err)
+	}
+	compactTime := time.Since(start)
+	after, err := parquetarchive.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
+	if err != nil {
+		return nil, err
+	}
+	var bytesAfter int64
+	var dataAfter int
+	for _, f := range after {
+		if f.Key != part.ManifestKey() {
+			bytesAfter += f.Bytes
+			dataAfter++
+		}
+	}
+
+	// 3. The export's format for the same items.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	enc := json.NewEncoder(zw)
+	for _, r := range recs {
+		if err := enc.Encode(map[string]any{"Item": r.Change.NewImage}); err != nil {
+			return nil, err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	export := float64(gz.Len())
+
+	// 4. DuckDB over the compacted month: copy, open, query.
+	dir, err := os.MkdirTemp("", "ddbpipe-bench-archive-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cache := &duckarchive.Cache{Dir: dir, S3: env.Clients.S3, Bucket: bucket}
+	f := duckarchive.Filter{Table: part.Table, Month: part.Month}
+	start = time.Now()
+	if _, err := cache.Sync(ctx, f); err != nil {
+		return nil, err
+	}
+	syncTime := time.Since(start)
+	start = time.Now()
+	db, err := duckarchive.Open(ctx, cache.Root(), f)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	openTime := time.Since(start)
+	q, err := archive.LookupNamedQuery("votes-per-poll-per-day")
+	if err != nil {
+		return nil, err
+	}
+	sql, err := q.Expand(map[string]string{"ArchiveTable": "archive", "VotesTable": part.Table})
+	if err != nil {
+		return nil, err
+	}
+	var queryTime time.Duration
+	var groups, counted int64
+	const runs = 5
+	for range runs {
+		start = time.Now()
+		res, err := db.Query(ctx, sql)
+		if err != nil {
+			return nil, err
+		}
+		queryTime += time.Since(start)
+		groups, counted = int64(len(res.Rows)), 0
+		for _, r := range res.Rows {
+			counted += r[3].(int64)
+		}
+	}
+	if counted != int64(n) {
+		return nil, fmt.Errorf("votes-per-poll-per-day counted %d votes, want %d", counted, n)
+	}
+
+	per := func(b float64) float64 { return b / float64(n) }
+	per100k := func(objects int) float64 { return float64(objects) * 100_000 / float64(n) }
+	s.printf("%d vote ledger INSERTs (one month, one stream shard), archived in batches of %d through `Archiver.Handle` into versitygw.\n\n", n, batchSize)
+	s.printf("| measure | value | goal |\n|---|---|---|\n")
+	s.printf("| archiver throughput (one shard, batches in order) | %.0f records/s (%s) | |\n", float64(n)/archiveTime.Seconds(), archiveTime.Round(time.Millisecond))
+	s.printf("| gzip'd DynamoDB-JSON lines (export format), items only | %.1f B/record | |\n", per(export))
+	s.printf("| Parquet, per-batch files | %.1f B/record = %.2f× export | ≤ 0.5× |\n", per(float64(bytesBefore)), float64(bytesBefore)/export)
+	s.printf("| Parquet, compacted | %.1f B/record = %.2f× export | ≤ 0.5× |\n", per(float64(bytesAfter)), float64(bytesAfter)/export)
+	s.printf("| objects per 100,000 records before compaction | %.0f | |\n", per100k(len(before)))
+	s.printf("| objects per 100,000 records after compaction (+ `_manifest.json`) | %.1f | ≤ 2 |\n", per100k(dataAfter))
+	s.printf("| compaction (read %d files, merge, write %d, manifest, delete) | %s | |\n", c.Merged, c.FilesAfter, compactTime.Round(time.Millisecond))
+	s.printf("| DuckDB: copy the compacted month to the local cache | %s | |\n", syncTime.Round(time.Millisecond))
+	s.printf("| DuckDB: open (views over the files) | %s | |\n", openTime.Round(time.Millisecond))
+	s.printf("| DuckDB: `votes-per-poll-per-day` over the month (%d groups, mean of %d) | %s | |\n", groups, runs, (queryTime / runs).Round(100*time.Microsecond))
+	s.printf("\nThe size goal is out of reach for these records while the archive keeps the stream's columns: each record carries\n")
+	s.printf("a random 128-bit eventID (16 B that no codec shrinks) and its keys beside the image (the sk repeats the random voteId),\n")
+	s.printf("so the compacted file stays near the gzip'd stream records; the image column alone is as small as the export's item.\n")
+	s.printf("See shared/parquetarchive/size_test.go for the per-column breakdown.\n\n")
+	s.charts = append(s.charts, pngchart.Chart{
+		Title: "Archive bytes per vote record",
+		Unit:  " B",
+		Bars: []pngchart.Bar{
+			{Label: "gzip'd export lines", Value: per(export)},
+			{Label: "Parquet, per-batch files", Value: per(float64(bytesBefore))},
+			{Label: "Parquet, compacted", Value: per(float64(bytesAfter))},
+			{Label: "goal (0.5× export)", Value: per(export) / 2},
+		},
+	})
+	return s, nil
+}
+
+// benchVoteRecord is the stream record of the i-th vote of a ledger table,
+// shaped as dynamostore writes it (pk <poll>#<shard>, sk <voter>#<voteId>).
+func benchVoteRecord(table string, i int) events.DynamoDBEventRecord {
+	rnd := rand.New(rand.NewPCG(uint64(i), 7))
+	poll := []string{"color", "best-pet", "lunch", "city"}[i%4]
+	option := []string{"red", "green", "blue", "cat", "dog", "paris"}[(i*7)%6]
+	voter := fmt.Sprintf("voter-%d", rnd.IntN(20000))
+	voteID := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rnd.Uint32(), rnd.IntN(1<<16), rnd.IntN(1<<12), rnd.IntN(1<<12), rnd.Uint64()&(1<<48-1))
+	pk, sk := fmt.Sprintf("%s#%d", poll, rnd.IntN(16)), voter+"#"+voteID
+	cast := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * 25 * time.Second)
+	s := events.NewStringAttribute
+	return events.DynamoDBEventRecord{
+		AWSRegion: "us-east-1", EventSource: "aws:dynamodb", EventVersion: "1.1", EventName: "INSERT",
+		EventSourceArn: "arn:aws:dynamodb:us-east-1:000000000000:table/" + table + "/stream/2026-11-01T00:00:00.000",
+		EventID:        fmt.Sprintf("%016x%016x", rnd.Uint64(), rnd.Uint64()),
+		Change: events.DynamoDBStreamRecord{
+			ApproximateCreationDateTime: events.SecondsEpochTime{Time: cast.Add(time.Second).Truncate(time.Second)},
+			SequenceNumber:              fmt.Sprintf("4421584500000000%012d", 17450439091+3*i),
+			StreamViewType:              "NEW_AND_OLD_IMAGES",
+			Keys:                        map[string]events.DynamoDBAttributeValue{"pk": s(pk), "sk": s(sk)},
+			NewImage: map[string]events.DynamoDBAttributeValue{
+				"pk": s(pk), "sk": s(sk), "voteId": s(voteID), "pollId": s(poll), "optionId": s(option), "voterId": s(voter),
+				"castAt":    s(cast.Format(time.RFC3339Nano)),
+				"countedAt": s(cast.Add(1500 * time.Millisecond).Format(time.RFC3339Nano)),
+			},
+		},
+	}
+}
