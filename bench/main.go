@@ -41,6 +41,7 @@ func benches() []bench {
 	// (it keeps them 24 h), and the streams benchmark writes thousands.
 	return []bench{
 		{"votes", benchVotes},
+		{"objects", benchObjects},
 		{"runner-sqs", benchSQS},
 		{"proxy", benchProxy},
 		{"runner-streams", benchStreams},

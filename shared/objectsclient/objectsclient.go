@@ -213,6 +213,7 @@ func metaFromHeader(key string, h http.Header) Meta {
 	m := Meta{Key: key, SHA256: h.Get("X-Object-Sha256"), ContentType: h.Get("Content-Type"), Kind: h.Get("X-Object-Kind")}
 	m.Version, _ = strconv.ParseInt(h.Get("X-Object-Version"), 10, 64)
 	m.Size, _ = strconv.ParseInt(h.Get("X-Object-Size"), 10, 64)
+	m.Modified, _ = http.ParseTime(h.Get("Last-Modified"))
 	return m
 }
 

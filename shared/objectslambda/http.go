@@ -290,6 +290,7 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		"x-object-sha256":  rec.SHA256.String(),
 		"x-object-kind":    string(rec.Kind),
 		"x-object-size":    strconv.FormatInt(rec.Size, 10),
+		"last-modified":    rec.CreatedAt.UTC().Format(http.TimeFormat),
 	}
 	if headOnly {
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}, nil

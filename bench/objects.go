@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
+	"github.com/ddbpipe/ddbpipe/shared/objectstore"
+	"github.com/ddbpipe/ddbpipe/shared/pngchart"
+	"github.com/ddbpipe/ddbpipe/shared/s3blob"
+)
+
+// wire counts one client's requests and the bytes they move both ways.
+// The bench's own clients are counted, not the proxies: the runner's
+// stream pollers and the functions they invoke share those.
+type wire struct {
+	requests, bytes atomic.Int64
+}
+
+func (w *wire) snapshot() (int64, int64) { return w.requests.Load(), w.bytes.Load() }
+
+// counting is an aws.HTTPClient that counts into a wire.
+type counting struct {
+	base aws.HTTPClient
+	w    *wire
+}
+
+func (c counting) Do(r *http.Request) (*http.Response, error) {
+	c.w.requests.Add(1)
+	c.w.bytes.Add(max(r.ContentLength, 0))
+	resp, err := c.base.Do(r)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, w: c.w}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	w *wire
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.w.bytes.Add(int64(n))
+	return n, err
+}
+
+// countedConfig is the stack's config with its requests counted into w.
+func countedConfig(env *local.Env, w *wire) aws.Config {
+	cfg := env.AWS.Copy()
+	base := cfg.HTTPClient
+	if base == nil {
+		base = awshttp.NewBuildableClient()
+	}
+	cfg.HTTPClient = counting{base: base, w: w}
+	return cfg
+}
+
+// objectsPolicy is one way of placing documents.
+type objectsPolicy struct {
+	label      string
+	policy     objects.Policy
+	noCompress bool
+	keep       bool // keep in the table: what does not fit an item is chunked
+}
+
+// alwaysInlineMax is the largest InlineMax a policy may have: an item of
+// the longest key and content type still fits 400 KB.
+func alwaysInlineMax() int {
+	worst := objects.ItemOverhead(string(make([]byte, objects.MaxKeyBytes)), string(make([]byte, objects.MaxContentTypeBytes)))
+	return objects.MaxItemBytes - worst
+}
+
+func objectsPolicies() []objectsPolicy {
+	return []objectsPolicy{
+		{label: "our policy", policy: objects.Policy{}},
+		{label: "always inline", policy: objects.Policy{InlineMax: alwaysInlineMax()}, noCompress: true, keep: true},
+		// InlineMax 0 means the default: 1 byte sends all but empty documents to S3.
+		{label: "always S3", policy: objects.Policy{InlineMax: 1}, noCompress: true},
+	}
+}
+
+type sizeClass struct {
+	label string
+	body  []byte
+	ops   int
+}
+
+func sizeClasses(scale float64) []sizeClass {
+	n := func(base int) int { return max(2, int(float64(base)*scale)) }
+	return []sizeClass{
+		{"1 KB text", objectstest.Text(1 << 10), n(40)},
+		{"9 KB text", objectstest.Text(9 << 10), n(40)},
+		{"100 KB text", objectstest.Text(100 << 10), n(20)},
+		{"100 KB random", objectstest.Random(100<<10, 1), n(20)},
+		{"399 KB random", objectstest.Random(399<<10, 2), n(10)},
+		{"5 MB random", objectstest.Random(5<<20, 3), n(4)},
+	}
+}
+
+// objectsStores builds a domain store over the stack's objects table and
+// bucket, with the given policy.
+func objectsStore(env *local.Env, pol objects.Policy, ddb, s3w *wire) *objects.Store {
+	items := objectstore.New(awsenv.DynamoDB(countedConfig(env, ddb)), env.Vars["OBJECTS_TABLE_NAME"])
+	return &objects.Store{
+		Items:       items,
+		Chunks:      items,
+		Blobs:       s3blob.FromClient(awsenv.S3(countedConfig(env, s3w)), env.Vars["OBJECTS_BUCKET_NAME"]),
+		Policy:      pol,
+		MaxVersions: 1000,
+	}
+}
+
+type opStats struct {
+	ddbReq, s3Req, bytes float64 // per operation
+	p50                  time.Duration
+}
+
+// measure runs op n times and reports per-operation requests and bytes as
+// the proxies saw them, and the median latency.
+func measure(n int, ddb, s3w *wire, op func(i int) error) (opStats, error) {
+	d0, b0 := ddb.snapshot()
+	s0, c0 := s3w.snapshot()
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		start := time.Now()
+		if err := op(i); err != nil {
+			return opStats{}, err
+		}
+		lat = append(lat, time.Since(start))
+	}
+	d1, b1 := ddb.snapshot()
+	s1, c1 := s3w.snapshot()
+	slices.Sort(lat)
+	f := float64(n)
+	return opStats{
+		ddbReq: float64(d1-d0) / f,
+		s3Req:  float64(s1-s0) / f,
+		bytes:  float64(b1-b0+c1-c0) / f,
+		p50:    lat[len(lat)/2],
+	}, nil
+}
+
+func benchObjects(ctx context.Context, env *local.Env, scale float64) (*section, error) {
+	s := &section{title: "Large objects: placement, chunked reads, multipart uploads"}
+	var ddb, s3w wire
+
+	s.printf("Each document is written as a new object (`Store.Put`: payload first, then v0 and v1 in one transaction) and read back\n" +
+		"(`Store.Get`, strongly consistent, SHA-256 verified). Requests and bytes (HTTP bodies both ways) are counted by the bench's own clients of DynamoDB Local\n" +
+		"and the S3 server, per operation; the cost is the model of `objects.Prices` (us-east-1 on demand: $0.625 per million write units,\n" +
+		"$0.125 per million read units, $5 per million S3 PUTs, $0.40 per million GETs), per million operations. \"Always inline\" keeps\n" +
+		"every document in the table: inline up to the item limit, chunked beyond it; \"always S3\" puts every document in the bucket.\n\n")
+	s.printf("| document | policy | placement | write: DynamoDB + S3 requests | write: bytes on the wire | write p50 | read: requests | read: bytes | read p50 | $ per M writes | $ per M reads |\n")
+	s.printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	costW := pngchart.Chart{Title: "modelled $ per million writes + reads (100 KB text document)", Unit: "$"}
+	run := fmt.Sprintf("%d", time.Now().UnixNano())
+	for _, c := range sizeClasses(scale) {
+		for _, p := range objectsPolicies() {
+			store := objectsStore(env, p.policy, &ddb, &s3w)
+			key := func(i int) string { return fmt.Sprintf("bench/%s/%s/%s/%d", run, slug(p.label), slug(c.label), i) }
+			opts := objects.PutOptions{ContentType: "application/octet-stream", NoCompress: p.noCompress, KeepInTable: p.keep}
+			var kind objects.Kind
+			var codec objects.Codec
+			w, err := measure(c.ops, &ddb, &s3w, func(i int) error {
+				rec, err := store.Put(ctx, key(i), c.body, opts)
+				kind, codec = rec.Kind, rec.Codec
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("put %s (%s): %w", c.label, p.label, err)
+			}
+			r, err := measure(c.ops, &ddb, &s3w, func(i int) error {
+				obj, err := store.Get(ctx, key(i), 0)
+				if err == nil && !bytes.Equal(obj.Body, c.body) {
+					err = fmt.Errorf("read back %d bytes that differ from the %d written", len(obj.Body), len(c.body))
+				}
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("get %s (%s): %w", c.label, p.label, err)
+			}
+			pl, err := placementOf(p, c.body)
+			if err != nil {
+				return nil, err
+			}
+			wc, rc := objects.DefaultPrices.WriteCost(pl)*1e6, objects.DefaultPrices.ReadCost(pl)*1e6
+			placement := string(kind)
+			if codec != objects.Identity {
+				placement += " (" + string(codec) + ")"
+			}
+			if kind == objects.Chunked {
+				placement += fmt.Sprintf(", %d chunks", pl.Chunks)
+			}
+			s.printf("| %s | %s | %s | %.1f + %.1f | %s | %s | %.1f + %.1f | %s | %s | %.2f | %.2f |\n",
+				c.label, p.label, placement, w.ddbReq, w.s3Req, humanBytes(w.bytes), w.p50.Round(100*time.Microsecond),
+				r.ddbReq, r.s3Req, humanBytes(r.bytes), r.p50.Round(100*time.Microsecond), wc, rc)
+			if c.label == "100 KB text" {
+				costW.Bars = append(costW.Bars, pngchart.Bar{Label: p.label, Value: wc + rc})
+			}
+		}
+	}
+	s.charts = append(s.charts, costW)
+
+	if err := benchChunkedReads(ctx, env, scale, s); err != nil {
+		return nil, err
+	}
+	if err := benchMultipart(ctx, env, scale, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// placementOf asks the policy where the body goes, as Store.Put does.
+func placementOf(p objectsPolicy, body []byte) (objects.Placement, error) {
+	var compressed func() int
+	if !p.noCompress {
+		compressed = func() int { return objects.CompressedSize(body, len(body)) }
+	}
+	return p.policy.Place(len(body), compressed, objects.PlaceOptions{Key: "bench/x", ContentType: "application/octet-stream", KeepInTable: p.keep})
+}
+
+// benchChunkedReads compares reading a document from chunk items in
+// parallel with one S3 GET of the same bytes.
+func benchChunkedReads(ctx context.Context, env *local.Env, scale float64, s *section) error {
+	s.printf("\n### Chunked parallel reads against one S3 GET\n\nThe same random document read whole and verified, `Store.Get`, median of %d reads.\n\n", max(3, int(5*scale)))
+	s.printf("| document | chunked in the table | one S3 GET | chunked / S3 |\n|---|---:|---:|---:|\n")
+	chart := pngchart.Chart{Title: "read throughput, 16 MB document", Unit: "MB/s"}
+	reads := max(3, int(5*scale))
+	for _, size := range []int{1 << 20, 4 << 20, 16 << 20} {
+		body := objectstest.Random(size, uint64(size))
+		var rates [2]float64
+		for i, keep := range []bool{true, false} {
+			store := objectsStore(env, objects.Policy{}, new(wire), new(wire))
+			key := fmt.Sprintf("bench/chunked/%d/%d/%t", time.Now().UnixNano(), size, keep)
+			if _, err := store.Put(ctx, key, body, objects.PutOptions{KeepInTable: keep, NoCompress: true}); err != nil {
+				return fmt.Errorf("put %d bytes (keep in table %t): %w", size, keep, err)
+			}
+			lat := make([]time.Duration, 0, reads)
+			for range reads {
+				start := time.Now()
+				obj, err := store.Get(ctx, key, 0)
+				if err != nil {
+					return err
+				}
+				if len(obj.Body) != size {
+					return fmt.Errorf("read %d bytes, want %d", len(obj.Body), size)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			slices.Sort(lat)
+			rates[i] = float64(size) / (1 << 20) / lat[len(lat)/2].Seconds()
+		}
+		s.printf("| %s | %.0f MB/s | %.0f MB/s | %.2f× |\n", humanBytes(float64(size)), rates[0], rates[1], rates[0]/rates[1])
+		if size == 16<<20 {
+			chart.Bars = append(chart.Bars, pngchart.Bar{Label: "chunked, parallel", Value: rates[0]}, pngchart.Bar{Label: "one S3 GET", Value: rates[1]})
+		}
+	}
+	s.charts = append(s.charts, chart)
+	return nil
+}
+
+// benchMultipart compares one PutObject with a multipart upload of the same
+// bytes, parts sent in parallel.
+func benchMultipart(ctx context.Context, env *local.Env, scale float64, s *section) error {
+	size := max(16<<20, int(50*scale)<<20)
+	const partSize = 8 << 20
+	body := objectstest.Random(size, 50)
+	bucket := env.Vars["OBJECTS_BUCKET_NAME"]
+	client := env.Clients.S3
+	s.printf("\n### Multipart upload against one PutObject\n\nA %s random body, to the objects bucket through the S3 proxy; parts of %s.\n\n", humanBytes(float64(size)), humanBytes(partSize))
+	s.printf("| upload | time | throughput |\n|---|---:|---:|\n")
+	chart := pngchart.Chart{Title: fmt.Sprintf("upload throughput, %s", humanBytes(float64(size))), Unit: "MB/s"}
+	report := func(label string, d time.Duration) {
+		rate := float64(size) / (1 << 20) / d.Seconds()
+		s.printf("| %s | %s | %.0f MB/s |\n", label, d.Round(time.Millisecond), rate)
+		chart.Bars = append(chart.Bars, pngchart.Bar{Label: label, Value: rate})
+	}
+	prefix := fmt.Sprintf("bench/multipart/%d/", time.Now().UnixNano())
+
+	start := time.Now()
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String(prefix + "single"), Body: bytes.NewReader(body)}); err != nil {
+		return fmt.Errorf("put object: %w", err)
+	}
+	report("one PutObject", time.Since(start))
+
+	for _, parallel := range []int{1, 4} {
+		start := time.Now()
+		if err := multipartUpload(ctx, client, bucket, fmt.Sprintf("%smultipart-%d", prefix, parallel), body, partSize, parallel); err != nil {
+			return err
+		}
+		report(fmt.Sprintf("multipart, %d in parallel", parallel), time.Since(start))
+	}
+	s.charts = append(s.charts, chart)
+	return nil
+}
+
+func multipartUpload(ctx context.Context, client *s3.Client, bucket, key string, body []byte, partSize, parallel int) error {
+	up, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &key})
+	if err != nil {
+		return fmt.Errorf("create multipart upload: %w", err)
+	}
+	parts := make([]s3types.CompletedPart, (len(body)+partSize-1)/partSize)
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	errs := make([]error, len(parts))
+	for i := range parts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			chunk := body[i*partSize : min(len(body), (i+1)*partSize)]
+			out, err := client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &bucket, Key: &key, UploadId: up.UploadId,
+				PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(chunk)})
+			if err != nil {
+				errs[i] = fmt.Errorf("part %d: %w", i+1, err)
+				return
+			}
+			parts[i] = s3types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(i + 1))}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			_, _ = client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: &key, UploadId: up.UploadId})
+			return err
+		}
+	}
+	_, err = client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &bucket, Key: &key, UploadId: up.UploadId,
+		MultipartUpload: &s3types.CompletedMultipartUpload{Parts: parts}})
+	if err != nil {
+		return fmt.Errorf("complete multipart upload: %w", err)
+	}
+	return nil
+}
+
+func slug(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+func humanBytes(n float64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", n/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KB", n/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", n)
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/ddbpipe/ddbpipe/shared/objectsclient"
+	"github.com/ddbpipe/ddbpipe/shared/objectslambda"
+)
+
+// objectsFlags are the flags every objects command takes.
+type objectsFlags struct {
+	fs          *flag.FlagSet
+	root, state *string
+	api         *string
+}
+
+func newObjectsFlags(name string, stderr io.Writer) objectsFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return objectsFlags{
+		fs:    fs,
+		root:  fs.String("root", "", "repository root"),
+		state: fs.String("state-dir", "", "the state folder of `local up`"),
+		api:   fs.String("api", "", "API base URL (default: $API_URL or the local stack's)"),
+	}
+}
+
+// client parses the flags and returns a client of the API and the one
+// positional argument, the object key.
+func (f objectsFlags) client(args []string) (*objectsclient.Client, string, error) {
+	if err := f.fs.Parse(args); err != nil {
+		return nil, "", err
+	}
+	if f.fs.NArg() != 1 {
+		return nil, "", fmt.Errorf("%s: want one object key after the flags", f.fs.Name())
+	}
+	api := *f.api
+	if api == "" {
+		root, err := findRoot(*f.root)
+		if err != nil {
+			root = ""
+		}
+		getenv, err := stackEnv(root, *f.state)
+		if err != nil {
+			return nil, "", err
+		}
+		api = getenv("API_URL")
+	}
+	if api == "" {
+		return nil, "", errors.New("no API URL: pass -api, export API_URL, or run `ddbpipe local up`")
+	}
+	return objectsclient.New(api, nil), f.fs.Arg(0), nil
+}
+
+func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newObjectsFlags("objects put", stderr)
+	file := f.fs.String("file", "-", "file to store (- for stdin)")
+	ct := f.fs.String("type", "", "content type (default application/octet-stream)")
+	ifMatch := f.fs.Int64("if-match", -1, "store only if this is the latest version (0: only if the object does not exist)")
+	table := f.fs.Bool("table", false, "keep the document in DynamoDB (chunked if need be), not S3")
+	c, key, err := f.client(args)
+	if err != nil {
+		return err
+	}
+	body, err := readInput(*file)
+	if err != nil {
+		return err
+	}
+	o := objectsclient.PutOptions{ContentType: *ct, KeepInTable: *table}
+	switch {
+	case *ifMatch == 0:
+		o.CreateOnly = true
+	case *ifMatch > 0:
+		o.IfMatch = ifMatch
+	}
+	if len(body) > objectslambda.DefaultMaxBody && !*table {
+		var im *int64
+		if *ifMatch >= 0 {
+			im = ifMatch
+		}
+		st, err := c.Upload(ctx, key, bytes.NewReader(body), int64(len(body)), objectsclient.UploadOptions{ContentType: *ct, IfMatch: im})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: version %d (%d bytes, uploaded)\n", key, st.Version, st.Size)
+		return nil
+	}
+	m, err := c.Put(ctx, key, body, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s)\n", key, m.Version, m.Size, m.Kind)
+	return nil
+}
+
+func objectsUpload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newObjectsFlags("objects upload", stderr)
+	file := f.fs.String("file", "", "file to upload (required)")
+	ct := f.fs.String("type", "", "content type (default application/octet-stream)")
+	ifMatch := f.fs.Int64("if-match", -1, "commit only if this is the latest version then (0: only if the object does not exist)")
+	c, key, err := f.client(args)
+	if err != nil {
+		return err
+	}
+	if *file == "" {
+		return errors.New("objects upload: -file is required")
+	}
+	fh, err := os.Open(*file)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	info, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	o := objectsclient.UploadOptions{ContentType: *ct}
+	if *ifMatch >= 0 {
+		o.IfMatch = ifMatch
+	}
+	st, err := c.Upload(ctx, key, fh, info.Size(), o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: version %d (%d bytes, upload %s)\n", key, st.Version, st.Size, st.ID)
+	return nil
+}
+
+func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newObjectsFlags("objects get", stderr)
+	version := f.fs.Int64("version", 0, "version to read (default: the latest)")
+	out := f.fs.String("o", "-", "output file (- for stdout)")
+	c, key, err := f.client(args)
+	if err != nil {
+		return err
+	}
+	o, err := c.Get(ctx, key, *version)
+	if err != nil {
+		return err
+	}
+	if *out == "-" {
+		_, err = stdout.Write(o.Body)
+		return err
+	}
+	if err := os.WriteFile(*out, o.Body, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: version %d, %d bytes, %s → %s\n", key, o.Version, o.Size, o.ContentType, *out)
+	return nil
+}
+
+func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newObjectsFlags("objects versions", stderr)
+	asJSON := f.fs.Bool("json", false, "print JSON")
+	c, key, err := f.client(args)
+	if err != nil {
+		return err
+	}
+	vs, err := c.Versions(ctx, key)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(vs)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tSIZE\tKIND\tTYPE\tMODIFIED\tSHA256")
+	for _, v := range vs {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.16s…\n", v.Version, v.Size, v.Kind, v.ContentType, v.Modified.Format("2006-01-02 15:04:05"), v.SHA256)
+	}
+	return tw.Flush()
+}
+
+func objectsRm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newObjectsFlags("objects rm", stderr)
+	ifMatch := f.fs.Int64("if-match", 0, "delete only if this is the latest version")
+	c, key, err := f.client(args)
+	if err != nil {
+		return err
+	}
+	var im *int64
+	if *ifMatch > 0 {
+		im = ifMatch
+	}
+	v, err := c.Delete(ctx, key, im)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: deleted at version %d\n", key, v)
+	return nil
+}
+
+func readInput(file string) ([]byte, error) {
+	if file == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(file)
+}
