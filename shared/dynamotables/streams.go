@@ -103,7 +103,7 @@ func (s *Streams) shard(ctx context.Context, arn, shard string) ([]rotation.Stre
 			if r.Dynamodb == nil {
 				continue
 			}
-			rec := rotation.StreamRecord{SequenceNumber: aws.ToString(r.Dynamodb.SequenceNumber)}
+			rec := rotation.StreamRecord{Shard: shard, SequenceNumber: aws.ToString(r.Dynamodb.SequenceNumber)}
 			if t := r.Dynamodb.ApproximateCreationDateTime; t != nil {
 				rec.CreatedAt = t.UTC()
 			}

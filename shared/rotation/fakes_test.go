@@ -67,7 +67,7 @@ func (w *world) put(table, pk, sk string, votes int, t time.Time) {
 	seq := fmt.Sprintf("1%020d", w.seq)
 	p := archive.PartitionOf(table, t)
 	w.streams[mt.StreamARN] = append(w.streams[mt.StreamARN], streamRec{
-		StreamRecord: StreamRecord{SequenceNumber: seq, CreatedAt: t},
+		StreamRecord: StreamRecord{Shard: "shard-0", SequenceNumber: seq, CreatedAt: t},
 		row: archive.Row{Table: p.Table, Month: p.Month, EventID: "e" + seq, EventName: name, SequenceNumber: seq,
 			ApproximateCreationTime: t, Keys: key, NewImage: img},
 	})

@@ -19,8 +19,12 @@
 //	ensure       the table keeps its subscription (a table the counter created
 //	             has none); a provisioned table's capacity is lowered
 //	drain        the stream is turned off (no record can come after this) and
-//	             the rotator waits, bounded, until every record the stream
-//	             still holds is in the archive; not drained → retry next run
+//	             the rotator waits, bounded, until the archive holds the last
+//	             record of every shard the stream still holds (see
+//	             Unarchived); not drained → retried next run. The stream keeps
+//	             records 24 hours, so a shard whose last record never arrives
+//	             (a poison record at its end) stops holding the drain up a day
+//	             later, and the verification decides.
 //	verify       the archive, replayed, holds exactly the table's items (keys
 //	             and checksums of their final images) from a parallel Scan
 //	snapshot     only when verification failed: the Scan is written into the

@@ -73,6 +73,7 @@ type Scan struct {
 
 // StreamRecord is a record a stream still holds.
 type StreamRecord struct {
+	Shard          string
 	SequenceNumber string
 	CreatedAt      time.Time
 }
@@ -80,7 +81,7 @@ type StreamRecord struct {
 // Streams reads what a table's stream still holds.
 type Streams interface {
 	// Records lists every record the stream still holds (24 hours' worth
-	// at most), from every shard.
+	// at most), shard by shard, each shard's in order.
 	Records(ctx context.Context, streamARN string) ([]StreamRecord, error)
 }
 

@@ -195,11 +195,8 @@ func TestMissingFileTakesTheSnapshotPath(t *testing.T) {
 	w := novemberWorld(t)
 	lost := w.fileKeys("table=app-votes/month=2026-11/")[1] // items 10–19, never updated since
 	delete(w.files, lost)
-	// Records aged out of the stream (24 h retention) take no part in the
-	// drain check: only what the stream still holds must be archived.
-	for arn := range w.streams {
-		w.streams[arn] = nil
-	}
+	// The lost file is not the stream's last: the drain check passes (the
+	// shard was delivered to its end) and the verification finds the loss.
 	rep := w.rotator(date(2026, 12, 3, 0)).Run(context.Background())
 	ret := rep.Retirements[0]
 	if ret.Outcome != Alarm || ret.Err != nil {
@@ -271,5 +268,32 @@ func TestSnapshotRowsReplayToTheTable(t *testing.T) {
 	}
 	if len(rows) != 3 || rows[2].EventName != archive.EventRemove {
 		t.Errorf("rows %+v, want two MODIFY and one REMOVE", rows)
+	}
+}
+
+func TestUnarchived(t *testing.T) {
+	rec := func(shard, seq string) StreamRecord { return StreamRecord{Shard: shard, SequenceNumber: seq} }
+	recs := []StreamRecord{rec("a", "11"), rec("a", "12"), rec("a", "13"), rec("b", "21"), rec("b", "22")}
+	tests := []struct {
+		name     string
+		archived []string
+		want     int
+	}{
+		{"nothing archived", nil, 5},
+		{"both shards to their end", []string{"13", "22"}, 0},
+		{"a middle record lost: the verification's business", []string{"11", "13", "21", "22"}, 0},
+		{"shard b behind", []string{"11", "12", "13", "21"}, 1},
+		{"leading zeros do not count", []string{"013", "0022"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Contents{Sequences: map[string]bool{}}
+			for _, s := range tt.archived {
+				c.Sequences[trimZeros(s)] = true
+			}
+			if got := Unarchived(recs, c); len(got) != tt.want {
+				t.Errorf("Unarchived = %v, want %d records", got, tt.want)
+			}
+		})
 	}
 }

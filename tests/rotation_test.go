@@ -1,0 +1,303 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/dynamotables"
+	"github.com/ddbpipe/ddbpipe/shared/emf"
+	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
+	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
+	"github.com/ddbpipe/ddbpipe/shared/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// rotatorAt builds the rotator of the local stack, as the function wires
+// it, with its clock pinned to now.
+func rotatorAt(t *testing.T, env *local.Env, now time.Time, log *slog.Logger) *rotation.Rotator {
+	t.Helper()
+	r := functions.NewRotation(env.AWS, functions.RotatorConfig{
+		LedgerPrefix: env.Vars["LEDGER_TABLE_PREFIX"], Bucket: env.Vars["ARCHIVE_BUCKET_NAME"], GraceDays: 2,
+		Archiver: env.Vars["ARCHIVER_FUNCTION_ARN"], FailureQueueARN: env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"],
+		MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600,
+	}, log)
+	r.Now = func() time.Time { return now }
+	r.Policy.DrainWait, r.Policy.DrainPoll = 2*time.Minute, time.Second
+	return r
+}
+
+var (
+	midNovember = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	december3   = time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+)
+
+// sendNovemberVotes sends n distinct votes for poll, cast in November.
+func sendNovemberVotes(t *testing.T, env *local.Env, poll string, from, n int) {
+	t.Helper()
+	options := []string{"red", "green", "blue"}
+	vs := make([]votes.Vote, n)
+	for i := range vs {
+		k := from + i
+		vs[i] = votes.Vote{VoteID: fmt.Sprintf("%s-%05d", poll, k), PollID: poll, OptionID: options[(k*7)%3],
+			VoterID: fmt.Sprintf("voter-%d", k), CastAt: time.Date(2026, 11, 10, 8, 0, 0, 0, time.UTC).Add(time.Duration(k) * time.Second)}
+	}
+	res, err := sqsqueue.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"]).Send(context.Background(), vs)
+	if err != nil || res.Sent != n {
+		t.Fatalf("send: %v (%d of %d sent)", err, res.Sent, n)
+	}
+}
+
+func partitionOf(env *local.Env) archive.Partition {
+	return archive.Partition{Table: env.Vars["LEDGER_TABLE_PREFIX"], Month: "2026-11"}
+}
+
+// archiveObjects lists the partition's objects.
+func archiveObjects(t *testing.T, env *local.Env) []archive.File {
+	t.Helper()
+	files, err := parquetarchive.ListFiles(context.Background(), env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], partitionOf(env).Prefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// archivedVotes replays the partition's rows into counts per option, as
+// an analyst's query over the archive would.
+func archivedVotes(t *testing.T, env *local.Env, poll string) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	var sets [][]archive.Row
+	for _, f := range archiveObjects(t, env) {
+		if !strings.HasSuffix(f.Key, ".parquet") {
+			continue
+		}
+		rows, err := parquetarchive.ReadRows(ctx, env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], f.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets = append(sets, rows)
+	}
+	final := map[string]archive.Row{}
+	for _, r := range archive.MergeRows(sets...) { // sorted by sequence: the last row of a key wins
+		final[r.Keys] = r
+	}
+	counts := map[string]int64{}
+	for _, r := range final {
+		if r.EventName == archive.EventRemove {
+			continue
+		}
+		var img struct{ PollID, OptionID string }
+		if err := json.Unmarshal([]byte(r.NewImage), &img); err != nil {
+			t.Fatalf("image %s: %v", r.NewImage, err)
+		}
+		if img.PollID == poll {
+			counts[img.OptionID]++
+		}
+	}
+	return counts
+}
+
+func tableExists(t *testing.T, env *local.Env, name string) bool {
+	t.Helper()
+	_, err := env.Clients.DynamoDB.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil && !dynamotables.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// verifyArchive compares the archive with a Scan of the table.
+func verifyArchive(t *testing.T, r *rotation.Rotator, env *local.Env, table string) archive.Report {
+	t.Helper()
+	c, err := r.Archive.Read(context.Background(), partitionOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Tables.Scan(context.Background(), table, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return archive.Verify(c.State, s.State)
+}
+
+// The proof of rotation: November's votes reach the archive through the
+// subscription the rotator created; on 3 December the rotator creates the
+// coming month, verifies, compacts and deletes November — after a crash
+// mid-compaction that leaves a verifiable archive — and a second run
+// changes nothing. The archive replays to exactly the counters.
+func TestRotationRetiresNovember(t *testing.T) {
+	env := upLocal(t)
+	ctx := context.Background()
+	prefix := env.Vars["LEDGER_TABLE_PREFIX"]
+	november := prefix + "-2026-11"
+	createPoll(t, env, `{"pollId":"nov","options":["red","green","blue"],"shards":4}`)
+
+	// Half the votes first: the counter creates November's table, with no
+	// subscription; the rotator (mid-November) subscribes it.
+	sendNovemberVotes(t, env, "nov", 0, 600)
+	eventually(t, 2*time.Minute, "the first votes counted", func() bool { return getResults(t, env, "nov").Total == 600 })
+	rep := rotatorAt(t, env, midNovember, testLogger(t)).Run(ctx)
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{prefix + "-2026-12"}; fmt.Sprint(rep.Created) != fmt.Sprint(want) || len(rep.Subscribed) != 2 {
+		t.Errorf("mid-November: created %v, subscribed %v; want %v created and both months subscribed", rep.Created, rep.Subscribed, want)
+	}
+	sendNovemberVotes(t, env, "nov", 600, 900)
+	eventually(t, 3*time.Minute, "every vote counted", func() bool { return getResults(t, env, "nov").Total == 1500 })
+	counted := getResults(t, env, "nov")
+
+	// A crash mid-compaction: the manifest cannot be written.
+	env.Proxies[faultproxy.S3].SetFaults(faultproxy.Faults{ServerErrorRate: 1, ServerErrorStatus: 500,
+		Match: func(op faultproxy.Operation) bool {
+			return op.Action == "PutObject" && strings.HasSuffix(op.Key, "_manifest.json")
+		}})
+	start := time.Now()
+	crashed := rotatorAt(t, env, december3, testLogger(t)).Run(ctx)
+	env.Proxies[faultproxy.S3].SetFaults(faultproxy.Faults{})
+	if want := []string{prefix + "-2027-01"}; fmt.Sprint(crashed.Created) != fmt.Sprint(want) {
+		t.Errorf("created %v, want %v", crashed.Created, want)
+	}
+	if len(crashed.Retirements) != 1 || crashed.Retirements[0].Outcome != rotation.Failed {
+		t.Fatalf("crashed run: %+v, want November's retirement failed", crashed.Retirements)
+	}
+	if !tableExists(t, env, november) {
+		t.Fatal("the table was deleted although compaction failed")
+	}
+	objects := len(archiveObjects(t, env))
+	r := rotatorAt(t, env, december3, testLogger(t))
+	if rep := verifyArchive(t, r, env, november); !rep.OK() || rep.TableItems != 1500 {
+		t.Errorf("after the crash (%d objects: inputs and the merged file): %s", objects, rep)
+	}
+	t.Logf("crashed run: %s, %d objects left", time.Since(start).Round(time.Millisecond), objects)
+
+	// The re-run completes.
+	start = time.Now()
+	rep = r.Run(ctx)
+	took := time.Since(start)
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !tableExists(t, env, prefix+"-2026-12") {
+		t.Error("December's table does not exist")
+	}
+	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != rotation.Retired {
+		t.Fatalf("retirements %+v, want November retired", rep.Retirements)
+	}
+	ret := rep.Retirements[0]
+	if !ret.Verification.OK() || ret.Verification.TableItems != 1500 {
+		t.Errorf("verification: %s", ret.Verification)
+	}
+	if tableExists(t, env, november) {
+		t.Error("November's table still exists")
+	}
+	after := archiveObjects(t, env)
+	if len(after) > 2 {
+		t.Errorf("%d objects after compaction, want at most 2: %v", len(after), after)
+	}
+	c, err := r.Archive.Read(ctx, partitionOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Manifest == nil || c.Manifest.Rows != c.Rows || !c.Manifest.Drift(c.Files).OK() || c.Manifest.Verification == nil || !c.Manifest.Verification.OK {
+		t.Errorf("manifest %+v does not describe the archive's %d files", c.Manifest, len(c.Files))
+	}
+	got := archivedVotes(t, env, "nov")
+	for o, n := range counted.Totals {
+		if got[o] != n {
+			t.Errorf("option %s: %d archived, %d counted", o, got[o], n)
+		}
+	}
+	t.Logf("rotation: %s (scan %s, verification %s of 1500 items), compaction %d files → %d objects with the manifest, crash run left %d",
+		took.Round(time.Millisecond), ret.ScanTook.Round(time.Millisecond), ret.VerifyTook.Round(time.Millisecond), ret.Compaction.FilesBefore, len(after), objects)
+
+	// Twice: nothing changes.
+	rep = r.Run(ctx)
+	if err := rep.Err(); err != nil || len(rep.Created)+len(rep.Subscribed)+len(rep.Retirements) != 0 {
+		t.Errorf("second run did something: %+v %v", rep, err)
+	}
+	if again := archiveObjects(t, env); fmt.Sprint(again) != fmt.Sprint(after) {
+		t.Errorf("objects changed: %v → %v", after, again)
+	}
+}
+
+// Verification catches a lost archive file: the table is kept, the
+// snapshot export completes the archive, and an alarm is raised.
+func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
+	env := upLocal(t)
+	ctx := context.Background()
+	prefix := env.Vars["LEDGER_TABLE_PREFIX"]
+	november := prefix + "-2026-11"
+	createPoll(t, env, `{"pollId":"lost","options":["red","green","blue"],"shards":2}`)
+	if err := rotatorAt(t, env, midNovember, testLogger(t)).Run(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Three waves, so the archive holds several files.
+	for wave := range 3 {
+		sendNovemberVotes(t, env, "lost", wave*100, 100)
+		eventually(t, 2*time.Minute, "the wave counted and archived", func() bool {
+			return getResults(t, env, "lost").Total == int64(100*(wave+1)) && len(archiveObjects(t, env)) > wave
+		})
+	}
+	r := rotatorAt(t, env, midNovember, testLogger(t))
+	eventually(t, time.Minute, "every vote archived", func() bool { return verifyArchive(t, r, env, november).OK() })
+	files := archiveObjects(t, env)
+	if _, err := env.Clients.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(env.Vars["ARCHIVE_BUCKET_NAME"]), Key: aws.String(files[0].Key)}); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	rep := rotatorAt(t, env, december3, log).Run(ctx)
+	functions.ReportRotation(ctx, log, emf.New(&logs, "ddbpipe", map[string]string{"Function": "rotator"}), rep)
+	if len(rep.Retirements) != 1 {
+		t.Fatalf("retirements %+v", rep.Retirements)
+	}
+	ret := rep.Retirements[0]
+	if ret.Outcome != rotation.Alarm || ret.Err != nil {
+		t.Fatalf("outcome %s (%v), want alarm", ret.Outcome, ret.Err)
+	}
+	if ret.Verification.OK() || len(ret.Verification.Missing) == 0 {
+		t.Errorf("first verification %s, want items missing", ret.Verification)
+	}
+	if ret.Reverification == nil || !ret.Reverification.OK() {
+		t.Errorf("after the snapshot: %v, want verified", ret.Reverification)
+	}
+	if !tableExists(t, env, november) {
+		t.Fatal("an unverified table was deleted")
+	}
+	if rep := verifyArchive(t, r, env, november); !rep.OK() || rep.TableItems != 300 {
+		t.Errorf("the archive is not complete: %s", rep)
+	}
+	if !strings.Contains(logs.String(), `"RotationAlarms":1`) || !strings.Contains(logs.String(), "ALARM") {
+		t.Errorf("no alarm metric or log in:\n%s", logs.String())
+	}
+	snap := false
+	for _, f := range archiveObjects(t, env) {
+		snap = snap || strings.Contains(f.Key, "snapshot-")
+	}
+	c, err := r.Archive.Read(ctx, partitionOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Manifest == nil || c.Manifest.Verification == nil || !c.Manifest.Verification.Snapshot {
+		t.Errorf("manifest %+v, want its verification to record the snapshot (snapshot file present: %v)", c.Manifest, snap)
+	}
+	if got := archivedVotes(t, env, "lost"); got["red"]+got["green"]+got["blue"] != 300 {
+		t.Errorf("archived votes %v, want 300", got)
+	}
+}
