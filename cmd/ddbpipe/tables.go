@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/shared/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/lambdaesm"
+	"github.com/ddbpipe/ddbpipe/shared/rotation"
+)
+
+// tables dispatches `tables rotate` and `tables ls`.
+func tables(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "rotate":
+			return tablesRotate(ctx, args[1:], stdout, stderr)
+		case "ls":
+			return tablesLs(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintln(stderr, "usage: ddbpipe tables rotate [-now 2026-12-03T00:00:00Z] [-json] [-grace-days N] [-drain-wait D]")
+	fmt.Fprintln(stderr, "       ddbpipe tables ls [-now T]")
+	return errUsage
+}
+
+// tablesCommand is what `tables rotate` and `tables ls` share: the stack's
+// variables (environment first, then the local stack's local.env) and the
+// rotator's configuration from them.
+type tablesCommand struct {
+	fs          *flag.FlagSet
+	root, state *string
+	grace       *int
+}
+
+func newTablesCommand(name string, stderr io.Writer) *tablesCommand {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &tablesCommand{
+		fs: fs, root: fs.String("root", "", "repository root"), state: fs.String("state-dir", "", "the state folder of `local up`"),
+		grace: fs.Int("grace-days", 0, "days after a month's end before it is retired (default $ARCHIVE_GRACE_DAYS, else 2)"),
+	}
+}
+
+// first returns the first variable set among names.
+func first(getenv func(string) string, names ...string) string {
+	for _, n := range names {
+		if v := getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// rotator builds the rotator the function runs, configured from the
+// function's variables or the stack's outputs (local.env).
+func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*rotation.Rotator, functions.RotatorConfig, error) {
+	getenv, err := stackEnv(*c.root, *c.state)
+	if err != nil {
+		return nil, functions.RotatorConfig{}, err
+	}
+	cfg, err := awsenv.FromVars(ctx, getenv)
+	if err != nil {
+		return nil, functions.RotatorConfig{}, err
+	}
+	num := func(def int, names ...string) int {
+		if n, err := strconv.Atoi(first(getenv, names...)); err == nil {
+			return n
+		}
+		return def
+	}
+	rc := functions.RotatorConfig{
+		LedgerPrefix:        getenv("LEDGER_TABLE_PREFIX"),
+		Bucket:              first(getenv, "ARCHIVE_BUCKET", "ARCHIVE_BUCKET_NAME"),
+		GraceDays:           num(2, "ARCHIVE_GRACE_DAYS"),
+		Archiver:            first(getenv, "ARCHIVER_FUNCTION", "ARCHIVER_FUNCTION_ARN"),
+		FailureQueueARN:     getenv("STREAM_FAILURES_QUEUE_ARN"),
+		MaxRetryAttempts:    num(5, "STREAM_MAX_RETRY_ATTEMPTS"),
+		MaxRecordAgeSeconds: num(21600, "STREAM_MAX_RECORD_AGE_SECONDS"),
+	}
+	if *c.grace > 0 {
+		rc.GraceDays = *c.grace
+	}
+	if rc.FailureQueueARN == "" {
+		if url := getenv("STREAM_FAILURES_QUEUE_URL"); url != "" {
+			out, err := sqs.NewFromConfig(cfg).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+				QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+			})
+			if err != nil {
+				return nil, rc, fmt.Errorf("the stream failures queue's ARN: %w", err)
+			}
+			rc.FailureQueueARN = out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+		}
+	}
+	var missing []string
+	for _, v := range []struct{ name, value string }{
+		{"LEDGER_TABLE_PREFIX", rc.LedgerPrefix}, {"ARCHIVE_BUCKET_NAME", rc.Bucket},
+		{"ARCHIVER_FUNCTION_ARN", rc.Archiver}, {"STREAM_FAILURES_QUEUE_ARN", rc.FailureQueueARN},
+	} {
+		if v.value == "" {
+			missing = append(missing, v.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, rc, fmt.Errorf("%s not set: export them, or run `ddbpipe local up`", strings.Join(missing, ", "))
+	}
+	return functions.NewRotation(cfg, rc, log), rc, nil
+}
+
+func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newTablesCommand("tables rotate", stderr)
+	nowFlag := c.fs.String("now", "", "rotate as if it were this RFC 3339 time, e.g. 2026-12-03T00:00:00Z (default: the clock)")
+	drainWait := c.fs.Duration("drain-wait", 5*time.Minute, "longest wait for a cold table's stream to drain into the archive")
+	asJSON := c.fs.Bool("json", false, "print the run's report as JSON")
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	if *nowFlag != "" {
+		t, err := time.Parse(time.RFC3339, *nowFlag)
+		if err != nil {
+			return fmt.Errorf("-now %q: want an RFC 3339 time like 2026-12-03T00:00:00Z", *nowFlag)
+		}
+		now = t.UTC()
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, rc, err := c.rotator(ctx, log)
+	if err != nil {
+		return err
+	}
+	r.Now = func() time.Time { return now }
+	r.Policy.DrainWait = *drainWait
+	if !*asJSON {
+		fmt.Fprintf(stdout, "rotating %s-YYYY-MM at %s (grace %d days)\n", rc.LedgerPrefix, now.Format(time.RFC3339), rc.GraceDays)
+		r.OnStep = func(table string, s rotation.StepResult) {
+			mark := "ok"
+			detail := s.Detail
+			if s.Err != nil {
+				mark, detail = "FAILED", s.Err.Error()
+			}
+			fmt.Fprintf(stdout, "  %-28s %-11s %-6s %s (%s)\n", table, s.Step, mark, detail, s.Took.Round(time.Millisecond))
+		}
+	}
+	start := time.Now()
+	rep := r.Run(ctx)
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(reportJSON(rep)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "done in %s: %d created, %d subscribed, %d retired, %d alarms\n",
+			time.Since(start).Round(time.Millisecond), len(rep.Created), len(rep.Subscribed), rep.Retired(), rep.Alarms())
+		for _, t := range rep.Retirements {
+			fmt.Fprintf(stdout, "  %s: %s\n", t.Table, t.Outcome)
+		}
+	}
+	if rep.Alarms() > 0 && rep.Err() == nil {
+		return errors.New("a cold month's archive did not match its table (see above); the table was kept")
+	}
+	return rep.Err()
+}
+
+type stepJSON struct {
+	Step   string `json:"step"`
+	Detail string `json:"detail,omitempty"`
+	Ms     int64  `json:"ms"`
+	Error  string `json:"error,omitempty"`
+}
+
+type retirementJSON struct {
+	Table          string     `json:"table"`
+	Outcome        string     `json:"outcome"`
+	Steps          []stepJSON `json:"steps"`
+	Verification   string     `json:"verification,omitempty"`
+	Reverification string     `json:"reverification,omitempty"`
+	FilesBefore    int        `json:"filesBefore,omitempty"`
+	FilesAfter     int        `json:"filesAfter,omitempty"`
+	LagSeconds     float64    `json:"lagSeconds"`
+	Error          string     `json:"error,omitempty"`
+}
+
+func reportJSON(rep rotation.Report) any {
+	out := struct {
+		Now         time.Time        `json:"now"`
+		Created     []string         `json:"created"`
+		Subscribed  []string         `json:"subscribed"`
+		Retirements []retirementJSON `json:"retirements"`
+		Errors      []string         `json:"errors,omitempty"`
+	}{Now: rep.Now, Created: rep.Created, Subscribed: rep.Subscribed, Retirements: []retirementJSON{}}
+	for _, e := range rep.Errors {
+		out.Errors = append(out.Errors, e.Error())
+	}
+	for _, t := range rep.Retirements {
+		rj := retirementJSON{Table: t.Table, Outcome: string(t.Outcome), LagSeconds: t.LagSeconds}
+		for _, s := range t.Steps {
+			sj := stepJSON{Step: string(s.Step), Detail: s.Detail, Ms: s.Took.Milliseconds()}
+			if s.Err != nil {
+				sj.Error = s.Err.Error()
+			}
+			rj.Steps = append(rj.Steps, sj)
+		}
+		if t.Verification != nil {
+			rj.Verification = t.Verification.String()
+		}
+		if t.Reverification != nil {
+			rj.Reverification = t.Reverification.String()
+		}
+		if t.Compaction != nil {
+			rj.FilesBefore, rj.FilesAfter = t.Compaction.FilesBefore, t.Compaction.FilesAfter
+		}
+		if t.Err != nil {
+			rj.Error = t.Err.Error()
+		}
+		out.Retirements = append(out.Retirements, rj)
+	}
+	return out
+}
+
+func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newTablesCommand("tables ls", stderr)
+	nowFlag := c.fs.String("now", "", "classify months as of this RFC 3339 time (default: the clock)")
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	if *nowFlag != "" {
+		t, err := time.Parse(time.RFC3339, *nowFlag)
+		if err != nil {
+			return fmt.Errorf("-now %q: want an RFC 3339 time", *nowFlag)
+		}
+		now = t.UTC()
+	}
+	r, rc, err := c.rotator(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	tables, err := r.Tables.List(ctx, rc.LedgerPrefix+"-")
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.Name
+	}
+	plan := r.Policy.Plan(now, names)
+	phase := map[string]string{}
+	for i, n := range plan.Ensure {
+		phase[n] = map[bool]string{true: "current", false: "ahead"}[i == 0]
+	}
+	for _, n := range plan.Keep {
+		phase[n] = "grace"
+	}
+	for _, n := range plan.Retire {
+		phase[n] = "cold: retire"
+	}
+	esm, _ := r.Subscriptions.(*lambdaesm.Mappings)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tPHASE\tSTATUS\tSTREAM\tSUBSCRIBED\tPROTECTED\tBILLING")
+	for _, t := range tables {
+		stream := "off"
+		if t.StreamEnabled {
+			stream = "on"
+		}
+		subs := "-"
+		if esm != nil && t.StreamARN != "" {
+			if l, err := esm.List(ctx, t.StreamARN); err == nil {
+				subs = strconv.Itoa(len(l))
+			}
+		}
+		billing := "on-demand"
+		if t.Capacity != nil {
+			billing = fmt.Sprintf("provisioned %d/%d", t.Capacity.Read, t.Capacity.Write)
+		}
+		p := phase[t.Name]
+		if p == "" {
+			p = "?"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", t.Name, p, t.Status, stream, subs, t.DeletionProtection, billing)
+	}
+	return tw.Flush()
+}
