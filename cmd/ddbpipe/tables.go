@@ -200,7 +200,7 @@ func reportJSON(rep rotation.Report) any {
 		Subscribed  []string         `json:"subscribed"`
 		Retirements []retirementJSON `json:"retirements"`
 		Errors      []string         `json:"errors,omitempty"`
-	}{Now: rep.Now, Created: rep.Created, Subscribed: rep.Subscribed, Retirements: []retirementJSON{}}
+	}{Now: rep.Now, Created: append([]string{}, rep.Created...), Subscribed: append([]string{}, rep.Subscribed...), Retirements: []retirementJSON{}}
 	for _, e := range rep.Errors {
 		out.Errors = append(out.Errors, e.Error())
 	}
