@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -62,7 +61,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "\n-- workload: a smoke path through every event source")
 
 	// Flow 2: a poll, votes through SQS (10 % re-sent), counted exactly once.
-	if err := demoVotes(ctx, env, *votes, stdout); err != nil {
+	counted, err := demoVotes(ctx, env, *votes, stdout)
+	if err != nil {
 		return err
 	}
 
@@ -102,41 +102,17 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "GET %s → %d %s\n", path, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 
-	want := map[string]int{"ObjectsReaperFunction": 1, "ArchiverFunction": 1, "ObjectsFinalizeFunction": 1}
-	if err := waitRecords(ctx, env.Runner, want, 60*time.Second); err != nil {
+	// The rotator subscribed this month's ledger table to the archiver:
+	// every counted vote reaches the archive through the table's stream.
+	want := map[string]int{"ObjectsReaperFunction": 1, "ArchiverFunction": *votes, "ObjectsFinalizeFunction": 1}
+	if err := waitRecords(ctx, env.Runner, want, 90*time.Second); err != nil {
 		return err
 	}
-	if err := demoArchive(ctx, env, stdout); err != nil {
+	fmt.Fprintln(stdout, "\n-- cold months: the ledger archived through its stream, verified, compacted, retired; SQL over the archive")
+	if err := demoArchive(ctx, env, counted, stdout); err != nil {
 		return err
 	}
 	report(stdout, env)
-	return nil
-}
-
-// demoArchive lists what the archiver wrote to the archive bucket.
-func demoArchive(ctx context.Context, env *local.Env, w io.Writer) error {
-	bucket := env.Vars["ARCHIVE_BUCKET_NAME"]
-	p := s3.NewListObjectsV2Paginator(env.Clients.S3, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
-	var keys []string
-	var bytes int64
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("list archive: %w", err)
-		}
-		for _, o := range page.Contents {
-			keys = append(keys, aws.ToString(o.Key))
-			bytes += aws.ToInt64(o.Size)
-		}
-	}
-	fmt.Fprintf(w, "archive s3://%s holds %d Parquet files (%d bytes):\n", bucket, len(keys), bytes)
-	for i, k := range keys {
-		if i == 5 {
-			fmt.Fprintf(w, "  … %d more\n", len(keys)-5)
-			break
-		}
-		fmt.Fprintf(w, "  %s\n", k)
-	}
 	return nil
 }
 
@@ -194,31 +170,31 @@ func report(w io.Writer, env *local.Env) {
 // demoVotes creates a poll through the HTTP API, sends votes with the
 // producer's load mode, waits until the counter has counted them and prints
 // the results read from the shards.
-func demoVotes(ctx context.Context, env *local.Env, n int, w io.Writer) error {
+func demoVotes(ctx context.Context, env *local.Env, n int, w io.Writer) (pollCount, error) {
 	v := env.Vars
 	poll := fmt.Sprintf("demo-%d", time.Now().Unix())
 	options := []string{"red", "green", "blue", "yellow"}
 	body := fmt.Sprintf(`{"pollId":%q,"options":["red","green","blue","yellow"],"shards":8}`, poll)
 	resp, err := http.Post(v["API_URL"]+"/polls", "application/json", strings.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("create poll: %w", err)
+		return pollCount{}, fmt.Errorf("create poll: %w", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("create poll: HTTP %d", resp.StatusCode)
+		return pollCount{}, fmt.Errorf("create poll: HTTP %d", resp.StatusCode)
 	}
 	fmt.Fprintf(w, "created poll %s (4 options, 8 shards) with POST /polls\n", poll)
 	producer := sqsqueue.NewProducer(env.Clients.SQS, v["VOTES_QUEUE_URL"])
 	load, err := producer.Load(ctx, sqsqueue.LoadOptions{PollID: poll, Options: options, Count: n, DupRate: 0.1, Skew: 0.8, Concurrency: 4})
 	if err != nil {
-		return fmt.Errorf("send votes: %w", err)
+		return pollCount{}, fmt.Errorf("send votes: %w", err)
 	}
 	fmt.Fprintf(w, "sent %d votes and %d duplicates (same voteId) to the votes queue in %s\n", load.Sent, load.Duplicates, load.Elapsed.Round(time.Millisecond))
 	bad := []string{`not json`, `{"voteId":"x","pollId":"` + poll + `","optionId":"purple","voterId":"u","castAt":"2026-01-01T00:00:00Z"}`,
 		`{"voteId":"y","pollId":"no-such-poll","optionId":"red","voterId":"u","castAt":"2026-01-01T00:00:00Z"}`}
 	for i, b := range bad {
 		if _, err := env.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(v["VOTES_QUEUE_URL"]), MessageBody: aws.String(b)}); err != nil {
-			return fmt.Errorf("send bad vote %d: %w", i, err)
+			return pollCount{}, fmt.Errorf("send bad vote %d: %w", i, err)
 		}
 	}
 	fmt.Fprintf(w, "sent %d bad votes (not JSON, unknown option, unknown poll)\n", len(bad))
@@ -227,14 +203,14 @@ func demoVotes(ctx context.Context, env *local.Env, n int, w io.Writer) error {
 	store := dynamostore.New(env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
 	for {
 		if t, err = votes.Results(ctx, store, poll, time.Now); err != nil {
-			return err
+			return pollCount{}, err
 		}
 		if t.Total >= int64(load.Sent) || time.Since(start) > 2*time.Minute {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return pollCount{}, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -248,18 +224,18 @@ func demoVotes(ctx context.Context, env *local.Env, n int, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "  total   %6d  (distinct votes sent: %d; duplicates dropped)\n", t.Total, load.Sent)
 	if t.Total != int64(load.Sent) {
-		return fmt.Errorf("demo: counted %d votes, sent %d distinct", t.Total, load.Sent)
+		return pollCount{}, fmt.Errorf("demo: counted %d votes, sent %d distinct", t.Total, load.Sent)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err := env.Clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(v["VOTES_REJECTS_QUEUE_URL"]),
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
 		if err != nil {
-			return err
+			return pollCount{}, err
 		}
 		if out.Attributes["ApproximateNumberOfMessages"] == fmt.Sprint(len(bad)) || time.Now().After(deadline) {
 			fmt.Fprintf(w, "rejects queue holds %s messages, each with its reason\n", out.Attributes["ApproximateNumberOfMessages"])
-			return nil
+			return pollCount{poll: poll, totals: t.Totals}, nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
