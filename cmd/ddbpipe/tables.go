@@ -18,6 +18,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/lambdaesm"
 	"github.com/ddbpipe/ddbpipe/shared/rotation"
@@ -261,8 +262,16 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for i, n := range plan.Ensure {
 		phase[n] = map[bool]string{true: "current", false: "ahead"}[i == 0]
 	}
+	current := ""
+	if len(plan.Ensure) > 0 {
+		_, current, _ = archive.MonthlyTable(plan.Ensure[0])
+	}
 	for _, n := range plan.Keep {
+		// Kept: a past month in its grace period, or a month further ahead.
 		phase[n] = "grace"
+		if _, m, ok := archive.MonthlyTable(n); ok && m > current {
+			phase[n] = "ahead"
+		}
 	}
 	for _, n := range plan.Retire {
 		phase[n] = "cold: retire"
