@@ -30,6 +30,7 @@ type RotatorConfig struct {
 	FailureQueueARN     string // STREAM_FAILURES_QUEUE_ARN
 	MaxRetryAttempts    int    // STREAM_MAX_RETRY_ATTEMPTS
 	MaxRecordAgeSeconds int    // STREAM_MAX_RECORD_AGE_SECONDS
+	WindowSeconds       int    // ARCHIVE_BATCHING_WINDOW_SECONDS: the subscriptions' batching window
 }
 
 func rotatorConfig(getenv func(string) string) (RotatorConfig, error) {
@@ -42,6 +43,7 @@ func rotatorConfig(getenv func(string) string) (RotatorConfig, error) {
 		FailureQueueARN:     v.String("STREAM_FAILURES_QUEUE_ARN"),
 		MaxRetryAttempts:    v.Int("STREAM_MAX_RETRY_ATTEMPTS", 0, 10000),
 		MaxRecordAgeSeconds: v.Int("STREAM_MAX_RECORD_AGE_SECONDS", 60, 604800),
+		WindowSeconds:       v.Int("ARCHIVE_BATCHING_WINDOW_SECONDS", 0, 300),
 	}
 	return c, v.Err()
 }
@@ -57,6 +59,7 @@ func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *rotation.Ro
 		Subscriptions: &lambdaesm.Mappings{
 			Lambda: lambda.NewFromConfig(cfg), Function: c.Archiver, OnFailure: c.FailureQueueARN,
 			MaxRetryAttempts: int32(c.MaxRetryAttempts), MaxRecordAgeSeconds: int32(c.MaxRecordAgeSeconds),
+			WindowSeconds: int32(c.WindowSeconds),
 		},
 		Archive: &parquetarchive.Partitions{S3: awsenv.S3(cfg), Bucket: c.Bucket, Log: log},
 		Log:     log,

@@ -34,6 +34,7 @@ func rotatorAt(t *testing.T, env *local.Env, now time.Time, log *slog.Logger) *r
 		LedgerPrefix: env.Vars["LEDGER_TABLE_PREFIX"], Bucket: env.Vars["ARCHIVE_BUCKET_NAME"], GraceDays: 2,
 		Archiver: env.Vars["ARCHIVER_FUNCTION_ARN"], FailureQueueARN: env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"],
 		MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600,
+		WindowSeconds: 1, // the archive catches up in a second, not ten: the test waits less
 	}, log)
 	r.Now = func() time.Time { return now }
 	r.Policy.DrainWait, r.Policy.DrainPoll = 2*time.Minute, time.Second

@@ -47,6 +47,7 @@ func commands() []command {
 		{"objects get", "read a document: objects get [-version N] [-o FILE] KEY", objectsGet},
 		{"objects versions", "list a document's versions: objects versions [-json] KEY", objectsVersions},
 		{"objects rm", "delete a document: objects rm [-if-match N] KEY", objectsRm},
+		{"objects update", "read-modify-write: objects update -exec 'CMD' [-retries N] KEY (the latest version through CMD, stored with If-Match)", objectsUpdate},
 		{"objects upload", "upload a file through a presigned (multipart) upload: objects upload -file F [-type T] [-if-match N] KEY", objectsUpload},
 		{"archive query", `SQL over the archive with DuckDB: archive query "SELECT ..." | -named NAME [-table T -month M -format table|csv|json]`, archiveQuery},
 		{"archive ls", "the archive's partitions, files, rows, bytes and manifests: archive ls [-table T -month M -files]", archiveLs},

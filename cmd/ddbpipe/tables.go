@@ -92,6 +92,7 @@ func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*rotatio
 		FailureQueueARN:     getenv("STREAM_FAILURES_QUEUE_ARN"),
 		MaxRetryAttempts:    num(5, "STREAM_MAX_RETRY_ATTEMPTS"),
 		MaxRecordAgeSeconds: num(21600, "STREAM_MAX_RECORD_AGE_SECONDS"),
+		WindowSeconds:       num(10, "ARCHIVE_BATCHING_WINDOW_SECONDS"),
 	}
 	if *c.grace > 0 {
 		rc.GraceDays = *c.grace

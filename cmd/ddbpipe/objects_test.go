@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/shared/localstack"
+	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
+)
+
+// TestObjectsCommands drives put, get, update (read-modify-write with a
+// racing writer) and rm against the local stack's HTTP API.
+func TestObjectsCommands(t *testing.T) {
+	stacktest.Need(t) // skips (or fails under DDBPIPE_REQUIRE_STACK) without Java and Node
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is needed to play the racing writer")
+	}
+	ctx := context.Background()
+	root, err := localstack.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := local.Up(ctx, local.Options{Root: root, Setups: functions.All})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Close() })
+	if err := env.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	api := env.Vars["API_URL"]
+	cli := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(ctx, append(args[:2:2], append([]string{"-api", api}, args[2:]...)...), &out, &errOut)
+		if err != nil {
+			t.Logf("ddbpipe %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+		}
+		return out.String(), err
+	}
+
+	in := filepath.Join(t.TempDir(), "doc.txt")
+	if err := os.WriteFile(in, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli("objects", "put", "-file", in, "-type", "text/plain", "cli/doc.txt"); err != nil || !strings.Contains(out, "version 1") {
+		t.Fatalf("put = %q, %v; want version 1", out, err)
+	}
+	if out, err := cli("objects", "update", "-exec", "tr a-z A-Z", "cli/doc.txt"); err != nil || !strings.Contains(out, "version 2") {
+		t.Fatalf("update = %q, %v; want version 2", out, err)
+	}
+	if out, err := cli("objects", "get", "cli/doc.txt"); err != nil || out != "HELLO\n" {
+		t.Fatalf("get = %q, %v; want HELLO", out, err)
+	}
+
+	// A writer that gets in between each read and write, once per marker.
+	racer := func(mark string) string {
+		return "if [ ! -e " + mark + " ]; then touch " + mark + "; curl -sf -X PUT --data-binary racer " + api + "/objects/cli/doc.txt >/dev/null || exit 9; fi; cat; echo edited"
+	}
+	dir := t.TempDir()
+	_, err = cli("objects", "update", "-exec", racer(filepath.Join(dir, "a")), "cli/doc.txt")
+	if err == nil || !strings.Contains(err.Error(), "raise -retries") {
+		t.Fatalf("update racing without retries: err %v, want a conflict that suggests -retries", err)
+	}
+	out, err := cli("objects", "update", "-retries", "2", "-exec", racer(filepath.Join(dir, "b")), "cli/doc.txt")
+	if err != nil || !strings.Contains(out, "version 5") || !strings.Contains(out, "2 attempt(s)") {
+		t.Fatalf("update racing with retries = %q, %v; want version 5 after 2 attempts", out, err)
+	}
+	if out, err := cli("objects", "get", "cli/doc.txt"); err != nil || out != "raceredited\n" {
+		t.Fatalf("get = %q, %v; want the racer's version, edited", out, err)
+	}
+	if out, err := cli("objects", "versions", "cli/doc.txt"); err != nil || strings.Count(out, "\n") != 6 {
+		t.Fatalf("versions = %q, %v; want a header and 5 versions", out, err)
+	}
+	if _, err := cli("objects", "update", "-exec", "exit 3", "cli/doc.txt"); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("update with a failing command: err %v, want its exit status", err)
+	}
+	if _, err := cli("objects", "rm", "cli/doc.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli("objects", "get", "cli/doc.txt"); err == nil {
+		t.Fatal("get after rm succeeded")
+	}
+}
