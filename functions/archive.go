@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/emf"
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
 )
@@ -20,7 +19,7 @@ func Archiver(_ context.Context, env lambdafn.Env) (any, error) {
 		S3:      awsenv.S3(env.AWS),
 		Bucket:  bucket,
 		Log:     env.Log,
-		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "archiver"}),
+		Metrics: newMetrics(env, "archiver"),
 	}
 	return a.Handle, nil
 }

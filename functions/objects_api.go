@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/emf"
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objectslambda"
@@ -76,7 +75,7 @@ func ObjectsAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	h := &objectslambda.HTTP{
 		Docs: up.Store, Uploads: up, Links: transfers,
 		MaxBody: maxBody, MaxResponse: int64(maxResp), LinkTTL: time.Duration(linkTTL) * time.Second,
-		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "objects-api"}),
+		Metrics: newMetrics(env, "objects-api"),
 		Log:     env.Log,
 	}
 	return h.Handle, nil
@@ -93,7 +92,7 @@ func ObjectsFinalize(_ context.Context, env lambdafn.Env) (any, error) {
 	up, _ := objectsServices(env, c)
 	h := &objectslambda.Finalize{
 		Uploads: up,
-		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "objects-finalize"}),
+		Metrics: newMetrics(env, "objects-finalize"),
 		Log:     env.Log,
 	}
 	return h.Handle, nil

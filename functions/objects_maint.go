@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/emf"
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objectsmaint"
@@ -27,7 +26,7 @@ func ObjectsReaper(_ context.Context, env lambdafn.Env) (any, error) {
 		Store:   &objects.Store{Items: items, Chunks: items, Blobs: s3blob.New(awsenv.S3(env.AWS), nil, bucket), Log: env.Log},
 		Bucket:  bucket,
 		Log:     env.Log,
-		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "objects-reaper"}),
+		Metrics: newMetrics(env, "objects-reaper"),
 	}
 	return r.Handle, nil
 }
@@ -48,7 +47,7 @@ func ObjectsSweeper(_ context.Context, env lambdafn.Env) (any, error) {
 		Grace:   time.Duration(grace) * time.Minute,
 		Now:     time.Now,
 		Log:     env.Log,
-		Metrics: emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "objects-sweeper"}),
+		Metrics: newMetrics(env, "objects-sweeper"),
 	}
 	return s.Handle, nil
 }

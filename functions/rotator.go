@@ -75,7 +75,7 @@ func Rotator(_ context.Context, env lambdafn.Env) (any, error) {
 		return nil, err
 	}
 	r := NewRotation(env.AWS, c, env.Log)
-	metrics := emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "rotator"})
+	metrics := newMetrics(env, "rotator")
 	return func(ctx context.Context, ev events.EventBridgeEvent) error {
 		run := *r
 		if dl, ok := ctx.Deadline(); ok {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
-	"github.com/ddbpipe/ddbpipe/shared/emf"
 	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -45,7 +44,7 @@ func Counter(_ context.Context, env lambdafn.Env) (any, error) {
 		Mode:    votes.Mode(mode),
 		Log:     env.Log,
 	}
-	metrics := emf.New(env.Metrics, "ddbpipe", map[string]string{"Function": "counter"})
+	metrics := newMetrics(env, "counter")
 	h := &voteslambda.SQS{Counter: counter, Metrics: metrics, Log: env.Log}
 	return h.Handle, nil
 }

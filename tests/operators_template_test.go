@@ -68,8 +68,19 @@ func TestTemplateAlarmsAndDashboardNameEmittedMetrics(t *testing.T) {
 	}
 	for _, id := range alarms {
 		p := tpl.Resources[id].Properties
-		if cfn.Scalar(p["Namespace"]) == "ddbpipe" && !emitted[cfn.Scalar(p["MetricName"])] {
-			t.Errorf("%s alarms on ddbpipe/%s, which no function emits", id, cfn.Scalar(p["MetricName"]))
+		if cfn.Scalar(p["Namespace"]) == "ddbpipe" {
+			if !emitted[cfn.Scalar(p["MetricName"])] {
+				t.Errorf("%s alarms on ddbpipe/%s, which no function emits", id, cfn.Scalar(p["MetricName"]))
+			}
+			// The functions emit with exactly these dimensions (functions.newMetrics);
+			// an alarm with other ones watches a metric that never has data.
+			var dims []string
+			for _, d := range p["Dimensions"].([]any) {
+				dims = append(dims, cfn.Scalar(d.(map[string]any)["Name"]))
+			}
+			if strings.Join(dims, ",") != "Function,Stack" {
+				t.Errorf("%s: dimensions %v, want Function and Stack", id, dims)
+			}
 		}
 		if refs := cfn.Refs(p["AlarmActions"]); len(refs) != 1 || refs[0].Target != "AlarmTopic" {
 			t.Errorf("%s: AlarmActions %v, want the AlarmTopic", id, p["AlarmActions"])
@@ -116,8 +127,14 @@ func TestTemplateAlarmsAndDashboardNameEmittedMetrics(t *testing.T) {
 			}
 			name, _ := m[1].(string)
 			graphs++
-			if namespace == "ddbpipe" && !emitted[name] {
+			if namespace != "ddbpipe" {
+				continue
+			}
+			if !emitted[name] {
 				t.Errorf("dashboard %q graphs ddbpipe/%s, which no function emits", w.Properties.Title, name)
+			}
+			if len(m) < 6 || (m[2] != "Function" && m[2] != ".") || (m[4] != "Stack" && m[4] != ".") {
+				t.Errorf("dashboard %q graphs ddbpipe/%s with dimensions %v, want Function and Stack", w.Properties.Title, name, m[2:])
 			}
 		}
 	}
