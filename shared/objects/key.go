@@ -42,8 +42,10 @@ const keyPunct = "-_.~!*'()"
 //
 // Some endings are reserved for the HTTP API's sub-resources, which share
 // the greedy path /objects/{key+} with the key: a key's last segment is
-// never "versions" or "uploads", its second-to-last never "uploads", and
-// it never ends in "uploads/<id>/complete" (ReasonKeyReserved).
+// never "versions" or "uploads", and it never ends in "uploads/<id>" or
+// "uploads/<id>/complete" where <id> has the form of an upload id
+// (IsUploadID: lower-case letters and digits), so "photos/uploads/cat.png"
+// is a key but "photos/uploads/cat" is not (ReasonKeyReserved).
 //
 // Keys are compared byte for byte, without Unicode normalization: "é" sent
 // precomposed (NFC) and decomposed are two keys. Clients should send NFC.
@@ -90,13 +92,18 @@ func reservedSuffix(key string) string {
 	switch {
 	case at(1) == "versions" || at(1) == "uploads":
 		return at(1)
-	case at(2) == "uploads":
+	case at(2) == "uploads" && IsUploadID(at(1)):
 		return "uploads/" + at(1)
-	case at(3) == "uploads" && at(1) == "complete":
+	case at(3) == "uploads" && at(1) == "complete" && IsUploadID(at(2)):
 		return "uploads/" + at(2) + "/complete"
 	}
 	return ""
 }
+
+// IsUploadID reports whether s has the form of an upload id (a write id:
+// 1 to 64 lower-case letters and digits). Only such a segment after
+// "uploads" names an upload in a path.
+func IsUploadID(s string) bool { return validWriteID(s) == nil }
 
 func keyRune(r rune) bool {
 	switch {

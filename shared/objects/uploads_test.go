@@ -15,7 +15,9 @@ func TestReservedKeys(t *testing.T) {
 			t.Errorf("ValidateKey(%q): reason %q, want %q", k, got, objects.ReasonKeyReserved)
 		}
 	}
-	for _, k := range []string{"versions/a", "a/versions.txt", "uploads/a/b/c", "a/my-uploads", "complete", "a/uploads/x/y/complete"} {
+	// After "uploads", only a segment shaped like an upload id is reserved.
+	for _, k := range []string{"versions/a", "a/versions.txt", "uploads/a/b/c", "a/my-uploads", "complete", "a/uploads/x/y/complete",
+		"photos/uploads/cat.png", "a/uploads/Cat", "a/uploads/x.png/complete", "a/uploads/x_1/complete"} {
 		if err := objects.ValidateKey(k); err != nil {
 			t.Errorf("ValidateKey(%q): %v, want valid", k, err)
 		}

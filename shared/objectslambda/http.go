@@ -127,9 +127,9 @@ func target(path string) (res resource, key, uploadID string) {
 		return versions, strings.Join(segs[:n-1], "/"), ""
 	case n >= 2 && segs[n-1] == "uploads":
 		return uploads, strings.Join(segs[:n-1], "/"), ""
-	case n >= 3 && segs[n-2] == "uploads":
+	case n >= 3 && segs[n-2] == "uploads" && objects.IsUploadID(segs[n-1]):
 		return upload, strings.Join(segs[:n-2], "/"), segs[n-1]
-	case n >= 4 && segs[n-3] == "uploads" && segs[n-1] == "complete":
+	case n >= 4 && segs[n-3] == "uploads" && segs[n-1] == "complete" && objects.IsUploadID(segs[n-2]):
 		return complete, strings.Join(segs[:n-3], "/"), segs[n-2]
 	}
 	return document, path, ""
