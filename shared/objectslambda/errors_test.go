@@ -66,7 +66,7 @@ func TestTarget(t *testing.T) {
 		{"a/uploads", uploads, "a", ""},
 		{"a/uploads/0f3c", upload, "a", "0f3c"},
 		{"a/b/uploads/0f3c/complete", complete, "a/b", "0f3c"},
-		{"uploads/x/complete", document, "uploads/x/complete", ""}, // no key before uploads/: a key, and a reserved one
+		{"uploads/x/complete", document, "uploads/x/complete", ""},         // no key before uploads/: a key, and a reserved one
 		{"photos/uploads/cat.png", document, "photos/uploads/cat.png", ""}, // not an upload id: a key
 		{"a/uploads/x.png/complete", document, "a/uploads/x.png/complete", ""},
 	}
