@@ -24,8 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -82,26 +82,9 @@ func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
-// isCode reports whether err is an API error with one of the codes.
-func isCode(err error, codes ...string) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	for _, c := range codes {
-		if ae.ErrorCode() == c {
-			return true
-		}
-	}
-	return false
-}
-
-// throttleCodes are DynamoDB's throttling errors.
-var throttleCodes = []string{"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-
 // classify wraps throttling errors with votes.ErrThrottled.
 func classify(err error) error {
-	if isCode(err, throttleCodes...) {
+	if awserr.IsDynamoDBThrottle(err) {
 		return fmt.Errorf("%w: %w", votes.ErrThrottled, err)
 	}
 	return err

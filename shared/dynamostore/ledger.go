@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -197,7 +198,7 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 		return fmt.Errorf("dynamostore: ledger month %q: %w", month, err)
 	}
 	d, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
-	if err != nil && !isCode(err, "ResourceNotFoundException") {
+	if err != nil && !awserr.Is(err, "ResourceNotFoundException") {
 		return fmt.Errorf("dynamostore: describe %s: %w", name, classify(err))
 	}
 	if err != nil {
@@ -215,7 +216,7 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 			StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 			Tags:                []types.Tag{{Key: aws.String("app"), Value: aws.String("ddbpipe")}, {Key: aws.String("ledger-month"), Value: aws.String(month)}},
 		})
-		if err != nil && !isCode(err, "ResourceInUseException") {
+		if err != nil && !awserr.Is(err, "ResourceInUseException") {
 			return fmt.Errorf("dynamostore: create %s: %w", name, classify(err))
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
 	"github.com/ddbpipe/ddbpipe/shared/rotation"
 )
@@ -102,23 +103,10 @@ func (t *Tables) degrade(err error, what string) error {
 	return nil
 }
 
-func isCode(err error, codes ...string) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	for _, c := range codes {
-		if ae.ErrorCode() == c {
-			return true
-		}
-	}
-	return false
-}
-
 // IsNotFound reports whether err says the table does not exist.
 func IsNotFound(err error) bool {
 	var nf *types.ResourceNotFoundException
-	return errors.As(err, &nf) || errors.Is(err, rotation.ErrNotFound) || isCode(err, "ResourceNotFoundException")
+	return errors.As(err, &nf) || errors.Is(err, rotation.ErrNotFound) || awserr.Is(err, "ResourceNotFoundException")
 }
 
 // describe returns the table's description, rotation.ErrNotFound if absent.
@@ -231,7 +219,7 @@ func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, b
 	if errors.Is(err, rotation.ErrNotFound) {
 		in := CreateInput(s)
 		_, err = t.DB.CreateTable(ctx, in)
-		if err != nil && t.Local && !isCode(err, "ResourceInUseException") {
+		if err != nil && t.Local && !awserr.Is(err, "ResourceInUseException") {
 			// Try once more without what a local server may not know.
 			if t.degrade(err, "CreateTable with deletion protection and tags") == nil {
 				in.DeletionProtectionEnabled, in.Tags = nil, nil
@@ -239,7 +227,7 @@ func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, b
 			}
 		}
 		switch {
-		case isCode(err, "ResourceInUseException"): // created meanwhile (the counter)
+		case awserr.Is(err, "ResourceInUseException"): // created meanwhile (the counter)
 		case err != nil:
 			return rotation.Table{}, false, fmt.Errorf("dynamotables: create %s: %w", s.Name, err)
 		default:

@@ -61,9 +61,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
 
@@ -163,40 +163,18 @@ func (s *Store) pause(ctx context.Context, n int) error {
 	}
 }
 
-// errorCode is the API error code of err, or "".
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-func isCode(err error, codes ...string) bool {
-	c := errorCode(err)
-	for _, want := range codes {
-		if c != "" && c == want {
-			return true
-		}
-	}
-	return false
-}
-
-// throttleCodes are DynamoDB's answers to load.
-var throttleCodes = []string{"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-
 // refusedCodes are answers to a request that DynamoDB rejected before
 // applying anything: a malformed or oversized request, a missing table, no
 // permission, throttling.
 var refusedCodes = append([]string{
 	"ValidationException", "ResourceNotFoundException", "AccessDeniedException",
 	"UnrecognizedClientException", "SerializationException", "ItemCollectionSizeLimitExceededException",
-}, throttleCodes...)
+}, awserr.DynamoDBThrottle...)
 
 // classify wraps throttling with objects.ErrThrottled. For requests that
 // may have been partly applied (batches) or that write nothing (reads).
 func classify(err error) error {
-	if isCode(err, throttleCodes...) {
+	if awserr.IsDynamoDBThrottle(err) {
 		return fmt.Errorf("%w: %w", objects.ErrThrottled, err)
 	}
 	return err
@@ -232,7 +210,7 @@ func (a *attempts) refused(err error) bool {
 		errs = []error{err}
 	}
 	for _, e := range errs {
-		if e != nil && !isCode(e, refusedCodes...) {
+		if e != nil && !awserr.Is(e, refusedCodes...) {
 			return false
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
 
@@ -55,7 +56,7 @@ func measure(t *testing.T, db *dynamodb.Client, table string, item map[string]ty
 		}
 		padded[pad] = &types.AttributeValueMemberB{Value: make([]byte, p)}
 		_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: padded})
-		if err != nil && !isCode(err, "ValidationException") {
+		if err != nil && !awserr.Is(err, "ValidationException") {
 			t.Fatalf("PutItem: %v", err)
 		}
 		return err == nil

@@ -15,8 +15,8 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
 
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/cfn"
 )
 
@@ -78,7 +78,7 @@ func (s *Stack) table(ctx context.Context, db *dynamodb.Client, id string, p map
 				AttributeName: aws.String(cfn.Scalar(ttl["AttributeName"])), Enabled: aws.Bool(true),
 			},
 		})
-		if err != nil && !isAPIError(err, "ValidationException") { // already enabled
+		if err != nil && !awserr.Is(err, "ValidationException") { // already enabled
 			return Physical{}, fmt.Errorf("enable TTL on %s: %w", name, err)
 		}
 	}
@@ -170,7 +170,7 @@ func (s *Stack) queue(ctx context.Context, q *sqs.Client, id string, p map[strin
 func (s *Stack) bucket(ctx context.Context, c *s3.Client, id string, p map[string]any) (Physical, error) {
 	name := s.physicalName(id, p, "BucketName")
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		if !isAPIError(err, "BucketAlreadyOwnedByYou") && !isAPIError(err, "BucketAlreadyExists") {
+		if !awserr.Is(err, "BucketAlreadyOwnedByYou", "BucketAlreadyExists") {
 			return Physical{}, fmt.Errorf("create bucket %s: %w", name, err)
 		}
 	}
@@ -220,15 +220,10 @@ func putLifecycle(ctx context.Context, c *s3.Client, bucket string, lc map[strin
 	_, err := c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{
 		Bucket: aws.String(bucket), LifecycleConfiguration: &s3types.BucketLifecycleConfiguration{Rules: rules},
 	})
-	if isAPIError(err, "NotImplemented") {
+	if awserr.Is(err, "NotImplemented") {
 		return errNotSupported
 	}
 	return err
-}
-
-func isAPIError(err error, code string) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && ae.ErrorCode() == code
 }
 
 func list(v any) []any {

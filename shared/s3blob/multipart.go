@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
 
@@ -117,7 +118,7 @@ func (t *Transfers) CompleteMultipart(ctx context.Context, blobKey, multipartID 
 		in.IfNoneMatch = aws.String("*")
 	}
 	_, err := t.api.CompleteMultipartUpload(ctx, in)
-	if err != nil && in.IfNoneMatch != nil && errorCode(err) == "NotImplemented" {
+	if err != nil && in.IfNoneMatch != nil && awserr.Code(err) == "NotImplemented" {
 		t.store.unconditional.Store(true)
 		in.IfNoneMatch = nil
 		_, err = t.api.CompleteMultipartUpload(ctx, in)
@@ -125,7 +126,7 @@ func (t *Transfers) CompleteMultipart(ctx context.Context, blobKey, multipartID 
 	if err == nil {
 		return nil
 	}
-	switch code := errorCode(err); code {
+	switch code := awserr.Code(err); code {
 	case "InvalidPart", "InvalidPartOrder", "EntityTooSmall", "NoSuchUpload":
 		return &objects.InvalidError{Reason: objects.ReasonBadParts, Detail: fmt.Sprintf("S3 refused the parts (%s)", code)}
 	}
@@ -138,7 +139,7 @@ func (t *Transfers) AbortMultipart(ctx context.Context, blobKey, multipartID str
 	_, err := t.api.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
 		Bucket: aws.String(t.store.bucket), Key: aws.String(blobKey), UploadId: aws.String(multipartID),
 	})
-	if err != nil && errorCode(err) != "NoSuchUpload" && !errors.Is(classify(err), objects.ErrBlobNotFound) {
+	if err != nil && awserr.Code(err) != "NoSuchUpload" && !errors.Is(classify(err), objects.ErrBlobNotFound) {
 		return fmt.Errorf("s3blob: abort multipart upload s3://%s/%s: %w", t.store.bucket, blobKey, classify(err))
 	}
 	return nil

@@ -30,8 +30,8 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
 
@@ -91,20 +91,11 @@ const (
 	MetaCodec     = "codec"
 )
 
-// errorCode is the S3 error code of err, or "".
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
 // classify maps S3's answers to the domain's errors. A request S3 refused
 // (throttled, precondition failed, bad digest) certainly stored nothing,
 // which the domain needs to know to clean up safely.
 func classify(err error) error {
-	switch errorCode(err) {
+	switch awserr.Code(err) {
 	case "NoSuchKey", "NotFound", "NoSuchVersion":
 		return fmt.Errorf("%w: %w", objects.ErrBlobNotFound, err)
 	case "PreconditionFailed", "ConditionalRequestConflict":
@@ -153,7 +144,7 @@ func (s *Store) PutBlob(ctx context.Context, b objects.Blob) (objects.BlobRef, e
 		in.IfNoneMatch = aws.String("*")
 	}
 	out, err := s.api.PutObject(ctx, in)
-	if err != nil && in.IfNoneMatch != nil && errorCode(err) == "NotImplemented" {
+	if err != nil && in.IfNoneMatch != nil && awserr.Code(err) == "NotImplemented" {
 		s.unconditional.Store(true)
 		in.IfNoneMatch = nil
 		in.Body = bytes.NewReader(b.Body)

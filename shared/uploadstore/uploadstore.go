@@ -40,8 +40,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
+	"github.com/ddbpipe/ddbpipe/shared/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
 
@@ -94,12 +94,8 @@ func isCondFailed(err error) bool {
 
 // classify marks refusals for load as the domain's throttling.
 func classify(err error) error {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
-			return fmt.Errorf("%w: %w", objects.ErrThrottled, err)
-		}
+	if awserr.IsDynamoDBThrottle(err) {
+		return fmt.Errorf("%w: %w", objects.ErrThrottled, err)
 	}
 	return err
 }
