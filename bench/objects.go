@@ -114,17 +114,24 @@ func sizeClasses(scale float64) []sizeClass {
 	}
 }
 
-// objectsStores builds a domain store over the stack's objects table and
-// bucket, with the given policy.
-func objectsStore(env *local.Env, pol objects.Policy, ddb, s3w *wire) *objects.Store {
-	items := objectstore.New(awsenv.DynamoDB(countedConfig(env, ddb)), env.Vars["OBJECTS_TABLE_NAME"])
-	return &objects.Store{
-		Items:       items,
-		Chunks:      items,
-		Blobs:       s3blob.FromClient(awsenv.S3(countedConfig(env, s3w)), env.Vars["OBJECTS_BUCKET_NAME"]),
-		Policy:      pol,
-		MaxVersions: 1000,
+// payloads are the table and bucket adapters the stores share, built once.
+type payloads struct {
+	items *objectstore.Store
+	blobs *s3blob.Store
+}
+
+// countedPayloads are adapters over the stack's objects table and bucket
+// whose requests count into ddb and s3w.
+func countedPayloads(env *local.Env, ddb, s3w *wire) payloads {
+	return payloads{
+		items: objectstore.New(awsenv.DynamoDB(countedConfig(env, ddb)), env.Vars["OBJECTS_TABLE_NAME"]),
+		blobs: s3blob.FromClient(awsenv.S3(countedConfig(env, s3w)), env.Vars["OBJECTS_BUCKET_NAME"]),
 	}
+}
+
+// store is a domain store over the payloads with the given policy.
+func (p payloads) store(pol objects.Policy) *objects.Store {
+	return &objects.Store{Items: p.items, Chunks: p.items, Blobs: p.blobs, Policy: pol, MaxVersions: 1000}
 }
 
 type opStats struct {
@@ -160,6 +167,7 @@ func measure(n int, ddb, s3w *wire, op func(i int) error) (opStats, error) {
 func benchObjects(ctx context.Context, env *local.Env, scale float64) (*section, error) {
 	s := &section{title: "Large objects: placement, chunked reads, multipart uploads"}
 	var ddb, s3w wire
+	counted := countedPayloads(env, &ddb, &s3w)
 
 	s.printf("Each document is written as a new object (`Store.Put`: payload first, then v0 and v1 in one transaction) and read back\n" +
 		"(`Store.Get`, strongly consistent, SHA-256 verified). Requests and bytes (HTTP bodies both ways) are counted by the bench's own clients of DynamoDB Local\n" +
@@ -172,7 +180,7 @@ func benchObjects(ctx context.Context, env *local.Env, scale float64) (*section,
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	for _, c := range sizeClasses(scale) {
 		for _, p := range objectsPolicies() {
-			store := objectsStore(env, p.policy, &ddb, &s3w)
+			store := counted.store(p.policy)
 			key := func(i int) string { return fmt.Sprintf("bench/%s/%s/%s/%d", run, slug(p.label), slug(c.label), i) }
 			opts := objects.PutOptions{ContentType: "application/octet-stream", NoCompress: p.noCompress, KeepInTable: p.keep}
 			var kind objects.Kind
@@ -242,11 +250,15 @@ func benchChunkedReads(ctx context.Context, env *local.Env, scale float64, s *se
 	s.printf("| document | chunked in the table | one S3 GET | chunked / S3 |\n|---|---:|---:|---:|\n")
 	chart := pngchart.Chart{Title: "read throughput, 16 MB document", Unit: "MB/s"}
 	reads := max(3, int(5*scale))
+	plain := payloads{
+		items: objectstore.New(env.Clients.DynamoDB, env.Vars["OBJECTS_TABLE_NAME"]),
+		blobs: s3blob.FromClient(env.Clients.S3, env.Vars["OBJECTS_BUCKET_NAME"]),
+	}
 	for _, size := range []int{1 << 20, 4 << 20, 16 << 20} {
 		body := objectstest.Random(size, uint64(size))
 		var rates [2]float64
 		for i, keep := range []bool{true, false} {
-			store := objectsStore(env, objects.Policy{}, new(wire), new(wire))
+			store := plain.store(objects.Policy{})
 			key := fmt.Sprintf("bench/chunked/%d/%d/%t", time.Now().UnixNano(), size, keep)
 			if _, err := store.Put(ctx, key, body, objects.PutOptions{KeepInTable: keep, NoCompress: true}); err != nil {
 				return fmt.Errorf("put %d bytes (keep in table %t): %w", size, keep, err)
