@@ -202,19 +202,14 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 		return fmt.Errorf("dynamostore: describe %s: %w", name, classify(err))
 	}
 	if err != nil {
+		defs, keys := LedgerKeySchema()
 		_, err = s.db.CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:   aws.String(name),
-			BillingMode: types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{
-				{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-				{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-			},
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
-			},
-			StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
-			Tags:                []types.Tag{{Key: aws.String("app"), Value: aws.String("ddbpipe")}, {Key: aws.String("ledger-month"), Value: aws.String(month)}},
+			TableName:            aws.String(name),
+			BillingMode:          types.BillingModePayPerRequest,
+			AttributeDefinitions: defs,
+			KeySchema:            keys,
+			StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+			Tags:                 []types.Tag{{Key: aws.String("app"), Value: aws.String("ddbpipe")}, {Key: aws.String("ledger-month"), Value: aws.String(month)}},
 		})
 		if err != nil && !awserr.Is(err, "ResourceInUseException") {
 			return fmt.Errorf("dynamostore: create %s: %w", name, classify(err))
@@ -229,4 +224,17 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 	s.tables[name] = true
 	s.mu.Unlock()
 	return nil
+}
+
+// LedgerKeySchema is a ledger table's key: pk (hash) and sk (range), both
+// strings (see votes.Entry.LedgerKey). The counter creates a month's table
+// with it on first use, and the rotator (shared/dynamotables) ahead of time.
+func LedgerKeySchema() ([]types.AttributeDefinition, []types.KeySchemaElement) {
+	return []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+		}, []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
+		}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/awserr"
+	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
 	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
 	"github.com/ddbpipe/ddbpipe/shared/rotation"
 )
@@ -168,18 +169,6 @@ func (t *Tables) List(ctx context.Context, prefix string) ([]rotation.Table, err
 	return out, nil
 }
 
-// KeySchema is the ledger's key, as shared/dynamostore creates it: pk (hash)
-// and sk (range), both strings.
-func KeySchema() ([]types.AttributeDefinition, []types.KeySchemaElement) {
-	return []types.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-		}, []types.KeySchemaElement{
-			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
-		}
-}
-
 func tagList(m map[string]string) []types.Tag {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -195,7 +184,7 @@ func tagList(m map[string]string) []types.Tag {
 
 // CreateInput is the CreateTable request for a spec.
 func CreateInput(s rotation.Spec) *dynamodb.CreateTableInput {
-	defs, keys := KeySchema()
+	defs, keys := dynamostore.LedgerKeySchema()
 	in := &dynamodb.CreateTableInput{
 		TableName: aws.String(s.Name), AttributeDefinitions: defs, KeySchema: keys,
 		BillingMode:               types.BillingModePayPerRequest,
