@@ -14,11 +14,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/duckarchive"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
-	"github.com/ddbpipe/ddbpipe/shared/pngchart"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // benchArchive measures the cold tier on one month of vote ledger records:
@@ -26,7 +26,7 @@ import (
 // the archive's bytes per record against gzip'd DynamoDB-JSON lines (the
 // native export's format) before and after compaction, objects per 100,000
 // records, and a DuckDB query over the compacted month.
-func benchArchive(ctx context.Context, env *local.Env, scale float64) (*section, error) {
+func benchArchive(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
 	n := max(1000, int(100_000*scale))
 	const batchSize = 100 // the DynamoDB event source's default batch
 	bucket := env.Vars["ARCHIVE_BUCKET_NAME"]
@@ -39,7 +39,7 @@ func benchArchive(ctx context.Context, env *local.Env, scale float64) (*section,
 	for i := range recs {
 		recs[i] = benchVoteRecord(table, i)
 	}
-	a := &parquetarchive.Archiver{S3: env.Clients.S3, Bucket: bucket, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := &archiveparquet.Archiver{S3: env.Clients.S3, Bucket: bucket, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	start := time.Now()
 	for from := 0; from < n; from += batchSize {
 		resp, err := a.Handle(ctx, events.DynamoDBEvent{Records: recs[from:min(from+batchSize, n)]})
@@ -48,7 +48,7 @@ func benchArchive(ctx context.Context, env *local.Env, scale float64) (*section,
 		}
 	}
 	archiveTime := time.Since(start)
-	before, err := parquetarchive.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
+	before, err := archiveparquet.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
 	if err != nil {
 		return nil, err
 	}
@@ -59,13 +59,13 @@ func benchArchive(ctx context.Context, env *local.Env, scale float64) (*section,
 
 	// 2. Compaction, as the rotator does it when the month retires.
 	start = time.Now()
-	parts := &parquetarchive.Partitions{S3: env.Clients.S3, Bucket: bucket, Log: a.Log}
+	parts := &archiveparquet.Partitions{S3: env.Clients.S3, Bucket: bucket, Log: a.Log}
 	c, err := parts.Compact(ctx, part, archive.DefaultCompactionPolicy, table, archive.Verification{At: time.Now(), OK: true, TableItems: n, ArchivedItems: n})
 	if err != nil {
 		return nil, fmt.Errorf("compact: %w", err)
 	}
 	compactTime := time.Since(start)
-	after, err := parquetarchive.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
+	after, err := archiveparquet.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
 	if err != nil {
 		return nil, err
 	}
@@ -113,15 +113,15 @@ func benchArchive(ctx context.Context, env *local.Env, scale float64) (*section,
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	cache := &duckarchive.Cache{Dir: dir, S3: env.Clients.S3, Bucket: bucket}
-	f := duckarchive.Filter{Table: part.Table, Month: part.Month}
+	cache := &archiveduckdb.Cache{Dir: dir, S3: env.Clients.S3, Bucket: bucket}
+	f := archiveduckdb.Filter{Table: part.Table, Month: part.Month}
 	start = time.Now()
 	if _, err := cache.Sync(ctx, f); err != nil {
 		return nil, err
 	}
 	syncTime := time.Since(start)
 	start = time.Now()
-	db, err := duckarchive.Open(ctx, cache.Root(), f)
+	db, err := archiveduckdb.Open(ctx, cache.Root(), f)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func benchArchive(ctx context.Context, env *local.Env, scale float64) (*section,
 	s.printf("\nThe size goal is out of reach for these records while the archive keeps the stream's columns: each record carries\n")
 	s.printf("a random 128-bit eventID (16 B that no codec shrinks) and its keys beside the image (the sk repeats the random voteId),\n")
 	s.printf("so the compacted file stays near the gzip'd stream records; the image column alone is as small as the export's item.\n")
-	s.printf("See shared/parquetarchive/size_test.go for the per-column breakdown.\n\n")
+	s.printf("See shared/archive/archiveparquet/size_test.go for the per-column breakdown.\n\n")
 	s.charts = append(s.charts, pngchart.Chart{
 		Title: "Archive bytes per vote record",
 		Unit:  " B",

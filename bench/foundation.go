@@ -16,15 +16,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/pngchart"
-	"github.com/ddbpipe/ddbpipe/shared/runner"
+	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // benchSQS: messages per second the runner delivers from a queue to a
 // handler that does nothing, for several event source settings.
-func benchSQS(ctx context.Context, env *local.Env, scale float64) (*section, error) {
+func benchSQS(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
 	n := max(int(5000*scale), 100)
 	cases := []struct {
 		label       string
@@ -102,7 +102,7 @@ func preload(ctx context.Context, c *sqs.Client, url string, n int) error {
 }
 
 // benchStreams: records per second from a table's stream to a handler.
-func benchStreams(ctx context.Context, env *local.Env, scale float64) (*section, error) {
+func benchStreams(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
 	n := max(int(5000*scale), 100)
 	name := fmt.Sprintf("bench-stream-%d", time.Now().UnixNano()%1e6)
 	out, err := env.Clients.DynamoDB.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -153,7 +153,7 @@ func benchStreams(ctx context.Context, env *local.Env, scale float64) (*section,
 }
 
 // benchProxy: what the fault-injection proxy adds to a request's latency.
-func benchProxy(ctx context.Context, env *local.Env, scale float64) (*section, error) {
+func benchProxy(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
 	n := max(int(2000*scale), 100)
 	table := env.Vars["COUNTERS_TABLE_NAME"]
 	key := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "bench"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "proxy"}}

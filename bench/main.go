@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/pngchart"
+	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // section is one part of the report.
@@ -33,7 +33,7 @@ func (s *section) printf(format string, args ...any) { fmt.Fprintf(&s.text, form
 // bench is one benchmark: it measures against a running local stack.
 type bench struct {
 	name string
-	run  func(ctx context.Context, env *local.Env, scale float64) (*section, error)
+	run  func(ctx context.Context, env *stack.Env, scale float64) (*section, error)
 }
 
 func benches() []bench {
@@ -71,7 +71,7 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 	var sections []*section
 
 	start := time.Now()
-	env, err := local.Up(ctx, local.Options{Root: root, Setups: functions.All, Progress: log, KeyWriteLimit: 1000})
+	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: log, KeyWriteLimit: 1000})
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 	up := time.Since(start)
 	rss, _ := env.Servers.RSSBytes()
 	s := &section{title: "Local stack"}
-	s.printf("| measure | value |\n|---|---|\n| `local.Up`: servers started, proxies, template provisioned, functions hosted | %s |\n| resources provisioned | %d |\n| servers' memory after start (RSS) | %.0f MB |\n",
+	s.printf("| measure | value |\n|---|---|\n| `stack.Up`: servers started, proxies, template provisioned, functions hosted | %s |\n| resources provisioned | %d |\n| servers' memory after start (RSS) | %.0f MB |\n",
 		up.Round(10*time.Millisecond), len(env.Stack.Resources), float64(rss)/(1<<20))
 	sections = append(sections, s)
 

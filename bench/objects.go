@@ -16,13 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
-	"github.com/ddbpipe/ddbpipe/shared/objectstore"
-	"github.com/ddbpipe/ddbpipe/shared/pngchart"
-	"github.com/ddbpipe/ddbpipe/shared/s3blob"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // wire counts one client's requests and the bytes they move both ways.
@@ -62,7 +62,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 }
 
 // countedConfig is the stack's config with its requests counted into w.
-func countedConfig(env *local.Env, w *wire) aws.Config {
+func countedConfig(env *stack.Env, w *wire) aws.Config {
 	cfg := env.AWS.Copy()
 	base := cfg.HTTPClient
 	if base == nil {
@@ -116,16 +116,16 @@ func sizeClasses(scale float64) []sizeClass {
 
 // payloads are the table and bucket adapters the stores share, built once.
 type payloads struct {
-	items *objectstore.Store
-	blobs *s3blob.Store
+	items *objectsddb.Store
+	blobs *objectss3.Store
 }
 
 // countedPayloads are adapters over the stack's objects table and bucket
 // whose requests count into ddb and s3w.
-func countedPayloads(env *local.Env, ddb, s3w *wire) payloads {
+func countedPayloads(env *stack.Env, ddb, s3w *wire) payloads {
 	return payloads{
-		items: objectstore.New(awsenv.DynamoDB(countedConfig(env, ddb)), env.Vars["OBJECTS_TABLE_NAME"]),
-		blobs: s3blob.FromClient(awsenv.S3(countedConfig(env, s3w)), env.Vars["OBJECTS_BUCKET_NAME"]),
+		items: objectsddb.New(awsenv.DynamoDB(countedConfig(env, ddb)), env.Vars["OBJECTS_TABLE_NAME"]),
+		blobs: objectss3.FromClient(awsenv.S3(countedConfig(env, s3w)), env.Vars["OBJECTS_BUCKET_NAME"]),
 	}
 }
 
@@ -164,7 +164,7 @@ func measure(n int, ddb, s3w *wire, op func(i int) error) (opStats, error) {
 	}, nil
 }
 
-func benchObjects(ctx context.Context, env *local.Env, scale float64) (*section, error) {
+func benchObjects(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
 	s := &section{title: "Large objects: placement, chunked reads, multipart uploads"}
 	var ddb, s3w wire
 	counted := countedPayloads(env, &ddb, &s3w)
@@ -245,14 +245,14 @@ func placementOf(p objectsPolicy, body []byte) (objects.Placement, error) {
 
 // benchChunkedReads compares reading a document from chunk items in
 // parallel with one S3 GET of the same bytes.
-func benchChunkedReads(ctx context.Context, env *local.Env, scale float64, s *section) error {
+func benchChunkedReads(ctx context.Context, env *stack.Env, scale float64, s *section) error {
 	s.printf("\n### Chunked parallel reads against one S3 GET\n\nThe same random document read whole and verified, `Store.Get`, median of %d reads.\n\n", max(3, int(5*scale)))
 	s.printf("| document | chunked in the table | one S3 GET | chunked / S3 |\n|---|---:|---:|---:|\n")
 	chart := pngchart.Chart{Title: "read throughput, 16 MB document", Unit: "MB/s"}
 	reads := max(3, int(5*scale))
 	plain := payloads{
-		items: objectstore.New(env.Clients.DynamoDB, env.Vars["OBJECTS_TABLE_NAME"]),
-		blobs: s3blob.FromClient(env.Clients.S3, env.Vars["OBJECTS_BUCKET_NAME"]),
+		items: objectsddb.New(env.Clients.DynamoDB, env.Vars["OBJECTS_TABLE_NAME"]),
+		blobs: objectss3.FromClient(env.Clients.S3, env.Vars["OBJECTS_BUCKET_NAME"]),
 	}
 	for _, size := range []int{1 << 20, 4 << 20, 16 << 20} {
 		body := objectstest.Random(size, uint64(size))
@@ -289,7 +289,7 @@ func benchChunkedReads(ctx context.Context, env *local.Env, scale float64, s *se
 
 // benchMultipart compares one PutObject with a multipart upload of the same
 // bytes, parts sent in parallel.
-func benchMultipart(ctx context.Context, env *local.Env, scale float64, s *section) error {
+func benchMultipart(ctx context.Context, env *stack.Env, scale float64, s *section) error {
 	size := max(16<<20, int(50*scale)<<20)
 	const partSize = 8 << 20
 	body := objectstest.Random(size, 50)

@@ -16,15 +16,15 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
-	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/pngchart"
-	"github.com/ddbpipe/ddbpipe/shared/runner"
-	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // On-demand prices in us-east-1 (USD per million request units, since
@@ -38,19 +38,19 @@ const (
 type variant struct {
 	label string
 	// handler builds the function that consumes the queue.
-	handler func(ctx context.Context, env *local.Env, poll string) (any, error)
+	handler func(ctx context.Context, env *stack.Env, poll string) (any, error)
 	// counterKey tells whether a written partition key is one of the
 	// poll's counter items.
 	counterKey func(poll, key string) bool
 	// total reads the poll's count back.
-	total func(ctx context.Context, env *local.Env, poll string) (int64, error)
+	total func(ctx context.Context, env *stack.Env, poll string) (int64, error)
 }
 
 // naive is what public samples do: one UpdateItem ADD per vote on one item.
 func naive() variant {
 	return variant{
 		label: "naive: one ADD per vote, one item",
-		handler: func(ctx context.Context, env *local.Env, poll string) (any, error) {
+		handler: func(ctx context.Context, env *stack.Env, poll string) (any, error) {
 			table := env.Vars["COUNTERS_TABLE_NAME"]
 			db := env.Clients.DynamoDB
 			return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
@@ -74,7 +74,7 @@ func naive() variant {
 			}, nil
 		},
 		counterKey: func(poll, key string) bool { return key == "naive#"+poll },
-		total: func(ctx context.Context, env *local.Env, poll string) (int64, error) {
+		total: func(ctx context.Context, env *stack.Env, poll string) (int64, error) {
 			out, err := env.Clients.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(env.Vars["COUNTERS_TABLE_NAME"]),
 				Key: map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "naive#" + poll}, "sk": &ddbtypes.AttributeValueMemberS{Value: "total"}}})
 			if err != nil {
@@ -97,7 +97,7 @@ func naive() variant {
 func ours(mode votes.Mode) variant {
 	return variant{
 		label: "ddbpipe " + string(mode),
-		handler: func(ctx context.Context, env *local.Env, poll string) (any, error) {
+		handler: func(ctx context.Context, env *stack.Env, poll string) (any, error) {
 			fns, err := env.Stack.Functions()
 			if err != nil {
 				return nil, err
@@ -109,12 +109,12 @@ func ours(mode votes.Mode) variant {
 				}
 			}
 			vars["COUNTING_MODE"] = string(mode)
-			return functions.Counter(ctx, lambdafn.Env{Getenv: func(k string) string { return vars[k] }, AWS: env.AWS,
+			return voteslambda.SetupCounter(ctx, lambdafn.Env{Getenv: func(k string) string { return vars[k] }, AWS: env.AWS,
 				Log: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 		},
 		counterKey: func(poll, key string) bool { return strings.HasPrefix(key, "count#"+poll+"#") },
-		total: func(ctx context.Context, env *local.Env, poll string) (int64, error) {
-			store := dynamostore.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
+		total: func(ctx context.Context, env *stack.Env, poll string) (int64, error) {
+			store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
 			t, err := votes.Results(ctx, store, poll, time.Now)
 			return t.Total, err
 		},
@@ -123,7 +123,7 @@ func ours(mode votes.Mode) variant {
 
 // benchVotes: the same votes through a naive consumer and through ours, on
 // the local stack with AWS's per-partition write limit enforced by the proxy.
-func benchVotes(ctx context.Context, env *local.Env, scale float64) (*section, error) {
+func benchVotes(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
 	n := max(int(20000*scale), 1000)
 	const shards = 8
 	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
@@ -138,7 +138,7 @@ func benchVotes(ctx context.Context, env *local.Env, scale float64) (*section, e
 	var rates []float64
 	for i, v := range []variant{naive(), ours(votes.ExactlyOnce), ours(votes.AtLeastOnce)} {
 		poll := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano()%1e6, i)
-		store := dynamostore.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
+		store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
 		if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: options, Shards: shards}); err != nil {
 			return nil, err
 		}
@@ -147,7 +147,7 @@ func benchVotes(ctx context.Context, env *local.Env, scale float64) (*section, e
 			return nil, err
 		}
 		url := aws.ToString(q.QueueUrl)
-		load, err := sqsqueue.NewProducer(env.Clients.SQS, url).Load(ctx, sqsqueue.LoadOptions{PollID: poll, Options: options, Count: n, Concurrency: 8})
+		load, err := votessqs.NewProducer(env.Clients.SQS, url).Load(ctx, votessqs.LoadOptions{PollID: poll, Options: options, Count: n, Concurrency: 8})
 		if err != nil || load.Failed > 0 {
 			return nil, fmt.Errorf("%s: load: %v (%d failed)", v.label, err, load.Failed)
 		}

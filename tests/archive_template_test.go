@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/local/cfn"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/cfn"
-	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 )
 
 // TestTemplateNamedQueriesMatch: each AWS::Athena::NamedQuery carries the
@@ -97,7 +97,7 @@ func TestTemplateGlueTableSchema(t *testing.T) {
 	field := regexp.MustCompile(`(?m)^\s*(?:required|optional) (\w+) (\w+)(?: \((\w+).*\))?;$`)
 	partitionKeys := map[string]bool{"table": true, "month": true}
 	var want, wantKeys [][2]string
-	for _, m := range field.FindAllStringSubmatch(parquetarchive.Schema(), -1) {
+	for _, m := range field.FindAllStringSubmatch(archiveparquet.Schema(), -1) {
 		col := [2]string{strings.ToLower(m[2]), glueType(m[1], m[3])}
 		if partitionKeys[col[0]] {
 			wantKeys = append(wantKeys, col)
@@ -114,7 +114,7 @@ func TestTemplateGlueTableSchema(t *testing.T) {
 		return out
 	}
 	if got := columns(sd["Columns"]); !reflect.DeepEqual(got, want) {
-		t.Errorf("Glue columns\n got %v\nwant %v (from parquetarchive.Schema)", got, want)
+		t.Errorf("Glue columns\n got %v\nwant %v (from archiveparquet.Schema)", got, want)
 	}
 	if got := columns(in["PartitionKeys"]); !reflect.DeepEqual(got, wantKeys) {
 		t.Errorf("partition keys %v, want %v", got, wantKeys)

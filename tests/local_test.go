@@ -18,21 +18,21 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/runner"
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/stack"
 )
 
 // upLocal runs the whole template locally, as `ddbpipe local up` does.
-func upLocal(t *testing.T) *local.Env { return upLocalWith(t, nil) }
+func upLocal(t *testing.T) *stack.Env { return upLocalWith(t, nil) }
 
 // upLocalWith runs the template with parameter overrides.
-func upLocalWith(t *testing.T, params map[string]string) *local.Env {
+func upLocalWith(t *testing.T, params map[string]string) *stack.Env {
 	t.Helper()
 	needStack(t)
-	env, err := local.Up(context.Background(), local.Options{
-		Root: repoRoot(t), Setups: functions.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
+	env, err := stack.Up(context.Background(), stack.Options{
+		Root: repoRoot(t), Setups: registry.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
 		KeyWriteLimit: 1000, // AWS: 1,000 write units per second per partition
 	})
 	if err != nil {
@@ -70,14 +70,14 @@ func TestLocalStackEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	v := env.Vars
 
-	path := filepath.Join(t.TempDir(), "local.env")
+	path := filepath.Join(t.TempDir(), "stack.env")
 	if err := env.WriteEnvFile(path); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	for _, name := range []string{"VOTES_QUEUE_URL", "ARCHIVE_BUCKET_NAME", "API_URL", "OBJECTS_TABLE_STREAM_ARN", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS", "AWS_ENDPOINT_URL_LAMBDA"} {
 		if !strings.Contains(string(b), "export "+name+"=") {
-			t.Errorf("local.env lacks %s", name)
+			t.Errorf("stack.env lacks %s", name)
 		}
 	}
 	if !strings.HasPrefix(v["API_URL"], "http://127.0.0.1:") {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ddbpipe/ddbpipe/shared/cfn"
+	"github.com/ddbpipe/ddbpipe/local/cfn"
 )
 
 // emittedMetrics collects the names the functions' code may emit as EMF

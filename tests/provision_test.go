@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/cfn"
-	"github.com/ddbpipe/ddbpipe/shared/provision"
+	"github.com/ddbpipe/ddbpipe/local/cfn"
+	"github.com/ddbpipe/ddbpipe/local/provision"
 )
 
 const provisionTemplate = `

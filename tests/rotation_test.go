@@ -14,23 +14,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/ddbpipe/ddbpipe/functions"
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/dynamotables"
-	"github.com/ddbpipe/ddbpipe/shared/emf"
-	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
-	"github.com/ddbpipe/ddbpipe/shared/rotation"
-	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 // rotatorAt builds the rotator of the local stack, as the function wires
 // it, with its clock pinned to now.
-func rotatorAt(t *testing.T, env *local.Env, now time.Time, log *slog.Logger) *rotation.Rotator {
+func rotatorAt(t *testing.T, env *stack.Env, now time.Time, log *slog.Logger) *rotation.Rotator {
 	t.Helper()
-	r := functions.NewRotation(env.AWS, functions.RotatorConfig{
+	r := archivelambda.NewRotation(env.AWS, archivelambda.RotatorConfig{
 		LedgerPrefix: env.Vars["LEDGER_TABLE_PREFIX"], Bucket: env.Vars["ARCHIVE_BUCKET_NAME"], GraceDays: 2,
 		Archiver: env.Vars["ARCHIVER_FUNCTION_ARN"], FailureQueueARN: env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"],
 		MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600,
@@ -47,7 +47,7 @@ var (
 )
 
 // sendNovemberVotes sends n distinct votes for poll, cast in November.
-func sendNovemberVotes(t *testing.T, env *local.Env, poll string, from, n int) {
+func sendNovemberVotes(t *testing.T, env *stack.Env, poll string, from, n int) {
 	t.Helper()
 	options := []string{"red", "green", "blue"}
 	vs := make([]votes.Vote, n)
@@ -56,20 +56,20 @@ func sendNovemberVotes(t *testing.T, env *local.Env, poll string, from, n int) {
 		vs[i] = votes.Vote{VoteID: fmt.Sprintf("%s-%05d", poll, k), PollID: poll, OptionID: options[(k*7)%3],
 			VoterID: fmt.Sprintf("voter-%d", k), CastAt: time.Date(2026, 11, 10, 8, 0, 0, 0, time.UTC).Add(time.Duration(k) * time.Second)}
 	}
-	res, err := sqsqueue.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"]).Send(context.Background(), vs)
+	res, err := votessqs.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"]).Send(context.Background(), vs)
 	if err != nil || res.Sent != n {
 		t.Fatalf("send: %v (%d of %d sent)", err, res.Sent, n)
 	}
 }
 
-func partitionOf(env *local.Env) archive.Partition {
+func partitionOf(env *stack.Env) archive.Partition {
 	return archive.Partition{Table: env.Vars["LEDGER_TABLE_PREFIX"], Month: "2026-11"}
 }
 
 // archiveObjects lists the partition's objects.
-func archiveObjects(t *testing.T, env *local.Env) []archive.File {
+func archiveObjects(t *testing.T, env *stack.Env) []archive.File {
 	t.Helper()
-	files, err := parquetarchive.ListFiles(context.Background(), env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], partitionOf(env).Prefix())
+	files, err := archiveparquet.ListFiles(context.Background(), env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], partitionOf(env).Prefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func archiveObjects(t *testing.T, env *local.Env) []archive.File {
 
 // archivedVotes replays the partition's rows into counts per option, as
 // an analyst's query over the archive would.
-func archivedVotes(t *testing.T, env *local.Env, poll string) map[string]int64 {
+func archivedVotes(t *testing.T, env *stack.Env, poll string) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
 	var sets [][]archive.Row
@@ -86,7 +86,7 @@ func archivedVotes(t *testing.T, env *local.Env, poll string) map[string]int64 {
 		if !strings.HasSuffix(f.Key, ".parquet") {
 			continue
 		}
-		rows, err := parquetarchive.ReadRows(ctx, env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], f.Key)
+		rows, err := archiveparquet.ReadRows(ctx, env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], f.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,17 +112,17 @@ func archivedVotes(t *testing.T, env *local.Env, poll string) map[string]int64 {
 	return counts
 }
 
-func tableExists(t *testing.T, env *local.Env, name string) bool {
+func tableExists(t *testing.T, env *stack.Env, name string) bool {
 	t.Helper()
 	_, err := env.Clients.DynamoDB.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)})
-	if err != nil && !dynamotables.IsNotFound(err) {
+	if err != nil && !archiveddb.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	return err == nil
 }
 
 // verifyArchive compares the archive with a Scan of the table.
-func verifyArchive(t *testing.T, r *rotation.Rotator, env *local.Env, table string) archive.Report {
+func verifyArchive(t *testing.T, r *rotation.Rotator, env *stack.Env, table string) archive.Report {
 	t.Helper()
 	c, err := r.Archive.Read(context.Background(), partitionOf(env))
 	if err != nil {
@@ -264,7 +264,7 @@ func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	rep := rotatorAt(t, env, december3, log).Run(ctx)
-	functions.ReportRotation(ctx, log, emf.New(&logs, "ddbpipe", map[string]string{"Function": "rotator"}), rep)
+	archivelambda.ReportRotation(ctx, log, emf.New(&logs, "ddbpipe", map[string]string{"Function": "rotator"}), rep)
 	if len(rep.Retirements) != 1 {
 		t.Fatalf("retirements %+v", rep.Retirements)
 	}

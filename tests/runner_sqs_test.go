@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/runner"
+	"github.com/ddbpipe/ddbpipe/local/runner"
 )
 
 // testQueue creates a queue (with a dead-letter queue when maxReceive > 0)

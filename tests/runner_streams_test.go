@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/runner"
+	"github.com/ddbpipe/ddbpipe/local/runner"
 )
 
 // streamTable creates a table with a NEW_AND_OLD_IMAGES stream and returns

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/cfn"
+	"github.com/ddbpipe/ddbpipe/local/cfn"
+	"github.com/ddbpipe/ddbpipe/local/registry"
 )
 
 // placeholderNames resolves resource references to recognisable strings,
@@ -99,13 +99,13 @@ func TestTemplateFunctionsMatchCode(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, f.Dir(), "main.go")); err != nil {
 			t.Errorf("%s: %s/main.go: %v", f.LogicalID, f.Dir(), err)
 		}
-		if functions.All[f.LogicalID] == nil {
-			t.Errorf("%s has no Setup in functions.All", f.LogicalID)
+		if registry.All[f.LogicalID] == nil {
+			t.Errorf("%s has no Setup in registry.All", f.LogicalID)
 		}
 	}
-	for id := range functions.All {
+	for id := range registry.All {
 		if !inTemplate[id] {
-			t.Errorf("functions.All has %s, which template.yaml does not declare", id)
+			t.Errorf("registry.All has %s, which template.yaml does not declare", id)
 		}
 	}
 	dirs, _ := filepath.Glob(filepath.Join(root, "functions", "*", "main.go"))

@@ -14,14 +14,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/runner"
-	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 // createPoll creates a poll through the HTTP API.
-func createPoll(t *testing.T, env *local.Env, body string) {
+func createPoll(t *testing.T, env *stack.Env, body string) {
 	t.Helper()
 	resp, err := http.Post(env.Vars["API_URL"]+"/polls", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -43,7 +43,7 @@ type results struct {
 
 // getResults reads a poll's results through the HTTP API, retrying a 503
 // (DynamoDB throttled the read), as a client of the API should.
-func getResults(t *testing.T, env *local.Env, poll string) results {
+func getResults(t *testing.T, env *stack.Env, poll string) results {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		resp, err := http.Get(env.Vars["API_URL"] + "/polls/" + poll + "/results?maxAge=0")
@@ -105,8 +105,8 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	env.Runner.SetFaults(runner.Faults{CrashNext: 1, DuplicateRate: 0.1, Only: "CounterFunction"})
 
 	sqsc := env.Clients.SQS
-	producer := sqsqueue.NewProducer(sqsc, env.Vars["VOTES_QUEUE_URL"])
-	load, err := producer.Load(ctx, sqsqueue.LoadOptions{PollID: "big", Options: options, Count: 20000, DupRate: 0.1, Concurrency: 8, Seed: 42})
+	producer := votessqs.NewProducer(sqsc, env.Vars["VOTES_QUEUE_URL"])
+	load, err := producer.Load(ctx, votessqs.LoadOptions{PollID: "big", Options: options, Count: 20000, DupRate: 0.1, Concurrency: 8, Seed: 42})
 	if err != nil || load.Failed > 0 || load.Sent != 20000 || load.Duplicates != 2000 {
 		t.Fatalf("load: %v %+v", err, load)
 	}

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/duckarchive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
 // archiveFlags are the flags both archive commands take.
@@ -31,7 +31,7 @@ func (a *archiveFlags) register(fs *flag.FlagSet) {
 // archiveEnv is what the archive commands need from the environment.
 type archiveEnv struct {
 	getenv func(string) string
-	s3     duckarchive.S3API
+	s3     archiveduckdb.S3API
 	bucket string
 	state  string // the state folder, for the cache
 }
@@ -116,7 +116,7 @@ Flags:`)
 	if *list {
 		return listNamed(stdout)
 	}
-	if *format != duckarchive.FormatTable && *format != duckarchive.FormatCSV && *format != duckarchive.FormatJSON {
+	if *format != archiveduckdb.FormatTable && *format != archiveduckdb.FormatCSV && *format != archiveduckdb.FormatJSON {
 		return fmt.Errorf("-format %q: want table, csv or json", *format)
 	}
 	var query string
@@ -147,11 +147,11 @@ Flags:`)
 	if err != nil {
 		return err
 	}
-	c := &duckarchive.Cache{Dir: *cache, S3: env.s3, Bucket: env.bucket, Progress: progressTo(stderr)}
+	c := &archiveduckdb.Cache{Dir: *cache, S3: env.s3, Bucket: env.bucket, Progress: progressTo(stderr)}
 	if c.Dir == "" {
 		c.Dir = filepath.Join(env.state, "archive-cache")
 	}
-	filter := duckarchive.Filter{Table: af.table, Month: af.month}
+	filter := archiveduckdb.Filter{Table: af.table, Month: af.month}
 	if !*offline {
 		res, err := c.Sync(ctx, filter)
 		if err != nil {
@@ -161,7 +161,7 @@ Flags:`)
 			fmt.Fprintf(stderr, "archive: skipped s3://%s/%s: not a Parquet file\n", env.bucket, k)
 		}
 	}
-	db, err := duckarchive.Open(ctx, c.Root(), filter)
+	db, err := archiveduckdb.Open(ctx, c.Root(), filter)
 	if err != nil {
 		return err
 	}
@@ -182,12 +182,12 @@ Flags:`)
 	if err != nil {
 		return err
 	}
-	return duckarchive.WriteResult(stdout, res, *format)
+	return archiveduckdb.WriteResult(stdout, res, *format)
 }
 
 // namedVars fills a named query's table variables: the local stack's names
 // when known, else the tables whose views are votes and objects.
-func namedVars(getenv func(string) string, views []duckarchive.View) map[string]string {
+func namedVars(getenv func(string) string, views []archiveduckdb.View) map[string]string {
 	vars := map[string]string{"ArchiveTable": "archive", "VotesTable": getenv("LEDGER_TABLE_PREFIX"), "ObjectsTable": getenv("OBJECTS_TABLE_NAME")}
 	for _, v := range views {
 		switch {
@@ -221,8 +221,8 @@ func indentSQL(s string) string {
 }
 
 // progressTo prints a download's progress on one line of w.
-func progressTo(w io.Writer) func(duckarchive.SyncProgress) {
-	return func(p duckarchive.SyncProgress) {
+func progressTo(w io.Writer) func(archiveduckdb.SyncProgress) {
+	return func(p archiveduckdb.SyncProgress) {
 		fmt.Fprintf(w, "\rarchive: downloading %d/%d files, %s of %s", p.Done, p.Total, humanBytes(p.Bytes), humanBytes(p.TotalBytes))
 		if p.Done == p.Total {
 			fmt.Fprintln(w)
@@ -255,7 +255,7 @@ func archiveLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	l, err := duckarchive.List(ctx, env.s3, env.bucket, duckarchive.Filter{Table: af.table, Month: af.month})
+	l, err := archiveduckdb.List(ctx, env.s3, env.bucket, archiveduckdb.Filter{Table: af.table, Month: af.month})
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func archiveLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var totalFiles int
 	var totalRows, totalBytes int64
 	for _, pl := range l.Partitions {
-		m, hasManifest, merr := duckarchive.Manifest(ctx, env.s3, env.bucket, pl)
+		m, hasManifest, merr := archiveduckdb.Manifest(ctx, env.s3, env.bucket, pl)
 		rows := map[string]int64{}
 		if hasManifest && merr == nil {
 			for _, f := range m.Files {
@@ -276,7 +276,7 @@ func archiveLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		for _, o := range pl.Data {
 			n, ok := rows[o.Key]
 			if !ok {
-				if n, err = duckarchive.Rows(ctx, env.s3, env.bucket, o.Key); err != nil {
+				if n, err = archiveduckdb.Rows(ctx, env.s3, env.bucket, o.Key); err != nil {
 					return err
 				}
 				rows[o.Key] = n
@@ -314,7 +314,7 @@ func archiveLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // manifestStatus says whether a partition's files are its manifest's.
-func manifestStatus(m archive.Manifest, ok bool, err error, pl duckarchive.PartitionListing) string {
+func manifestStatus(m archive.Manifest, ok bool, err error, pl archiveduckdb.PartitionListing) string {
 	switch {
 	case err != nil:
 		return "invalid: " + err.Error()

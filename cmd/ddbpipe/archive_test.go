@@ -15,10 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/localstack"
-	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
-	"github.com/ddbpipe/ddbpipe/shared/parquetarchive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 )
 
 func TestArchiveCommandErrors(t *testing.T) {
@@ -76,7 +76,7 @@ func TestArchiveCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		files, _ := parquetarchive.ListFiles(context.Background(), client, bucket, "")
+		files, _ := archiveparquet.ListFiles(context.Background(), client, bucket, "")
 		for _, f := range files {
 			_, _ = client.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(f.Key)})
 		}
@@ -84,7 +84,7 @@ func TestArchiveCommands(t *testing.T) {
 	})
 
 	// 60 votes in batches of 20: 3 files; 2 polls; voter-3 votes 3 times.
-	a := &parquetarchive.Archiver{S3: client, Bucket: bucket}
+	a := &archiveparquet.Archiver{S3: client, Bucket: bucket}
 	start := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	perPoll := map[string]int{}
 	for b := 0; b < 3; b++ {
@@ -101,7 +101,7 @@ func TestArchiveCommands(t *testing.T) {
 
 	state := t.TempDir()
 	env := fmt.Sprintf("export AWS_REGION='%s'\nexport AWS_ACCESS_KEY_ID='%s'\nexport AWS_SECRET_ACCESS_KEY='%s'\nexport AWS_ENDPOINT_URL_S3='%s'\nexport AWS_S3_USE_PATH_STYLE='true'\nexport ARCHIVE_BUCKET_NAME='%s'\nexport LEDGER_TABLE_PREFIX='ddbpipe-votes'\n",
-		localstack.Region, localstack.AccessKeyID, localstack.SecretAccessKey, st.S3, bucket)
+		servers.Region, servers.AccessKeyID, servers.SecretAccessKey, st.S3, bucket)
 	if err := os.WriteFile(filepath.Join(state, "local.env"), []byte(env), 0o644); err != nil {
 		t.Fatal(err)
 	}

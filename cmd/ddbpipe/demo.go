@@ -16,13 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
-	"github.com/ddbpipe/ddbpipe/shared/faultproxy"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/runner"
-	"github.com/ddbpipe/ddbpipe/shared/schedule"
-	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/schedule"
+	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 // demo runs the whole pipeline locally with a small workload through every
@@ -43,7 +43,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer logf.Close()
 	began := time.Now()
 	fmt.Fprintln(stdout, "== ddbpipe demo: the whole pipeline on this machine ==")
-	env, err := local.Up(ctx, o)
+	env, err := stack.Up(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func waitRecords(ctx context.Context, r *runner.Runner, want map[string]int, lim
 	}
 }
 
-func report(w io.Writer, env *local.Env) {
+func report(w io.Writer, env *stack.Env) {
 	fmt.Fprintln(w, "\n-- what the runner did")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "function\tinvocations\trecords\terrors\tavg ms\t")
@@ -170,7 +170,7 @@ func report(w io.Writer, env *local.Env) {
 // demoVotes creates a poll through the HTTP API, sends votes with the
 // producer's load mode, waits until the counter has counted them and prints
 // the results read from the shards.
-func demoVotes(ctx context.Context, env *local.Env, n int, w io.Writer) (pollCount, error) {
+func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCount, error) {
 	v := env.Vars
 	poll := fmt.Sprintf("demo-%d", time.Now().Unix())
 	options := []string{"red", "green", "blue", "yellow"}
@@ -184,8 +184,8 @@ func demoVotes(ctx context.Context, env *local.Env, n int, w io.Writer) (pollCou
 		return pollCount{}, fmt.Errorf("create poll: HTTP %d", resp.StatusCode)
 	}
 	fmt.Fprintf(w, "created poll %s (4 options, 8 shards) with POST /polls\n", poll)
-	producer := sqsqueue.NewProducer(env.Clients.SQS, v["VOTES_QUEUE_URL"])
-	load, err := producer.Load(ctx, sqsqueue.LoadOptions{PollID: poll, Options: options, Count: n, DupRate: 0.1, Skew: 0.8, Concurrency: 4})
+	producer := votessqs.NewProducer(env.Clients.SQS, v["VOTES_QUEUE_URL"])
+	load, err := producer.Load(ctx, votessqs.LoadOptions{PollID: poll, Options: options, Count: n, DupRate: 0.1, Skew: 0.8, Concurrency: 4})
 	if err != nil {
 		return pollCount{}, fmt.Errorf("send votes: %w", err)
 	}
@@ -200,7 +200,7 @@ func demoVotes(ctx context.Context, env *local.Env, n int, w io.Writer) (pollCou
 	fmt.Fprintf(w, "sent %d bad votes (not JSON, unknown option, unknown poll)\n", len(bad))
 	start := time.Now()
 	var t votes.Totals
-	store := dynamostore.New(env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
+	store := votesddb.New(env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
 	for {
 		if t, err = votes.Results(ctx, store, poll, time.Now); err != nil {
 			return pollCount{}, err

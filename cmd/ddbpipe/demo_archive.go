@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ddbpipe/ddbpipe/shared/duckarchive"
-	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 )
 
 // demoArchive shows flow 3 on the votes the demo counted: the rotator
@@ -19,13 +19,13 @@ import (
 // `tables rotate` verifies, compacts and retires the month; `archive ls`
 // and `archive query` then read the archive with DuckDB, and the counts per
 // option must equal the counters.
-func demoArchive(ctx context.Context, env *local.Env, counted pollCount, w io.Writer) error {
+func demoArchive(ctx context.Context, env *stack.Env, counted pollCount, w io.Writer) error {
 	state, err := os.MkdirTemp("", "ddbpipe-demo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(state)
-	if err := env.WriteEnvFile(filepath.Join(state, "local.env")); err != nil {
+	if err := env.WriteEnvFile(filepath.Join(state, "stack.env")); err != nil {
 		return err
 	}
 	stateFlag := []string{"-state-dir", state}
@@ -55,7 +55,7 @@ func demoArchive(ctx context.Context, env *local.Env, counted pollCount, w io.Wr
 	}
 
 	// The same query, checked against the counters.
-	db, err := duckarchive.Open(ctx, filepath.Join(state, "archive-cache", env.Vars["ARCHIVE_BUCKET_NAME"]), duckarchive.Filter{})
+	db, err := archiveduckdb.Open(ctx, filepath.Join(state, "archive-cache", env.Vars["ARCHIVE_BUCKET_NAME"]), archiveduckdb.Filter{})
 	if err != nil {
 		return err
 	}
@@ -66,11 +66,11 @@ func demoArchive(ctx context.Context, env *local.Env, counted pollCount, w io.Wr
 	}
 	archived := map[string]int64{}
 	for _, row := range res.Rows {
-		n, err := strconv.ParseInt(duckarchive.Cell(row[1]), 10, 64)
+		n, err := strconv.ParseInt(archiveduckdb.Cell(row[1]), 10, 64)
 		if err != nil {
 			return fmt.Errorf("archive query: count %v: %w", row[1], err)
 		}
-		archived[duckarchive.Cell(row[0])] = n
+		archived[archiveduckdb.Cell(row[0])] = n
 	}
 	for option, n := range counted.totals {
 		if archived[option] != n {

@@ -9,18 +9,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ddbpipe/ddbpipe/shared/local"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsmaint"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
-	"github.com/ddbpipe/ddbpipe/shared/objectsclient"
-	"github.com/ddbpipe/ddbpipe/shared/objectsmaint"
-	"github.com/ddbpipe/ddbpipe/shared/objectstore"
 )
 
 // demoObjects drives the large-object store through its HTTP API: a small
 // and a big document, an update with If-Match and a stale one, a presigned
 // multipart upload, a refused key, a delete whose blob the reaper removes;
 // then it checks that no reference dangles and no blob is orphaned.
-func demoObjects(ctx context.Context, env *local.Env, w io.Writer) error {
+func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	v := env.Vars
 	c := objectsclient.New(v["API_URL"], nil)
 	run := time.Now().Format("150405")
@@ -89,7 +89,7 @@ func demoObjects(ctx context.Context, env *local.Env, w io.Writer) error {
 
 	// The invariant: once the reaper has caught up, no reference names a
 	// missing payload and no payload lacks a reference.
-	refs := objectstore.NewRefs(env.Clients.DynamoDB, v["OBJECTS_TABLE_NAME"])
+	refs := objectsddb.NewRefs(env.Clients.DynamoDB, v["OBJECTS_TABLE_NAME"])
 	bucket := objectsmaint.NewBucket(env.Clients.S3, v["OBJECTS_BUCKET_NAME"])
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -18,10 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/localstack"
+	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
 func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -36,7 +36,7 @@ func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	start := time.Now()
-	if err := localstack.Install(ctx, localstack.Options{Root: dir, Log: stdout}); err != nil {
+	if err := servers.Install(ctx, servers.Options{Root: dir, Log: stdout}); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "local servers installed (%s)\n", time.Since(start).Round(100*time.Millisecond))
@@ -54,7 +54,7 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	u.params = paramFlags{}
 	fs.StringVar(&u.root, "root", "", "repository root (default: the folder holding template.yaml)")
 	fs.StringVar(&u.dataDir, "data-dir", "", "keep tables and objects in this folder between runs (default: in memory)")
-	fs.StringVar(&u.stateDir, "state-dir", "", "where local.env, the pid file and the logs go (default: <root>/.ddbpipe)")
+	fs.StringVar(&u.stateDir, "state-dir", "", "where stack.env, the pid file and the logs go (default: <root>/.ddbpipe)")
 	fs.StringVar(&u.logFile, "log-file", "", "functions' JSON logs (default: <state-dir>/functions.log)")
 	fs.Var(u.params, "param", "template parameter override Name=Value (repeatable)")
 	fs.Float64Var(&u.keyLimit, "key-write-limit", 0, "per-partition-key write units/s enforced by the DynamoDB proxy (AWS: 1000; 0: off)")
@@ -62,10 +62,10 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&u.lambdaPort, "lambda-port", 0, "Lambda API port (default: a free port)")
 }
 
-func (u *upFlags) options(stdout io.Writer) (local.Options, *os.File, error) {
+func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 	dir, err := findRoot(u.root)
 	if err != nil {
-		return local.Options{}, nil, err
+		return stack.Options{}, nil, err
 	}
 	if u.stateDir == "" {
 		u.stateDir = filepath.Join(dir, ".ddbpipe")
@@ -74,14 +74,14 @@ func (u *upFlags) options(stdout io.Writer) (local.Options, *os.File, error) {
 		u.logFile = filepath.Join(u.stateDir, "functions.log")
 	}
 	if err := os.MkdirAll(filepath.Dir(u.logFile), 0o755); err != nil {
-		return local.Options{}, nil, err
+		return stack.Options{}, nil, err
 	}
 	logf, err := os.Create(u.logFile)
 	if err != nil {
-		return local.Options{}, nil, err
+		return stack.Options{}, nil, err
 	}
-	return local.Options{
-		Root: dir, DataDir: u.dataDir, Params: u.params, Setups: functions.All,
+	return stack.Options{
+		Root: dir, DataDir: u.dataDir, Params: u.params, Setups: registry.All,
 		Progress: stdout, FunctionLog: logf, KeyWriteLimit: u.keyLimit,
 		APIPort: u.apiPort, LambdaPort: u.lambdaPort,
 	}, logf, nil
@@ -101,11 +101,11 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer logf.Close()
 	stateDir := u.stateDir
-	pidFile := filepath.Join(stateDir, "local.pid")
+	pidFile := filepath.Join(stateDir, "stack.pid")
 	if pid, ok := runningPID(pidFile); ok {
 		return fmt.Errorf("a local stack is already running (pid %d): `ddbpipe local down` stops it", pid)
 	}
-	env, err := local.Up(ctx, o)
+	env, err := stack.Up(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := env.Start(ctx); err != nil {
 		return err
 	}
-	envFile := filepath.Join(stateDir, "local.env")
+	envFile := filepath.Join(stateDir, "stack.env")
 	if err := env.WriteEnvFile(envFile); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	pidFile := filepath.Join(stateDir, "local.pid")
+	pidFile := filepath.Join(stateDir, "stack.pid")
 	pid, ok := runningPID(pidFile)
 	if !ok {
 		fmt.Fprintln(stdout, "no local stack is running")
@@ -217,7 +217,7 @@ func stateFolder(root, state string) (string, error) {
 	return filepath.Join(dir, ".ddbpipe"), nil
 }
 
-// loadEnvFile reads a local.env written by `local up` into a map.
+// loadEnvFile reads a stack.env written by `local up` into a map.
 func loadEnvFile(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -253,7 +253,7 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	vars, err := loadEnvFile(filepath.Join(stateDir, "local.env"))
+	vars, err := loadEnvFile(filepath.Join(stateDir, "stack.env"))
 	if err != nil {
 		return err
 	}

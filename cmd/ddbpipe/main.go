@@ -23,7 +23,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ddbpipe/ddbpipe/shared/localstack"
+	"github.com/ddbpipe/ddbpipe/local/servers"
 )
 
 // errUsage marks a command line that does not parse; main prints usage.
@@ -98,8 +98,8 @@ func findRoot(flagValue string) (string, error) {
 	if flagValue != "" {
 		return filepath.Abs(flagValue)
 	}
-	root, err := localstack.FindRoot(".")
-	if errors.Is(err, localstack.ErrNoRoot) {
+	root, err := servers.FindRoot(".")
+	if errors.Is(err, servers.ErrNoRoot) {
 		return "", errors.New("no template.yaml here or above: run inside the ddbpipe repository or pass -root")
 	}
 	return root, err

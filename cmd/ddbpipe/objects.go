@@ -11,8 +11,8 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"github.com/ddbpipe/ddbpipe/shared/objectsclient"
-	"github.com/ddbpipe/ddbpipe/shared/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 )
 
 // objectsFlags are the flags every objects command takes.

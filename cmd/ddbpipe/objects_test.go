@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/local"
-	"github.com/ddbpipe/ddbpipe/shared/localstack"
-	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
+	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/local/stack"
 )
 
 // TestObjectsCommands drives put, get, update (read-modify-write with a
@@ -23,11 +23,11 @@ func TestObjectsCommands(t *testing.T) {
 		t.Skip("curl is needed to play the racing writer")
 	}
 	ctx := context.Background()
-	root, err := localstack.FindRoot(".")
+	root, err := servers.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := local.Up(ctx, local.Options{Root: root, Setups: functions.All})
+	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All})
 	if err != nil {
 		t.Fatal(err)
 	}

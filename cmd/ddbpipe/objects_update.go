@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/ddbpipe/ddbpipe/shared/objectsclient"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 )
 
 // objectsUpdate is a read-modify-write: the latest version goes through a

@@ -17,11 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ddbpipe/ddbpipe/functions"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/lambdaesm"
-	"github.com/ddbpipe/ddbpipe/shared/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveesm"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
 // tables dispatches `tables rotate` and `tables ls`.
@@ -69,14 +69,14 @@ func first(getenv func(string) string, names ...string) string {
 
 // rotator builds the rotator the function runs, configured from the
 // function's variables or the stack's outputs (local.env).
-func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*rotation.Rotator, functions.RotatorConfig, error) {
+func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*rotation.Rotator, archivelambda.RotatorConfig, error) {
 	getenv, err := stackEnv(*c.root, *c.state)
 	if err != nil {
-		return nil, functions.RotatorConfig{}, err
+		return nil, archivelambda.RotatorConfig{}, err
 	}
 	cfg, err := awsenv.FromVars(ctx, getenv)
 	if err != nil {
-		return nil, functions.RotatorConfig{}, err
+		return nil, archivelambda.RotatorConfig{}, err
 	}
 	num := func(def int, names ...string) int {
 		if n, err := strconv.Atoi(first(getenv, names...)); err == nil {
@@ -84,7 +84,7 @@ func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*rotatio
 		}
 		return def
 	}
-	rc := functions.RotatorConfig{
+	rc := archivelambda.RotatorConfig{
 		LedgerPrefix:        getenv("LEDGER_TABLE_PREFIX"),
 		Bucket:              first(getenv, "ARCHIVE_BUCKET", "ARCHIVE_BUCKET_NAME"),
 		GraceDays:           num(2, "ARCHIVE_GRACE_DAYS"),
@@ -120,7 +120,7 @@ func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*rotatio
 	if len(missing) > 0 {
 		return nil, rc, fmt.Errorf("%s not set: export them, or run `ddbpipe local up`", strings.Join(missing, ", "))
 	}
-	return functions.NewRotation(cfg, rc, log), rc, nil
+	return archivelambda.NewRotation(cfg, rc, log), rc, nil
 }
 
 func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -277,7 +277,7 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, n := range plan.Retire {
 		phase[n] = "cold: retire"
 	}
-	esm, _ := r.Subscriptions.(*lambdaesm.Mappings)
+	esm, _ := r.Subscriptions.(*archiveesm.Mappings)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tPHASE\tSTATUS\tSTREAM\tSUBSCRIBED\tPROTECTED\tBILLING")
 	for _, t := range tables {

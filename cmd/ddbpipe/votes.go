@@ -14,9 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/dynamostore"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
 
 // stackEnv looks names up in the process environment first, then in the
@@ -39,7 +39,7 @@ func stackEnv(root, state string) (func(string) string, error) {
 }
 
 // votesStore opens the votes store named by the flags or the environment.
-func votesStore(ctx context.Context, root, state, table string) (*dynamostore.Votes, error) {
+func votesStore(ctx context.Context, root, state, table string) (*votesddb.Votes, error) {
 	getenv, err := stackEnv(root, state)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func votesStore(ctx context.Context, root, state, table string) (*dynamostore.Vo
 	if err != nil {
 		return nil, err
 	}
-	return dynamostore.New(awsenv.DynamoDB(cfg), table, getenv("LEDGER_TABLE_PREFIX")), nil
+	return votesddb.New(awsenv.DynamoDB(cfg), table, getenv("LEDGER_TABLE_PREFIX")), nil
 }
 
 func pollsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ddbpipe/ddbpipe/shared/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/sqsqueue"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 // votesSend sends votes to the votes queue: a generated workload on one
@@ -65,8 +65,8 @@ func (f *votesSendFlags) register(fs *flag.FlagSet) {
 }
 
 // load checks the flags and turns them into the workload.
-func (f *votesSendFlags) load() (sqsqueue.LoadOptions, error) {
-	o := sqsqueue.LoadOptions{PollID: f.poll, Count: f.count, Rate: f.rate, DupRate: f.dupRate, Skew: f.skew, Voters: f.voters, Concurrency: f.workers}
+func (f *votesSendFlags) load() (votessqs.LoadOptions, error) {
+	o := votessqs.LoadOptions{PollID: f.poll, Count: f.count, Rate: f.rate, DupRate: f.dupRate, Skew: f.skew, Voters: f.voters, Concurrency: f.workers}
 	switch {
 	case f.poll == "":
 		return o, errors.New("--poll is required")
@@ -162,7 +162,7 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return fmt.Errorf("votes send: %w", err)
 	}
-	producer := sqsqueue.NewProducer(sqs.NewFromConfig(cfg), queueURL)
+	producer := votessqs.NewProducer(sqs.NewFromConfig(cfg), queueURL)
 
 	var bar *votesProgressBar
 	if !f.quiet && (f.progress || votesIsTerminal(stderr)) {
@@ -190,7 +190,7 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 }
 
 // votesSummary is the one line printed at the end.
-func votesSummary(r sqsqueue.LoadResult, options []string, queueURL string) string {
+func votesSummary(r votessqs.LoadResult, options []string, queueURL string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sent %s votes on poll %s", votesCommas(r.Sent), r.PollID)
 	if r.Duplicates > 0 {

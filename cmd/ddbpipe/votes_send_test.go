@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ddbpipe/ddbpipe/shared/localstack"
-	"github.com/ddbpipe/ddbpipe/shared/localstack/stacktest"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -94,7 +94,7 @@ func TestVotesSendCommas(t *testing.T) {
 }
 
 // votesSendStack returns the package's local servers (see stacktest).
-func votesSendStack(t *testing.T) *localstack.Stack {
+func votesSendStack(t *testing.T) *servers.Stack {
 	t.Helper()
 	return stacktest.Need(t)
 }
@@ -104,12 +104,12 @@ func TestMain(m *testing.M) { stacktest.Main(m) }
 func TestVotesSendToLocalQueue(t *testing.T) {
 	s := votesSendStack(t)
 	vars := map[string]string{
-		"AWS_REGION": localstack.Region, "AWS_ACCESS_KEY_ID": localstack.AccessKeyID,
-		"AWS_SECRET_ACCESS_KEY": localstack.SecretAccessKey, "AWS_ENDPOINT_URL_SQS": s.SQS,
+		"AWS_REGION": servers.Region, "AWS_ACCESS_KEY_ID": servers.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY": servers.SecretAccessKey, "AWS_ENDPOINT_URL_SQS": s.SQS,
 	}
 	client := sqs.New(sqs.Options{
-		Region: localstack.Region, BaseEndpoint: aws.String(s.SQS),
-		Credentials: credentials.NewStaticCredentialsProvider(localstack.AccessKeyID, localstack.SecretAccessKey, ""),
+		Region: servers.Region, BaseEndpoint: aws.String(s.SQS),
+		Credentials: credentials.NewStaticCredentialsProvider(servers.AccessKeyID, servers.SecretAccessKey, ""),
 	})
 	q, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("votes-send-%d", time.Now().UnixNano()))})
 	if err != nil {

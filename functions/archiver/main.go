@@ -1,9 +1,9 @@
-// Command archiver is the Archiver Lambda function; its wiring is functions.Archiver.
+// Command archiver is the archiver Lambda function: DynamoDB stream records written as Parquet to the archive.
 package main
 
 import (
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
-func main() { lambdafn.Start(functions.Archiver) }
+func main() { lambdafn.Start(archivelambda.SetupArchiver) }

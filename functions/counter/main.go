@@ -1,9 +1,9 @@
-// Command counter is the Counter Lambda function; its wiring is functions.Counter.
+// Command counter is the counter Lambda function: SQS batches of votes counted into sharded counters and the monthly ledger.
 package main
 
 import (
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
 )
 
-func main() { lambdafn.Start(functions.Counter) }
+func main() { lambdafn.Start(voteslambda.SetupCounter) }

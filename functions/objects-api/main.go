@@ -1,9 +1,9 @@
-// Command objects-api is the ObjectsAPI Lambda function; its wiring is functions.ObjectsAPI.
+// Command objects-api is the objects-api Lambda function: documents, versions and presigned uploads under /objects/{key+}.
 package main
 
 import (
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
-func main() { lambdafn.Start(functions.ObjectsAPI) }
+func main() { lambdafn.Start(objectslambda.SetupAPI) }

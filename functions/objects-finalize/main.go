@@ -1,9 +1,9 @@
-// Command objects-finalize is the ObjectsFinalize Lambda function; its wiring is functions.ObjectsFinalize.
+// Command objects-finalize is the objects-finalize Lambda function: finished uploads turned into verified versions.
 package main
 
 import (
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
-func main() { lambdafn.Start(functions.ObjectsFinalize) }
+func main() { lambdafn.Start(objectslambda.SetupFinalize) }

@@ -1,9 +1,9 @@
-// Command objects-reaper is the ObjectsReaper Lambda function; its wiring is functions.ObjectsReaper.
+// Command objects-reaper is the objects-reaper Lambda function: the payloads of removed versions deleted, from the objects table's stream.
 package main
 
 import (
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
-func main() { lambdafn.Start(functions.ObjectsReaper) }
+func main() { lambdafn.Start(objectslambda.SetupReaper) }

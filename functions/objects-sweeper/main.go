@@ -1,9 +1,9 @@
-// Command objects-sweeper is the ObjectsSweeper Lambda function; its wiring is functions.ObjectsSweeper.
+// Command objects-sweeper is the objects-sweeper Lambda function: orphan blobs and chunk items removed after their grace.
 package main
 
 import (
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
-func main() { lambdafn.Start(functions.ObjectsSweeper) }
+func main() { lambdafn.Start(objectslambda.SetupSweeper) }

@@ -1,9 +1,9 @@
-// Command rotator is the Rotator Lambda function; its wiring is functions.Rotator.
+// Command rotator is the rotator Lambda function: monthly ledger tables created, subscribed, verified, compacted and retired.
 package main
 
 import (
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
-func main() { lambdafn.Start(functions.Rotator) }
+func main() { lambdafn.Start(archivelambda.SetupRotator) }

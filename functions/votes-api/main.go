@@ -1,9 +1,9 @@
-// Command votes-api is the VotesAPI Lambda function; its wiring is functions.VotesAPI.
+// Command votes-api is the votes-api Lambda function: polls and results over the HTTP API.
 package main
 
 import (
-	"github.com/ddbpipe/ddbpipe/functions"
-	"github.com/ddbpipe/ddbpipe/shared/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
 )
 
-func main() { lambdafn.Start(functions.VotesAPI) }
+func main() { lambdafn.Start(voteslambda.SetupVotesAPI) }

@@ -4,7 +4,7 @@
 //
 // It is the domain: plain Go values in, rows, object keys, verification
 // reports, compaction plans and manifests out. It imports no AWS package;
-// shared/parquetarchive turns Lambda stream events into Records, encodes
+// shared/archive/archiveparquet turns Lambda stream events into Records, encodes
 // Rows as Parquet and talks to S3.
 //
 // # Rows

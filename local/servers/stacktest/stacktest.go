@@ -1,0 +1,80 @@
+// Package stacktest gives a package's integration tests the real local
+// servers: started once for the test binary on first use, stopped when it
+// ends. Tests skip under -short, and skip when the servers cannot start
+// (no Java or Node) unless DDBPIPE_REQUIRE_STACK=1 makes that a failure.
+//
+//	func TestMain(m *testing.M) { stacktest.Main(m) }
+//	func TestX(t *testing.T) { st := stacktest.Need(t); ... st.DynamoDB ... }
+package stacktest
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+)
+
+var (
+	once  sync.Once
+	stack *servers.Stack
+	err   error
+)
+
+// Main runs the tests and stops the servers if a test started them.
+func Main(m *testing.M) {
+	code := m.Run()
+	if stack != nil {
+		_ = stack.Stop()
+	}
+	os.Exit(code)
+}
+
+// Need returns the running servers, starting them on first use.
+func Need(tb testing.TB) *servers.Stack {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs the local servers (-short)")
+	}
+	once.Do(func() {
+		root, rerr := servers.FindRoot(".")
+		if rerr != nil {
+			err = rerr
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		stack, err = servers.Start(ctx, servers.Options{Root: root, Log: os.Stderr})
+	})
+	if stack == nil {
+		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
+			tb.Fatalf("local servers did not start: %v", err)
+		}
+		tb.Skipf("local servers not available: %v", err)
+	}
+	return stack
+}
+
+// Config returns an AWS configuration for the servers; extra variables
+// (e.g. an endpoint through a proxy) override the defaults.
+func Config(tb testing.TB, st *servers.Stack, extra map[string]string) aws.Config {
+	tb.Helper()
+	vars := map[string]string{
+		"AWS_REGION": servers.Region, "AWS_ACCESS_KEY_ID": servers.AccessKeyID, "AWS_SECRET_ACCESS_KEY": servers.SecretAccessKey,
+		"AWS_ENDPOINT_URL_DYNAMODB": st.DynamoDB, "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": st.DynamoDB,
+		"AWS_ENDPOINT_URL_SQS": st.SQS, "AWS_ENDPOINT_URL_S3": st.S3, "AWS_S3_USE_PATH_STYLE": "true",
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	cfg, cerr := awsenv.FromVars(context.Background(), func(k string) string { return vars[k] })
+	if cerr != nil {
+		tb.Fatal(cerr)
+	}
+	return cfg
+}

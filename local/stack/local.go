@@ -1,0 +1,452 @@
+// Package stack runs the whole pipeline on one machine: the local AWS servers
+// (localstack), a fault-injection proxy in front of each, the template's
+// resources provisioned on them, and the runner hosting every function with
+// its event sources, an HTTP API and a Lambda API endpoint.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbpipe/ddbpipe/local/cfn"
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/httpapi"
+	"github.com/ddbpipe/ddbpipe/local/provision"
+	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+)
+
+// Options configures a local stack.
+type Options struct {
+	Root      string            // repository root: template.yaml and .local live here
+	Template  string            // default Root/template.yaml
+	StackName string            // default "ddbpipe"
+	Params    map[string]string // template parameter overrides
+	DataDir   string            // persistent data; "" for in-memory
+	Setups    map[string]lambdafn.Setup
+	// Progress receives human progress lines; FunctionLog receives the
+	// functions' and runner's structured logs. nil discards.
+	Progress    io.Writer
+	FunctionLog io.Writer
+	LogLevel    slog.Level
+	// KeyWriteLimit turns on the DynamoDB proxy's per-partition-key write
+	// limit (write units per second, AWS: 1000); 0 leaves it off.
+	KeyWriteLimit float64
+	// APIPort and LambdaPort pin the local HTTP API and Lambda API ports (0: free).
+	APIPort, LambdaPort int
+}
+
+// Env is a running local stack.
+type Env struct {
+	Servers *servers.Stack
+	Proxies map[faultproxy.Service]*faultproxy.Proxy
+	// ProxyURLs are the proxies' base URLs: what clients use as endpoints.
+	ProxyURLs map[faultproxy.Service]string
+	Stack     *provision.Stack
+	Runner    *runner.Runner
+	AWS       aws.Config
+	// Vars are the variables a client needs (endpoints, region, dummy
+	// credentials) plus every template output in UPPER_SNAKE_CASE.
+	Vars      map[string]string
+	APIURL    string
+	LambdaURL string
+	Clients   provision.Clients
+	Streams   *dynamodbstreams.Client
+
+	servers []*http.Server
+	stop    func()
+	log     *slog.Logger
+	flog    io.Writer
+}
+
+// Up starts the servers and proxies, provisions the template and hosts the
+// functions. Call Start to drive the event sources and Close to end it all.
+func Up(ctx context.Context, o Options) (_ *Env, err error) {
+	if o.Template == "" {
+		o.Template = filepath.Join(o.Root, "template.yaml")
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	flog := o.FunctionLog
+	if flog == nil {
+		flog = io.Discard
+	}
+	e := &Env{flog: flog, Proxies: map[faultproxy.Service]*faultproxy.Proxy{}, ProxyURLs: map[faultproxy.Service]string{}, log: slog.New(slog.NewJSONHandler(flog, &slog.HandlerOptions{Level: o.LogLevel}))}
+	defer func() {
+		if err != nil {
+			_ = e.Close()
+		}
+	}()
+	tpl, err := cfn.ParseFile(o.Template)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	e.Servers, err = servers.Start(ctx, servers.Options{Root: o.Root, DataDir: o.DataDir, Log: progress})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "local servers up in %s\n", time.Since(start).Round(100*time.Millisecond))
+
+	upstream := map[faultproxy.Service]string{faultproxy.DynamoDB: e.Servers.DynamoDB, faultproxy.SQS: e.Servers.SQS, faultproxy.S3: e.Servers.S3}
+	for _, svc := range []faultproxy.Service{faultproxy.DynamoDB, faultproxy.SQS, faultproxy.S3} {
+		opts := []faultproxy.Option{faultproxy.WithLogger(e.log)}
+		if svc == faultproxy.DynamoDB && o.KeyWriteLimit > 0 {
+			opts = append(opts, faultproxy.WithKeyWriteLimit(o.KeyWriteLimit))
+		}
+		p, err := faultproxy.New(svc, upstream[svc], opts...)
+		if err != nil {
+			return nil, err
+		}
+		url, err := p.Start()
+		if err != nil {
+			return nil, err
+		}
+		e.Proxies[svc] = p
+		e.ProxyURLs[svc] = url
+	}
+
+	apiLn, err := listen(o.APIPort)
+	if err != nil {
+		return nil, err
+	}
+	lambdaLn, err := listen(o.LambdaPort)
+	if err != nil {
+		apiLn.Close()
+		return nil, err
+	}
+	e.APIURL = "http://" + apiLn.Addr().String()
+	e.LambdaURL = "http://" + lambdaLn.Addr().String()
+
+	e.Vars = map[string]string{
+		"AWS_REGION":                        servers.Region,
+		"AWS_DEFAULT_REGION":                servers.Region,
+		"AWS_ACCESS_KEY_ID":                 servers.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY":             servers.SecretAccessKey,
+		"AWS_ENDPOINT_URL_DYNAMODB":         e.ProxyURLs[faultproxy.DynamoDB],
+		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": e.ProxyURLs[faultproxy.DynamoDB],
+		"AWS_ENDPOINT_URL_SQS":              e.ProxyURLs[faultproxy.SQS],
+		"AWS_ENDPOINT_URL_S3":               e.ProxyURLs[faultproxy.S3],
+		"AWS_ENDPOINT_URL_LAMBDA":           e.LambdaURL,
+		"AWS_S3_USE_PATH_STYLE":             "true",
+		"AWS_EC2_METADATA_DISABLED":         "true",
+	}
+	e.AWS, err = awsenv.FromVars(ctx, func(k string) string { return e.Vars[k] })
+	if err != nil {
+		return nil, err
+	}
+	e.Clients = provision.Clients{
+		DynamoDB: awsenv.DynamoDB(e.AWS),
+		SQS:      sqs.NewFromConfig(e.AWS),
+		S3:       awsenv.S3(e.AWS),
+	}
+	e.Streams = dynamodbstreams.NewFromConfig(e.AWS)
+
+	start = time.Now()
+	e.Stack, err = provision.Up(ctx, tpl, e.Clients, provision.Options{
+		StackName: o.StackName, Region: servers.Region, Params: o.Params, APIURL: e.APIURL, Log: e.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range e.Stack.OutputEnv() {
+		e.Vars[k] = v
+	}
+	fmt.Fprintf(progress, "provisioned %d resources from %s in %s\n", len(e.Stack.Resources), filepath.Base(o.Template), time.Since(start).Round(10*time.Millisecond))
+	for _, s := range e.Stack.Skipped {
+		fmt.Fprintf(progress, "  note: %s\n", s)
+	}
+
+	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(servers.Region))
+	e.Runner.SetWiring(runner.Wiring{Streams: e.Streams, SQS: e.Clients.SQS, QueueURL: e.queueURL})
+	routes, err := e.host(ctx, o.Setups)
+	if err != nil {
+		return nil, err
+	}
+	api, err := httpapi.NewServer(routes, e.Runner.Invoke)
+	if err != nil {
+		return nil, err
+	}
+	e.serve(apiLn, api)
+	e.serve(lambdaLn, e.Runner.LambdaAPI())
+	e.Proxies[faultproxy.S3].Observe(e.notifyS3)
+	return e, nil
+}
+
+func listen(port int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("local: listen on 127.0.0.1:%d: %w", port, err)
+	}
+	return ln, nil
+}
+
+func (e *Env) serve(ln net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	e.servers = append(e.servers, srv)
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// queueURL maps a queue ARN to its URL.
+func (e *Env) queueURL(arn string) (string, bool) {
+	id, ok := e.Stack.ResourceByRef(arn)
+	if !ok || e.Stack.Resources[id].Type != cfn.TypeQueue {
+		return "", false
+	}
+	return e.Stack.Resources[id].Ref, true
+}
+
+// host sets every function up and registers its event sources; it returns
+// the HTTP API routes.
+func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup) ([]httpapi.Route, error) {
+	fns, err := e.Stack.Functions()
+	if err != nil {
+		return nil, err
+	}
+	var routes []httpapi.Route
+	for _, f := range fns {
+		setup, ok := setups[f.LogicalID]
+		if !ok {
+			return nil, fmt.Errorf("local: function %s has no Setup (add it to functions.All)", f.LogicalID)
+		}
+		env := map[string]string{
+			"AWS_REGION": servers.Region, "AWS_LAMBDA_FUNCTION_NAME": f.Name,
+			"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": strconv.Itoa(f.MemoryMB), "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+		}
+		for k, v := range f.Env {
+			env[k] = v
+		}
+		h, err := setup(ctx, lambdafn.Env{
+			Getenv:  func(k string) string { return env[k] },
+			AWS:     e.AWS,
+			Log:     e.log.With("function", f.LogicalID),
+			Metrics: e.flog,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("local: set up %s: %w", f.LogicalID, err)
+		}
+		if err := e.Runner.AddFunction(runner.Function{
+			LogicalID: f.LogicalID, Name: f.Name, ARN: f.ARN, Timeout: f.Timeout, Handler: lambda.NewHandler(h),
+		}); err != nil {
+			return nil, err
+		}
+		for _, ev := range f.Events {
+			r, err := e.mapEvent(f, ev)
+			if err != nil {
+				return nil, fmt.Errorf("local: %s event %s: %w", f.LogicalID, ev.Name, err)
+			}
+			routes = append(routes, r...)
+		}
+	}
+	return routes, nil
+}
+
+func (e *Env) mapEvent(f provision.Function, ev provision.Event) ([]httpapi.Route, error) {
+	p := ev.Properties
+	switch ev.Type {
+	case "SQS":
+		arn := cfn.Scalar(p["Queue"])
+		url, ok := e.queueURL(arn)
+		if !ok {
+			return nil, fmt.Errorf("queue %s is not in the template", arn)
+		}
+		_, err := e.Runner.AddSQS(e.Clients.SQS, runner.SQSMapping{
+			Function: f.LogicalID, QueueURL: url, QueueARN: arn,
+			BatchSize: num(p["BatchSize"], 10), Window: seconds(p["MaximumBatchingWindowInSeconds"]),
+			ReportBatchItemFailures: hasString(p["FunctionResponseTypes"], "ReportBatchItemFailures"),
+			MaxConcurrency:          num(obj(p["ScalingConfig"])["MaximumConcurrency"], 2),
+		})
+		return nil, err
+	case "DynamoDB":
+		m := runner.StreamMapping{
+			Function: f.LogicalID, StreamARN: cfn.Scalar(p["Stream"]), StartingPosition: cfn.Scalar(p["StartingPosition"]),
+			BatchSize: num(p["BatchSize"], 100), Window: seconds(p["MaximumBatchingWindowInSeconds"]),
+			ReportBatchItemFailures: hasString(p["FunctionResponseTypes"], "ReportBatchItemFailures"),
+			Bisect:                  cfn.Scalar(p["BisectBatchOnFunctionError"]) == "true",
+			MaxRetryAttempts:        num(p["MaximumRetryAttempts"], -1),
+			MaxRecordAge:            seconds(p["MaximumRecordAgeInSeconds"]),
+		}
+		if dest := cfn.Scalar(obj(obj(p["DestinationConfig"])["OnFailure"])["Destination"]); dest != "" {
+			url, ok := e.queueURL(dest)
+			if !ok {
+				return nil, fmt.Errorf("on-failure destination %s is not a queue of the template", dest)
+			}
+			m.OnFailureQueueURL = url
+		}
+		_, err := e.Runner.AddStream(e.Streams, e.Clients.SQS, m)
+		return nil, err
+	case "Schedule", "ScheduleV2":
+		expr := cfn.Scalar(p["Schedule"])
+		if expr == "" {
+			expr = cfn.Scalar(p["ScheduleExpression"])
+		}
+		_, err := e.Runner.AddSchedule(runner.ScheduleMapping{
+			Function: f.LogicalID, Expression: expr, Disabled: cfn.Scalar(p["Enabled"]) == "false",
+			RuleARN: fmt.Sprintf("arn:aws:events:%s:000000000000:rule/%s-%s", servers.Region, f.Name, ev.Name),
+		})
+		return nil, err
+	case "HttpApi":
+		method := strings.ToUpper(cfn.Scalar(p["Method"]))
+		if method == "" {
+			method = "ANY"
+		}
+		path := cfn.Scalar(p["Path"])
+		if path == "" {
+			path = "/{proxy+}"
+		}
+		return []httpapi.Route{{Method: method, Path: path, Function: f.LogicalID}}, nil
+	case "S3":
+		var events []string
+		switch x := p["Events"].(type) {
+		case string:
+			events = []string{x}
+		case []any:
+			for _, s := range x {
+				events = append(events, cfn.Scalar(s))
+			}
+		}
+		m := runner.S3Mapping{Function: f.LogicalID, Bucket: cfn.Scalar(p["Bucket"]), Events: events}
+		rules, _ := obj(obj(p["Filter"])["S3Key"])["Rules"].([]any)
+		for _, r := range rules {
+			rm := obj(r)
+			switch strings.ToLower(cfn.Scalar(rm["Name"])) {
+			case "prefix":
+				m.Prefix = cfn.Scalar(rm["Value"])
+			case "suffix":
+				m.Suffix = cfn.Scalar(rm["Value"])
+			}
+		}
+		return nil, e.Runner.AddS3(m)
+	}
+	return nil, fmt.Errorf("event type %q is not supported locally", ev.Type)
+}
+
+// notifyS3 turns an object creation seen by the S3 proxy into a notification.
+func (e *Env) notifyS3(ex faultproxy.Exchange) {
+	if !ex.ObjectCreated() {
+		return
+	}
+	o := runner.S3Object{Bucket: ex.Operation.Bucket, Key: ex.Operation.Key, Size: ex.ObjectSize, ETag: ex.ETag, VersionID: ex.VersionID}
+	switch ex.Operation.Action {
+	case "PutObject":
+		o.Event = "Put"
+	case "CopyObject":
+		o.Event = "Copy"
+	default:
+		o.Event = "CompleteMultipartUpload"
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if o.Size < 0 {
+			in := &s3.HeadObjectInput{Bucket: aws.String(o.Bucket), Key: aws.String(o.Key)}
+			if o.VersionID != "" {
+				in.VersionId = aws.String(o.VersionID)
+			}
+			if h, err := e.Clients.S3.HeadObject(ctx, in); err == nil {
+				o.Size = aws.ToInt64(h.ContentLength)
+			}
+		}
+		e.Runner.ObjectCreated(ctx, o)
+	}()
+}
+
+// Start drives the event sources until Close.
+func (e *Env) Start(ctx context.Context) error {
+	stop, err := e.Runner.Start(ctx)
+	if err != nil {
+		return err
+	}
+	e.stop = stop
+	return nil
+}
+
+// Close stops the runner, the HTTP servers, the proxies and the servers.
+func (e *Env) Close() error {
+	if e.stop != nil {
+		e.stop()
+		e.stop = nil
+	}
+	var errs []error
+	for _, s := range e.servers {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, s.Shutdown(ctx))
+		cancel()
+	}
+	e.servers = nil
+	for _, p := range e.Proxies {
+		errs = append(errs, p.Close())
+	}
+	e.Proxies = map[faultproxy.Service]*faultproxy.Proxy{}
+	if e.Servers != nil {
+		errs = append(errs, e.Servers.Stop())
+		e.Servers = nil
+	}
+	return errors.Join(errs...)
+}
+
+// WriteEnvFile writes Vars as a shell-sourceable file (export NAME='value').
+func (e *Env) WriteEnvFile(path string) error {
+	keys := make([]string, 0, len(e.Vars))
+	for k := range e.Vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# ddbpipe local stack — source this file: . .ddbpipe/local.env\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s='%s'\n", k, strings.ReplaceAll(e.Vars[k], "'", `'\''`))
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("local: write env file: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("local: write env file: %w", err)
+	}
+	return nil
+}
+
+func num(v any, def int) int {
+	if n, err := strconv.Atoi(cfn.Scalar(v)); err == nil {
+		return n
+	}
+	return def
+}
+
+func seconds(v any) time.Duration { return time.Duration(num(v, 0)) * time.Second }
+
+func obj(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func hasString(v any, s string) bool {
+	l, _ := v.([]any)
+	for _, x := range l {
+		if cfn.Scalar(x) == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,432 @@
+// Package archiveddb is the rotator's adapter to DynamoDB's control plane
+// and to DynamoDB Streams: it creates and updates the monthly ledger tables
+// (the key schema of shared/votes/votesddb's ledger, a NEW_AND_OLD_IMAGES
+// stream, PITR, deletion protection, tags), reads them with a parallel Scan
+// into the archive's verification state, lists what their streams still
+// hold, and deletes them. It implements rotation.Tables and rotation.Streams.
+//
+// Against a local server (Local set: the configuration overrides the
+// DynamoDB endpoint, see awsenv.Overridden) a feature the server refuses —
+// PITR, deletion protection or tags on DynamoDB Local — is skipped with a
+// logged note and kept in Notes. Against AWS every refusal is an error.
+package archiveddb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+)
+
+// API is the part of DynamoDB the adapter uses; *dynamodb.Client satisfies it.
+type API interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
+	DeleteTable(ctx context.Context, in *dynamodb.DeleteTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteTableOutput, error)
+	ListTables(ctx context.Context, in *dynamodb.ListTablesInput, opts ...func(*dynamodb.Options)) (*dynamodb.ListTablesOutput, error)
+	UpdateContinuousBackups(ctx context.Context, in *dynamodb.UpdateContinuousBackupsInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateContinuousBackupsOutput, error)
+	DescribeContinuousBackups(ctx context.Context, in *dynamodb.DescribeContinuousBackupsInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeContinuousBackupsOutput, error)
+	TagResource(ctx context.Context, in *dynamodb.TagResourceInput, opts ...func(*dynamodb.Options)) (*dynamodb.TagResourceOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+var (
+	_ API             = (*dynamodb.Client)(nil)
+	_ rotation.Tables = (*Tables)(nil)
+)
+
+// Tables manages monthly tables.
+type Tables struct {
+	DB API
+	// Local: the endpoint is a local server; refused features degrade to
+	// a logged note instead of failing.
+	Local bool
+	Log   *slog.Logger
+	// Segments of the parallel Scan (default 4).
+	Segments int
+	// ActiveWait bounds each wait for a table to become active (default 2 min).
+	ActiveWait time.Duration
+
+	mu    sync.Mutex
+	notes []string
+}
+
+// Notes lists what a local server refused, once each.
+func (t *Tables) Notes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.notes...)
+}
+
+func (t *Tables) log() *slog.Logger {
+	if t.Log != nil {
+		return t.Log
+	}
+	return slog.Default()
+}
+
+// degrade returns nil for an API error a local server answered (it does
+// not support the feature) and notes it; any other error is returned.
+func (t *Tables) degrade(err error, what string) error {
+	var ae smithy.APIError
+	if err == nil || !t.Local || !errors.As(err, &ae) {
+		return err
+	}
+	note := fmt.Sprintf("local DynamoDB refused %s (%s); skipped", what, ae.ErrorCode())
+	t.mu.Lock()
+	seen := false
+	for _, n := range t.notes {
+		seen = seen || n == note
+	}
+	if !seen {
+		t.notes = append(t.notes, note)
+	}
+	t.mu.Unlock()
+	if !seen {
+		t.log().Warn(note, "err", err)
+	}
+	return nil
+}
+
+// IsNotFound reports whether err says the table does not exist.
+func IsNotFound(err error) bool {
+	var nf *types.ResourceNotFoundException
+	return errors.As(err, &nf) || errors.Is(err, rotation.ErrNotFound) || awserr.Is(err, "ResourceNotFoundException")
+}
+
+// describe returns the table's description, rotation.ErrNotFound if absent.
+func (t *Tables) describe(ctx context.Context, name string) (*types.TableDescription, error) {
+	out, err := t.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if IsNotFound(err) {
+		return nil, fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dynamotables: describe %s: %w", name, err)
+	}
+	return out.Table, nil
+}
+
+func tableOf(d *types.TableDescription) rotation.Table {
+	tb := rotation.Table{
+		Name: aws.ToString(d.TableName), Status: string(d.TableStatus), StreamARN: aws.ToString(d.LatestStreamArn),
+		StreamEnabled:      d.StreamSpecification != nil && aws.ToBool(d.StreamSpecification.StreamEnabled),
+		DeletionProtection: aws.ToBool(d.DeletionProtectionEnabled),
+	}
+	provisioned := d.BillingModeSummary == nil || d.BillingModeSummary.BillingMode == types.BillingModeProvisioned
+	if pt := d.ProvisionedThroughput; provisioned && pt != nil && aws.ToInt64(pt.ReadCapacityUnits) > 0 {
+		tb.Capacity = &rotation.Capacity{Read: aws.ToInt64(pt.ReadCapacityUnits), Write: aws.ToInt64(pt.WriteCapacityUnits)}
+	}
+	return tb
+}
+
+// List describes the tables whose names start with prefix (tables being
+// deleted are left out).
+func (t *Tables) List(ctx context.Context, prefix string) ([]rotation.Table, error) {
+	var names []string
+	p := dynamodb.NewListTablesPaginator(t.DB, &dynamodb.ListTablesInput{})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("dynamotables: list tables: %w", err)
+		}
+		for _, n := range page.TableNames {
+			if strings.HasPrefix(n, prefix) {
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	var out []rotation.Table
+	for _, n := range names {
+		d, err := t.describe(ctx, n)
+		if errors.Is(err, rotation.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if d.TableStatus == types.TableStatusDeleting {
+			continue
+		}
+		out = append(out, tableOf(d))
+	}
+	return out, nil
+}
+
+func tagList(m map[string]string) []types.Tag {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	tags := make([]types.Tag, 0, len(keys))
+	for _, k := range keys {
+		tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return tags
+}
+
+// CreateInput is the CreateTable request for a spec.
+func CreateInput(s rotation.Spec) *dynamodb.CreateTableInput {
+	defs, keys := votesddb.LedgerKeySchema()
+	in := &dynamodb.CreateTableInput{
+		TableName: aws.String(s.Name), AttributeDefinitions: defs, KeySchema: keys,
+		BillingMode:               types.BillingModePayPerRequest,
+		StreamSpecification:       &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+		DeletionProtectionEnabled: aws.Bool(true),
+		Tags:                      tagList(s.Tags),
+	}
+	if c := s.Capacity; c != nil {
+		in.BillingMode = types.BillingModeProvisioned
+		in.ProvisionedThroughput = &types.ProvisionedThroughput{ReadCapacityUnits: aws.Int64(c.Read), WriteCapacityUnits: aws.Int64(c.Write)}
+	}
+	return in
+}
+
+// Ensure creates the table unless it exists, waits until it is active, and
+// turns on PITR, deletion protection and the tags (an existing table the
+// counter created has none of them).
+func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, bool, error) {
+	d, err := t.describe(ctx, s.Name)
+	created := false
+	if errors.Is(err, rotation.ErrNotFound) {
+		in := CreateInput(s)
+		_, err = t.DB.CreateTable(ctx, in)
+		if err != nil && t.Local && !awserr.Is(err, "ResourceInUseException") {
+			// Try once more without what a local server may not know.
+			if t.degrade(err, "CreateTable with deletion protection and tags") == nil {
+				in.DeletionProtectionEnabled, in.Tags = nil, nil
+				_, err = t.DB.CreateTable(ctx, in)
+			}
+		}
+		switch {
+		case awserr.Is(err, "ResourceInUseException"): // created meanwhile (the counter)
+		case err != nil:
+			return rotation.Table{}, false, fmt.Errorf("dynamotables: create %s: %w", s.Name, err)
+		default:
+			created = true
+		}
+	} else if err != nil {
+		return rotation.Table{}, false, err
+	}
+	if d, err = t.waitActive(ctx, s.Name); err != nil {
+		return rotation.Table{}, created, err
+	}
+	if !aws.ToBool(d.DeletionProtectionEnabled) {
+		if err := t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(s.Name), DeletionProtectionEnabled: aws.Bool(true)}, "deletion protection"); err != nil {
+			return rotation.Table{}, created, err
+		}
+	}
+	if err := t.pitr(ctx, s.Name); err != nil {
+		return rotation.Table{}, created, err
+	}
+	if len(s.Tags) > 0 {
+		_, err := t.DB.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: d.TableArn, Tags: tagList(s.Tags)})
+		if err = t.degrade(err, "TagResource"); err != nil {
+			return rotation.Table{}, created, fmt.Errorf("dynamotables: tag %s: %w", s.Name, err)
+		}
+	}
+	if d, err = t.describe(ctx, s.Name); err != nil {
+		return rotation.Table{}, created, err
+	}
+	return tableOf(d), created, nil
+}
+
+// pitr turns point-in-time recovery on unless it is on.
+func (t *Tables) pitr(ctx context.Context, name string) error {
+	out, err := t.DB.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
+	if err == nil && out.ContinuousBackupsDescription != nil && out.ContinuousBackupsDescription.PointInTimeRecoveryDescription != nil &&
+		out.ContinuousBackupsDescription.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled {
+		return nil
+	}
+	_, err = t.DB.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{
+		TableName:                        aws.String(name),
+		PointInTimeRecoverySpecification: &types.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(true)},
+	})
+	if err = t.degrade(err, "UpdateContinuousBackups (PITR)"); err != nil {
+		return fmt.Errorf("dynamotables: PITR on %s: %w", name, err)
+	}
+	return nil
+}
+
+// update applies an UpdateTable and waits until the table is active again.
+func (t *Tables) update(ctx context.Context, in *dynamodb.UpdateTableInput, what string) error {
+	name := aws.ToString(in.TableName)
+	if _, err := t.waitActive(ctx, name); err != nil {
+		return err
+	}
+	_, err := t.DB.UpdateTable(ctx, in)
+	if IsNotFound(err) {
+		return fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+	}
+	if err = t.degrade(err, "UpdateTable ("+what+")"); err != nil {
+		return fmt.Errorf("dynamotables: %s on %s: %w", what, name, err)
+	}
+	_, err = t.waitActive(ctx, name)
+	return err
+}
+
+// waitActive polls until the table is ACTIVE, within ActiveWait.
+func (t *Tables) waitActive(ctx context.Context, name string) (*types.TableDescription, error) {
+	limit := t.ActiveWait
+	if limit <= 0 {
+		limit = 2 * time.Minute
+	}
+	deadline := time.Now().Add(limit)
+	pause := 100 * time.Millisecond
+	for {
+		d, err := t.describe(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if d.TableStatus == types.TableStatusActive {
+			return d, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("dynamotables: %s still %s after %s", name, d.TableStatus, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// SetCapacity changes a provisioned table's throughput.
+func (t *Tables) SetCapacity(ctx context.Context, name string, c rotation.Capacity) error {
+	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name),
+		ProvisionedThroughput: &types.ProvisionedThroughput{ReadCapacityUnits: aws.Int64(c.Read), WriteCapacityUnits: aws.Int64(c.Write)}}, "capacity")
+}
+
+// DisableStream turns the table's stream off.
+func (t *Tables) DisableStream(ctx context.Context, name string) error {
+	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name),
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(false)}}, "stream off")
+}
+
+// Protect turns deletion protection on or off.
+func (t *Tables) Protect(ctx context.Context, name string, on bool) error {
+	d, err := t.describe(ctx, name)
+	if err != nil {
+		return err
+	}
+	if aws.ToBool(d.DeletionProtectionEnabled) == on {
+		return nil
+	}
+	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(on)}, "deletion protection")
+}
+
+// Delete deletes the table; rotation.ErrNotFound if it is gone.
+func (t *Tables) Delete(ctx context.Context, name string) error {
+	_, err := t.DB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	if IsNotFound(err) {
+		return fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamotables: delete %s: %w", name, err)
+	}
+	return nil
+}
+
+// Scan reads the table with a parallel Scan of Segments segments
+// (consistent reads), into the verification state: key JSON → checksum of
+// the item, computed with archiveparquet.Plain and archive.KeyJSON /
+// archive.Checksum exactly as the archive side computes them from stream
+// images. With keepImages, Images holds each item's image JSON too.
+func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotation.Scan, error) {
+	start := time.Now()
+	d, err := t.describe(ctx, name)
+	if err != nil {
+		return rotation.Scan{}, err
+	}
+	var keyNames []string
+	for _, k := range d.KeySchema {
+		keyNames = append(keyNames, aws.ToString(k.AttributeName))
+	}
+	segs := t.Segments
+	if segs <= 0 {
+		segs = 4
+	}
+	parts := make([]rotation.Scan, segs)
+	errs := make([]error, segs)
+	var wg sync.WaitGroup
+	for i := range segs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i], errs[i] = t.scanSegment(ctx, name, keyNames, i, segs, keepImages)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return rotation.Scan{}, err
+	}
+	out := rotation.Scan{State: archive.State{}, Segments: segs}
+	if keepImages {
+		out.Images = map[string]string{}
+	}
+	for _, p := range parts {
+		for k, v := range p.State {
+			out.State[k] = v
+		}
+		for k, v := range p.Images {
+			out.Images[k] = v
+		}
+	}
+	out.Took = time.Since(start)
+	return out, nil
+}
+
+func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string, seg, total int, keepImages bool) (rotation.Scan, error) {
+	s := rotation.Scan{State: archive.State{}}
+	if keepImages {
+		s.Images = map[string]string{}
+	}
+	p := dynamodb.NewScanPaginator(t.DB, &dynamodb.ScanInput{
+		TableName: aws.String(name), ConsistentRead: aws.Bool(true),
+		Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(int32(total)),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return s, fmt.Errorf("dynamotables: scan %s segment %d/%d: %w", name, seg, total, err)
+		}
+		for _, av := range page.Items {
+			item, err := archiveparquet.Plain(av)
+			if err != nil {
+				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+			}
+			key, err := archive.KeyJSON(item, keyNames...)
+			if err != nil {
+				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+			}
+			img, err := archive.ImageJSON(item)
+			if err != nil {
+				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+			}
+			s.State[key] = archive.ChecksumJSON(img)
+			if keepImages {
+				s.Images[key] = img
+			}
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,369 @@
+package archiveduckdb_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+)
+
+var (
+	nov = time.Date(2026, 11, 1, 0, 5, 0, 0, time.UTC)
+	dec = time.Date(2026, 12, 1, 0, 5, 0, 0, time.UTC)
+)
+
+// mustLedgerArchive writes two months of vote ledgers (November's in
+// batches of 10, December's in one batch) and a few objects-table changes
+// into a local folder, through the archiver, and returns the folder and the
+// votes.
+func mustLedgerArchive(t *testing.T) (string, []vote) {
+	t.Helper()
+	dir := t.TempDir()
+	put := dirPutter{dir}
+	novVotes := votes("ddbpipe-votes-2026-11", nov, 120)
+	decVotes := votes("ddbpipe-votes-2026-12", dec, 45)
+	mustArchive(t, put, "local", novVotes, 10)
+	mustArchive(t, put, "local", decVotes, 100)
+
+	s := events.NewStringAttribute
+	v1 := map[string]events.DynamoDBAttributeValue{"pk": s("docs/a.txt"), "sk": s("v#1"), "size": events.NewNumberAttribute("12")}
+	v2 := map[string]events.DynamoDBAttributeValue{"pk": s("docs/a.txt"), "sk": s("v#1"), "size": events.NewNumberAttribute("14")}
+	other := map[string]events.DynamoDBAttributeValue{"pk": s("docs/b.txt"), "sk": s("v#1")}
+	at := time.Date(2026, 10, 30, 12, 0, 0, 0, time.UTC)
+	a := &archiveparquet.Archiver{S3: put, Bucket: "local"}
+	res := a.Archive(t.Context(), []events.DynamoDBEventRecord{
+		objectChange(1, "INSERT", "docs/a.txt", "v#1", at, v1, nil),
+		objectChange(2, "INSERT", "docs/b.txt", "v#1", at, other, nil),
+		objectChange(3, "MODIFY", "docs/a.txt", "v#1", at.Add(time.Hour), v2, v1),
+		objectChange(4, "REMOVE", "docs/a.txt", "v#1", at.Add(72*time.Hour), nil, v2), // in November
+	})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	return dir, append(novVotes, decVotes...)
+}
+
+func mustOpen(t *testing.T, dir string, f archiveduckdb.Filter) *archiveduckdb.DB {
+	t.Helper()
+	db, err := archiveduckdb.Open(t.Context(), dir, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mustQuery(t *testing.T, db *archiveduckdb.DB, sql string, args ...any) *archiveduckdb.Result {
+	t.Helper()
+	res, err := db.Query(t.Context(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestSchema reads the archiver's files with DuckDB: the columns are the
+// documented ones (shared/archive's package doc), in order, with the
+// documented types.
+func TestSchema(t *testing.T) {
+	dir, _ := mustLedgerArchive(t)
+	db := mustOpen(t, dir, archiveduckdb.Filter{})
+	file := filepath.Join(dir, "table=ddbpipe-votes", "month=2026-12", "*.parquet")
+
+	// The file itself, with no Hive partitioning: what any reader sees.
+	got := mustQuery(t, db, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))", file)
+	want := [][]any{
+		{"table", "VARCHAR"}, {"month", "VARCHAR"}, {"eventId", "VARCHAR"}, {"eventName", "VARCHAR"},
+		{"sequenceNumber", "VARCHAR"}, {"approximateCreationTime", "TIMESTAMP WITH TIME ZONE"},
+		{"keys", "VARCHAR"}, {"newImage", "VARCHAR"}, {"oldImage", "VARCHAR"}, {"ttlDelete", "BOOLEAN"},
+	}
+	if !reflect.DeepEqual(got.Rows, want) {
+		t.Errorf("file columns\n got %v\nwant %v", got.Rows, want)
+	}
+	// The views: the same columns, the time as a plain UTC timestamp.
+	want[5][1] = "TIMESTAMP"
+	for _, view := range []string{"archive", "votes", "objects"} {
+		got := mustQuery(t, db, "SELECT column_name, column_type FROM (DESCRIBE "+view+")")
+		if !reflect.DeepEqual(got.Rows, want) {
+			t.Errorf("view %s columns\n got %v\nwant %v", view, got.Rows, want)
+		}
+	}
+	// Parquet's own view of the file: physical and logical types.
+	meta := mustQuery(t, db, `SELECT name, type, converted_type, repetition_type FROM parquet_schema(?) WHERE name <> 'ddbpipe_archive'`, file)
+	wantMeta := map[string]string{
+		"table": "BYTE_ARRAY UTF8 REQUIRED", "month": "BYTE_ARRAY UTF8 REQUIRED", "eventId": "BYTE_ARRAY UTF8 REQUIRED",
+		"eventName": "BYTE_ARRAY UTF8 REQUIRED", "sequenceNumber": "BYTE_ARRAY UTF8 REQUIRED",
+		"approximateCreationTime": "INT64 TIMESTAMP_MILLIS REQUIRED", "keys": "BYTE_ARRAY UTF8 REQUIRED",
+		"newImage": "BYTE_ARRAY UTF8 OPTIONAL", "oldImage": "BYTE_ARRAY UTF8 OPTIONAL", "ttlDelete": "BOOLEAN NULL REQUIRED",
+	}
+	for _, r := range meta.Rows {
+		name := archiveduckdb.Cell(r[0])
+		got := archiveduckdb.Cell(r[1]) + " " + archiveduckdb.Cell(r[2]) + " " + archiveduckdb.Cell(r[3])
+		if got != wantMeta[name] {
+			t.Errorf("parquet column %s: %s, want %s", name, got, wantMeta[name])
+		}
+		delete(wantMeta, name)
+	}
+	if len(wantMeta) != 0 {
+		t.Errorf("parquet columns missing: %v", wantMeta)
+	}
+}
+
+func TestViewsAndCounts(t *testing.T) {
+	dir, vs := mustLedgerArchive(t)
+	db := mustOpen(t, dir, archiveduckdb.Filter{})
+	var names []string
+	for _, v := range db.Views {
+		names = append(names, v.Name)
+	}
+	if want := []string{"objects", "votes", "archive"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("views %v, want %v", names, want)
+	}
+
+	wantPerPoll := map[string]int64{}
+	for _, v := range vs {
+		wantPerPoll[v.poll+"/"+v.table[len(v.table)-7:]]++
+	}
+	res := mustQuery(t, db, `SELECT attr(newImage, 'pollId') || '/' || month, count(*) FROM votes GROUP BY 1`)
+	gotPerPoll := map[string]int64{}
+	for _, r := range res.Rows {
+		gotPerPoll[r[0].(string)] = r[1].(int64)
+	}
+	if !reflect.DeepEqual(gotPerPoll, wantPerPoll) {
+		t.Errorf("votes per poll and month\n got %v\nwant %v", gotPerPoll, wantPerPoll)
+	}
+
+	tests := []struct {
+		name, sql string
+		want      int64
+	}{
+		{"every row", "SELECT count(*) FROM archive", 120 + 45 + 4},
+		{"hive partition", "SELECT count(*) FROM archive WHERE month = '2026-11'", 120 + 1},
+		{"table column", `SELECT count(*) FROM archive WHERE "table" = 'ddbpipe-objects'`, 4},
+		{"json_extract_scalar as in Athena", `SELECT count(*) FROM votes WHERE json_extract_scalar(newImage, '$.pollId') = 'lunch'`, 40 + 15},
+		{"keys", `SELECT count(*) FROM objects WHERE attr(keys, 'pk') = 'docs/a.txt'`, 3},
+		{"old images", `SELECT count(*) FROM objects WHERE oldImage IS NOT NULL`, 2},
+		{"sequence order", `SELECT count(*) FROM (SELECT seq_order(sequenceNumber) AS s, lag(s) OVER (ORDER BY s) AS p FROM votes WHERE month = '2026-11') WHERE p >= s`, 0},
+		{"timestamp is UTC", `SELECT count(*) FROM votes WHERE approximateCreationTime = TIMESTAMP '2026-11-01 00:05:00'`, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := mustQuery(t, db, tt.sql)
+			if got := res.Rows[0][0].(int64); got != tt.want {
+				t.Errorf("%s = %d, want %d", tt.sql, got, tt.want)
+			}
+		})
+	}
+
+	// A filter narrows the views to one table and month.
+	dbNov := mustOpen(t, dir, archiveduckdb.Filter{Table: "votes", Month: "2026-11"})
+	if res := mustQuery(t, dbNov, "SELECT count(*) FROM archive"); res.Rows[0][0].(int64) != 120 {
+		t.Errorf("filtered archive holds %v rows, want 120", res.Rows[0][0])
+	}
+}
+
+// TestNamedQueries runs the named queries (the SQL template.yaml gives
+// Athena) against DuckDB.
+func TestNamedQueries(t *testing.T) {
+	dir, vs := mustLedgerArchive(t)
+	db := mustOpen(t, dir, archiveduckdb.Filter{})
+	vars := map[string]string{"ArchiveTable": "archive", "VotesTable": "ddbpipe-votes", "ObjectsTable": "ddbpipe-objects"}
+	run := func(name string, args ...any) *archiveduckdb.Result {
+		t.Helper()
+		q, err := archive.LookupNamedQuery(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sql, err := q.Expand(vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustQuery(t, db, sql, args...)
+	}
+
+	perDay := run("votes-per-poll-per-day")
+	want := map[string]int64{}
+	for _, v := range vs {
+		want[v.poll+" "+v.option+" "+v.at.Format("2006-01-02")]++
+	}
+	got := map[string]int64{}
+	for _, r := range perDay.Rows {
+		got[archiveduckdb.Cell(r[0])+" "+archiveduckdb.Cell(r[1])+" "+r[2].(time.Time).Format("2006-01-02")] += r[3].(int64)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("votes per poll per day\n got %v\nwant %v", got, want)
+	}
+
+	history := run("voter-history", "voter-7")
+	var wantVotes int
+	for _, v := range vs {
+		if v.voter == "voter-7" {
+			wantVotes++
+		}
+	}
+	if len(history.Rows) != wantVotes || wantVotes == 0 {
+		t.Errorf("voter-7's history: %d votes, want %d", len(history.Rows), wantVotes)
+	}
+
+	changes := run("object-changes", "docs/a.txt")
+	var events []string
+	for _, r := range changes.Rows {
+		events = append(events, r[1].(string))
+	}
+	if want := []string{"INSERT", "MODIFY", "REMOVE"}; !reflect.DeepEqual(events, want) {
+		t.Errorf("changes to docs/a.txt: %v, want %v", events, want)
+	}
+}
+
+func TestQueryErrors(t *testing.T) {
+	dir, _ := mustLedgerArchive(t)
+	db := mustOpen(t, dir, archiveduckdb.Filter{})
+	for _, sql := range []string{
+		"SELEC count(*) FROM votes",
+		"SELECT nosuchcolumn FROM votes",
+		"SELECT * FROM nosuchview",
+		"SELECT CAST(attr(newImage, 'pollId') AS INTEGER) FROM votes",
+	} {
+		_, err := db.Query(t.Context(), sql)
+		var qe *archiveduckdb.QueryError
+		if !errors.As(err, &qe) {
+			t.Errorf("%s: error %v, want a *QueryError", sql, err)
+			continue
+		}
+		if qe.SQL != sql || !strings.Contains(err.Error(), sql) {
+			t.Errorf("%s: the error does not show the SQL: %v", sql, err)
+		}
+	}
+	// The database still answers after a failed query.
+	if res := mustQuery(t, db, "SELECT count(*) FROM votes"); res.Rows[0][0].(int64) != 165 {
+		t.Errorf("count after errors = %v", res.Rows[0][0])
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir, _ := mustLedgerArchive(t)
+	tests := []struct {
+		name string
+		dir  string
+		f    archiveduckdb.Filter
+		want error
+	}{
+		{"no folder", filepath.Join(t.TempDir(), "none"), archiveduckdb.Filter{}, archiveduckdb.ErrEmpty},
+		{"empty folder", t.TempDir(), archiveduckdb.Filter{}, archiveduckdb.ErrEmpty},
+		{"unknown table", dir, archiveduckdb.Filter{Table: "ledger"}, archiveduckdb.ErrUnknownTable},
+		{"month with no data", dir, archiveduckdb.Filter{Month: "2025-01"}, archiveduckdb.ErrEmpty},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := archiveduckdb.Open(t.Context(), tt.dir, tt.f)
+			if err == nil {
+				db.Close()
+			}
+			if !errors.Is(err, tt.want) {
+				t.Errorf("Open = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestNotParquet: a file that is not Parquet in a partition is left out
+// (and listed), the rest still answers; a damaged Parquet file fails Open
+// with the file named.
+func TestNotParquet(t *testing.T) {
+	dir, _ := mustLedgerArchive(t)
+	bad := filepath.Join(dir, "table=ddbpipe-votes", "month=2026-12", "stream-x-0001.parquet")
+	if err := os.WriteFile(bad, []byte(`{"not":"parquet"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := mustOpen(t, dir, archiveduckdb.Filter{})
+	if !reflect.DeepEqual(db.Skipped, []string{bad}) {
+		t.Errorf("skipped %v, want %v", db.Skipped, []string{bad})
+	}
+	if res := mustQuery(t, db, "SELECT count(*) FROM votes"); res.Rows[0][0].(int64) != 165 {
+		t.Errorf("votes count = %v, want 165", res.Rows[0][0])
+	}
+
+	// PAR1 at both ends, garbage between.
+	damaged := "PAR1" + strings.Repeat("x", 64) + "\x10\x00\x00\x00PAR1"
+	if err := os.WriteFile(bad, []byte(damaged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := archiveduckdb.Open(t.Context(), dir, archiveduckdb.Filter{})
+	if err == nil || !strings.Contains(err.Error(), "stream-x-0001.parquet") {
+		t.Errorf("Open over a damaged file: %v, want an error naming it", err)
+	}
+	// The other tables open.
+	db = mustOpen(t, dir, archiveduckdb.Filter{Table: "objects"})
+	if res := mustQuery(t, db, "SELECT count(*) FROM objects"); res.Rows[0][0].(int64) != 4 {
+		t.Errorf("objects count = %v, want 4", res.Rows[0][0])
+	}
+}
+
+// TestOddNames: table names, attribute names and values with quotes,
+// spaces, dots and non-ASCII letters go through views, macros and
+// parameters unharmed.
+func TestOddNames(t *testing.T) {
+	dir := t.TempDir()
+	table := `it's a "table".ü`
+	s := events.NewStringAttribute
+	img := map[string]events.DynamoDBAttributeValue{
+		"pk": s("a'b\"c"), "sk": s("x/y z"), `we"ird.name`: s("dotted 'value'"), "ü ñ": s("unicode"),
+	}
+	rec := events.DynamoDBEventRecord{
+		EventName: "INSERT", EventID: "odd-1",
+		EventSourceArn: "arn:aws:dynamodb:us-east-1:000000000000:table/" + table + "/stream/2026-11-01T00:00:00.000",
+		Change: events.DynamoDBStreamRecord{
+			ApproximateCreationDateTime: events.SecondsEpochTime{Time: nov},
+			SequenceNumber:              "42",
+			Keys:                        map[string]events.DynamoDBAttributeValue{"pk": img["pk"], "sk": img["sk"]},
+			NewImage:                    img,
+		},
+	}
+	a := &archiveparquet.Archiver{S3: dirPutter{dir}, Bucket: "local"}
+	if res := a.Archive(t.Context(), []events.DynamoDBEventRecord{rec}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	db := mustOpen(t, dir, archiveduckdb.Filter{Table: table})
+	if len(db.Views) != 2 || db.Views[0].Name != "it_s_a_table" {
+		t.Fatalf("views %+v, want it_s_a_table and archive", db.Views)
+	}
+	view := db.Views[0].Name
+	res := mustQuery(t, db, `SELECT "table", attr(newImage, 'we"ird.name'), attr(newImage, 'ü ñ'), attr(keys, 'pk')
+		FROM `+quote(view)+` WHERE attr(keys, 'sk') = ?`, "x/y z")
+	want := [][]any{{table, "dotted 'value'", "unicode", `a'b"c`}}
+	if !reflect.DeepEqual(res.Rows, want) {
+		t.Errorf("odd names\n got %q\nwant %q", res.Rows, want)
+	}
+}
+
+func quote(ident string) string { return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"` }
+
+func TestViewNames(t *testing.T) {
+	tests := []struct {
+		name   string
+		tables []string
+		want   map[string]string
+	}{
+		{"stack tables", []string{"ddbpipe-votes", "ddbpipe-objects"}, map[string]string{"ddbpipe-votes": "votes", "ddbpipe-objects": "objects"}},
+		{"two stacks", []string{"a-votes", "b-votes", "a-objects"}, map[string]string{"a-votes": "a_votes", "b-votes": "b_votes", "a-objects": "objects"}},
+		{"no dash", []string{"Ledger"}, map[string]string{"Ledger": "ledger"}},
+		{"reserved name", []string{"x-archive"}, map[string]string{"x-archive": "x_archive"}},
+		{"digits and dots", []string{"2026.data"}, map[string]string{"2026.data": "t_2026_data"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := archiveduckdb.ViewNames(tt.tables); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ViewNames(%v) = %v, want %v", tt.tables, got, tt.want)
+			}
+		})
+	}
+}

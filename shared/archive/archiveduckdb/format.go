@@ -1,0 +1,162 @@
+package archiveduckdb
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+)
+
+// Formats WriteResult takes.
+const (
+	FormatTable = "table"
+	FormatCSV   = "csv"
+	FormatJSON  = "json"
+)
+
+// WriteResult writes r as an aligned text table, CSV (with a header row) or
+// JSON lines (one object per row, columns as keys).
+func WriteResult(w io.Writer, r *Result, format string) error {
+	switch format {
+	case FormatTable, "":
+		return writeTable(w, r)
+	case FormatCSV:
+		return writeCSV(w, r)
+	case FormatJSON:
+		return writeJSON(w, r)
+	}
+	return fmt.Errorf("duckarchive: unknown format %q (want table, csv or json)", format)
+}
+
+// maxCell keeps a table's columns readable; csv and json are never cut.
+const maxCell = 80
+
+func writeTable(w io.Writer, r *Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(r.Columns, "\t"))
+	under := make([]string, len(r.Columns))
+	for i, c := range r.Columns {
+		under[i] = strings.Repeat("-", utf8.RuneCountInString(c))
+	}
+	fmt.Fprintln(tw, strings.Join(under, "\t"))
+	for _, row := range r.Rows {
+		cells := make([]string, len(row))
+		for i, v := range row {
+			s := cell(v, r.Types[i])
+			s = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
+			if utf8.RuneCountInString(s) > maxCell {
+				s = string([]rune(s)[:maxCell-1]) + "…"
+			}
+			cells[i] = s
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	noun := "rows"
+	if len(r.Rows) == 1 {
+		noun = "row"
+	}
+	_, err := fmt.Fprintf(w, "(%d %s)\n", len(r.Rows), noun)
+	return err
+}
+
+func writeCSV(w io.Writer, r *Result) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(r.Columns); err != nil {
+		return err
+	}
+	rec := make([]string, len(r.Columns))
+	for _, row := range r.Rows {
+		for i, v := range row {
+			rec[i] = cell(v, r.Types[i])
+			if v == nil {
+				rec[i] = ""
+			}
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func writeJSON(w io.Writer, r *Result) error {
+	var b strings.Builder
+	for _, row := range r.Rows {
+		b.Reset()
+		b.WriteByte('{')
+		for i, v := range row {
+			k, err := json.Marshal(r.Columns[i])
+			if err != nil {
+				return fmt.Errorf("duckarchive: encode column name: %w", err)
+			}
+			val, err := json.Marshal(jsonValue(v, r.Types[i]))
+			if err != nil {
+				return fmt.Errorf("duckarchive: encode column %s: %w", r.Columns[i], err)
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(k)
+			b.WriteByte(':')
+			b.Write(val)
+		}
+		b.WriteString("}\n")
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cell is a value of a column of DuckDB type typ as text.
+func cell(v any, typ string) string {
+	if t, ok := v.(time.Time); ok && typ == "DATE" {
+		return t.UTC().Format("2006-01-02")
+	}
+	return Cell(v)
+}
+
+// Cell is a value as text: times in UTC, NULL for nil.
+func Cell(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case time.Time:
+		x = x.UTC()
+		if x.Nanosecond() == 0 {
+			return x.Format("2006-01-02 15:04:05")
+		}
+		return x.Format("2006-01-02 15:04:05.000")
+	case *big.Int:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
+
+func jsonValue(v any, typ string) any {
+	switch x := v.(type) {
+	case time.Time:
+		if typ == "DATE" {
+			return x.UTC().Format("2006-01-02")
+		}
+		return x.UTC().Format(time.RFC3339Nano)
+	case []byte:
+		return string(x)
+	case *big.Int:
+		return json.Number(x.String())
+	}
+	return v
+}

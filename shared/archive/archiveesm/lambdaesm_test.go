@@ -1,0 +1,93 @@
+package archiveesm
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+)
+
+// memLambda keeps mappings as Lambda does: one per function and source
+// (a second is a ResourceConflictException), listed by both filters.
+type memLambda struct {
+	mappings map[string]types.EventSourceMappingConfiguration
+	created  []*lambda.CreateEventSourceMappingInput
+	n        int
+}
+
+var _ API = (*memLambda)(nil)
+
+func (m *memLambda) CreateEventSourceMapping(_ context.Context, in *lambda.CreateEventSourceMappingInput, _ ...func(*lambda.Options)) (*lambda.CreateEventSourceMappingOutput, error) {
+	for _, e := range m.mappings {
+		if aws.ToString(e.EventSourceArn) == aws.ToString(in.EventSourceArn) && aws.ToString(e.FunctionArn) == aws.ToString(in.FunctionName) {
+			return nil, &types.ResourceConflictException{Message: aws.String("exists")}
+		}
+	}
+	m.n++
+	id := fmt.Sprintf("uuid-%d", m.n)
+	m.mappings[id] = types.EventSourceMappingConfiguration{UUID: aws.String(id), EventSourceArn: in.EventSourceArn, FunctionArn: in.FunctionName, State: aws.String("Enabled")}
+	m.created = append(m.created, in)
+	return &lambda.CreateEventSourceMappingOutput{UUID: aws.String(id)}, nil
+}
+
+func (m *memLambda) ListEventSourceMappings(_ context.Context, in *lambda.ListEventSourceMappingsInput, _ ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error) {
+	out := &lambda.ListEventSourceMappingsOutput{}
+	for _, e := range m.mappings {
+		if aws.ToString(e.EventSourceArn) == aws.ToString(in.EventSourceArn) && aws.ToString(e.FunctionArn) == aws.ToString(in.FunctionName) {
+			out.EventSourceMappings = append(out.EventSourceMappings, e)
+		}
+	}
+	return out, nil
+}
+
+func (m *memLambda) DeleteEventSourceMapping(_ context.Context, in *lambda.DeleteEventSourceMappingInput, _ ...func(*lambda.Options)) (*lambda.DeleteEventSourceMappingOutput, error) {
+	if _, ok := m.mappings[aws.ToString(in.UUID)]; !ok {
+		return nil, &types.ResourceNotFoundException{}
+	}
+	delete(m.mappings, aws.ToString(in.UUID))
+	return &lambda.DeleteEventSourceMappingOutput{}, nil
+}
+
+func TestEnsureOnceAndRemove(t *testing.T) {
+	api := &memLambda{mappings: map[string]types.EventSourceMappingConfiguration{}}
+	m := &Mappings{Lambda: api, Function: "archiver", OnFailure: "arn:aws:sqs:us-east-1:1:failures", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600}
+	ctx := context.Background()
+	const stream = "arn:aws:dynamodb:us-east-1:1:table/app-votes-2026-12/stream/2026-12-01T00:00:00.000"
+	for i, want := range []bool{true, false, false} {
+		created, err := m.Ensure(ctx, stream)
+		if err != nil || created != want {
+			t.Errorf("ensure %d: created=%v (%v), want %v", i, created, err, want)
+		}
+	}
+	if len(api.created) != 1 {
+		t.Fatalf("%d mappings created, want 1", len(api.created))
+	}
+	in := api.created[0]
+	if !aws.ToBool(in.BisectBatchOnFunctionError) || aws.ToInt32(in.MaximumRetryAttempts) != 5 || aws.ToInt32(in.MaximumRecordAgeInSeconds) != 21600 ||
+		aws.ToString(in.DestinationConfig.OnFailure.Destination) != m.OnFailure || in.StartingPosition != types.EventSourcePositionTrimHorizon ||
+		len(in.FunctionResponseTypes) != 1 || in.FunctionResponseTypes[0] != types.FunctionResponseTypeReportBatchItemFailures ||
+		aws.ToInt32(in.BatchSize) != 1000 || aws.ToInt32(in.MaximumBatchingWindowInSeconds) != 10 {
+		t.Errorf("create input %+v", in)
+	}
+	// A concurrent run's mapping, unseen by the list, is taken as existing.
+	api.mappings["other"] = types.EventSourceMappingConfiguration{UUID: aws.String("other"), EventSourceArn: aws.String(stream + "x"), FunctionArn: aws.String("archiver")}
+	if created, err := (&Mappings{Lambda: conflictOnly{api}, Function: "archiver"}).Ensure(ctx, stream+"x"); err != nil || created {
+		t.Errorf("ensure against a conflict: %v %v", created, err)
+	}
+	if n, err := m.Remove(ctx, stream); err != nil || n != 1 {
+		t.Errorf("remove: %d %v, want 1", n, err)
+	}
+	if n, err := m.Remove(ctx, stream); err != nil || n != 0 {
+		t.Errorf("second remove: %d %v, want 0", n, err)
+	}
+}
+
+// conflictOnly lists nothing, so Ensure meets the conflict on create.
+type conflictOnly struct{ *memLambda }
+
+func (c conflictOnly) ListEventSourceMappings(context.Context, *lambda.ListEventSourceMappingsInput, ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error) {
+	return &lambda.ListEventSourceMappingsOutput{}, nil
+}

@@ -1,0 +1,156 @@
+package archivelambda
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveesm"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+)
+
+// RotatorConfig is the rotator's configuration (its environment in
+// template.yaml; flags and local.env for `ddbpipe tables rotate`).
+type RotatorConfig struct {
+	LedgerPrefix        string // LEDGER_TABLE_PREFIX
+	Bucket              string // ARCHIVE_BUCKET
+	GraceDays           int    // ARCHIVE_GRACE_DAYS
+	Archiver            string // ARCHIVER_FUNCTION: name or ARN
+	FailureQueueARN     string // STREAM_FAILURES_QUEUE_ARN
+	MaxRetryAttempts    int    // STREAM_MAX_RETRY_ATTEMPTS
+	MaxRecordAgeSeconds int    // STREAM_MAX_RECORD_AGE_SECONDS
+	WindowSeconds       int    // ARCHIVE_BATCHING_WINDOW_SECONDS: the subscriptions' batching window
+}
+
+func rotatorConfig(getenv func(string) string) (RotatorConfig, error) {
+	v := lambdafn.NewVars(getenv)
+	c := RotatorConfig{
+		LedgerPrefix:        v.String("LEDGER_TABLE_PREFIX"),
+		Bucket:              v.String("ARCHIVE_BUCKET"),
+		GraceDays:           v.Int("ARCHIVE_GRACE_DAYS", 1, 27),
+		Archiver:            v.String("ARCHIVER_FUNCTION"),
+		FailureQueueARN:     v.String("STREAM_FAILURES_QUEUE_ARN"),
+		MaxRetryAttempts:    v.Int("STREAM_MAX_RETRY_ATTEMPTS", 0, 10000),
+		MaxRecordAgeSeconds: v.Int("STREAM_MAX_RECORD_AGE_SECONDS", 60, 604800),
+		WindowSeconds:       v.Int("ARCHIVE_BATCHING_WINDOW_SECONDS", 0, 300),
+	}
+	return c, v.Err()
+}
+
+// NewRotation wires the rotation domain to DynamoDB, DynamoDB Streams,
+// Lambda and S3. A local DynamoDB endpoint (awsenv.Overridden) lets the
+// table adapter skip what DynamoDB Local refuses (PITR, tags), with a note.
+func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *rotation.Rotator {
+	return &rotation.Rotator{
+		Policy:  rotation.Policy{Prefix: c.LedgerPrefix, GraceDays: c.GraceDays},
+		Tables:  &archiveddb.Tables{DB: awsenv.DynamoDB(cfg), Local: awsenv.Overridden(cfg, "DynamoDB"), Log: log},
+		Streams: &archiveddb.Streams{API: dynamodbstreams.NewFromConfig(cfg)},
+		Subscriptions: &archiveesm.Mappings{
+			Lambda: lambda.NewFromConfig(cfg), Function: c.Archiver, OnFailure: c.FailureQueueARN,
+			MaxRetryAttempts: int32(c.MaxRetryAttempts), MaxRecordAgeSeconds: int32(c.MaxRecordAgeSeconds),
+			WindowSeconds: int32(c.WindowSeconds),
+		},
+		Archive: &archiveparquet.Partitions{S3: awsenv.S3(cfg), Bucket: c.Bucket, Log: log},
+		Log:     log,
+	}
+}
+
+// SetupRotator wires the rotator function, which creates the coming months' ledger tables, keeps them subscribed to
+// the archiver, and retires verified cold months (shared/archive/rotation). It runs
+// daily; the rotation works from the clock, not the event's time.
+func SetupRotator(_ context.Context, env lambdafn.Env) (any, error) {
+	c, err := rotatorConfig(env.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	r := NewRotation(env.AWS, c, env.Log)
+	metrics := lambdafn.NewMetrics(env, "rotator")
+	return func(ctx context.Context, ev events.EventBridgeEvent) error {
+		run := *r
+		if dl, ok := ctx.Deadline(); ok {
+			// Leave time for verification and compaction after the waits.
+			run.Policy.DrainWait = min(5*time.Minute, time.Until(dl)/3)
+		}
+		rep := run.Run(ctx)
+		ReportRotation(ctx, env.Log, metrics, rep)
+		if err := rep.Err(); err != nil {
+			// The schedule retries; every step is idempotent.
+			return fmt.Errorf("rotation at %s: %w", rep.Now.Format(time.RFC3339), err)
+		}
+		return nil
+	}, nil
+}
+
+// ReportRotation logs a run's outcome and writes its metrics: the one place
+// a rotation.Report becomes a log line and an EMF line. RotationAlarms is
+// the alarm input: a month whose archive did not match its table.
+func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, rep rotation.Report) {
+	var verifiedOK, verifiedBad, merged, notDrained, failed int
+	var lag float64
+	for _, t := range rep.Retirements {
+		if t.Verification != nil {
+			if t.Verification.OK() {
+				verifiedOK++
+			} else {
+				verifiedBad++
+			}
+		}
+		if t.Compaction != nil {
+			merged += t.Compaction.Merged
+		}
+		switch t.Outcome {
+		case rotation.NotDrained:
+			notDrained++
+		case rotation.Failed:
+			failed++
+		}
+		lag = max(lag, t.LagSeconds)
+		attrs := []any{"table", t.Table, "outcome", string(t.Outcome), "archiveRows", t.ArchiveRows,
+			"verifyMs", t.VerifyTook.Milliseconds(), "scanMs", t.ScanTook.Milliseconds(), "lagSeconds", t.LagSeconds}
+		if t.Verification != nil {
+			attrs = append(attrs, "verification", t.Verification.String())
+		}
+		if t.Compaction != nil {
+			attrs = append(attrs, "filesBefore", t.Compaction.FilesBefore, "filesAfter", t.Compaction.FilesAfter)
+		}
+		switch t.Outcome {
+		case rotation.Alarm:
+			log.ErrorContext(ctx, "ALARM: cold month's archive did not match its table; snapshot exported, table kept", attrs...)
+		case rotation.Failed:
+			log.ErrorContext(ctx, "retirement failed; the next run resumes", append(attrs, "err", t.Err)...)
+		default:
+			log.InfoContext(ctx, "retirement", attrs...)
+		}
+	}
+	log.InfoContext(ctx, "rotation done", "now", rep.Now, "created", rep.Created, "subscribed", rep.Subscribed,
+		"retired", rep.Retired(), "alarms", rep.Alarms(), "notDrained", notDrained, "errors", len(rep.Errors))
+	if metrics == nil {
+		return
+	}
+	err := metrics.Emit([]emf.Metric{
+		{Name: "TablesCreated", Unit: emf.Count, Value: float64(len(rep.Created))},
+		{Name: "TablesSubscribed", Unit: emf.Count, Value: float64(len(rep.Subscribed))},
+		{Name: "VerificationsPassed", Unit: emf.Count, Value: float64(verifiedOK)},
+		{Name: "VerificationsFailed", Unit: emf.Count, Value: float64(verifiedBad)},
+		{Name: "RotationAlarms", Unit: emf.Count, Value: float64(rep.Alarms())},
+		{Name: "TablesRetired", Unit: emf.Count, Value: float64(rep.Retired())},
+		{Name: "TablesNotDrained", Unit: emf.Count, Value: float64(notDrained)},
+		{Name: "RotationFailures", Unit: emf.Count, Value: float64(failed + len(rep.Errors))},
+		{Name: "FilesCompacted", Unit: emf.Count, Value: float64(merged)},
+		{Name: "ArchiveLagSeconds", Unit: emf.Seconds, Value: lag},
+	}, nil)
+	if err != nil {
+		log.WarnContext(ctx, "metrics not written", "err", err)
+	}
+}

@@ -1,0 +1,201 @@
+package archiveparquet_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
+)
+
+func TestStreamARN(t *testing.T) {
+	tests := []struct {
+		arn, table, label string
+		bad               bool
+	}{
+		{arn: ledgerARN, table: ledgerTable, label: "2026-11-01T00:00:00.000"},
+		{arn: "arn:aws-cn:dynamodb:cn-north-1:1:table/a.b_c-1/stream/L", table: "a.b_c-1", label: "L"},
+		{arn: "", bad: true},
+		{arn: "arn:aws:dynamodb:us-east-1:1:table/t", bad: true},
+		{arn: "arn:aws:dynamodb:us-east-1:1:table/t/stream/", bad: true},
+		{arn: "arn:aws:dynamodb:us-east-1:1:table//stream/x", bad: true},
+		{arn: "arn:aws:kinesis:us-east-1:1:stream/x", bad: true},
+		{arn: "arn:aws:dynamodb:us-east-1:1:table/t/index/i/stream/x", bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.arn, func(t *testing.T) {
+			table, label, err := archiveparquet.StreamARN(tt.arn)
+			if tt.bad {
+				if !errors.Is(err, archiveparquet.ErrBadARN) {
+					t.Fatalf("StreamARN = %q, %q, %v; want ErrBadARN", table, label, err)
+				}
+				return
+			}
+			if err != nil || table != tt.table || label != tt.label {
+				t.Errorf("StreamARN = %q, %q, %v; want %q, %q", table, label, err, tt.table, tt.label)
+			}
+		})
+	}
+}
+
+func TestFromLambdaFixture(t *testing.T) {
+	ev := mustLoadEvent(t, "testdata/stream-event.json")
+	want := []struct {
+		event, seq string
+		created    time.Time
+		ttl        bool
+		hasNew     bool
+		hasOld     bool
+	}{
+		{"INSERT", "4421584500000000017450439091", time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC), false, true, false},
+		{"MODIFY", "4421584500000000017450439092", time.Date(2026, 12, 1, 0, 0, 1, 0, time.UTC), false, true, true},
+		{"REMOVE", "4421584500000000017450439100", time.Date(2026, 12, 1, 0, 1, 0, 0, time.UTC), true, false, true},
+	}
+	for i, r := range ev.Records {
+		got, err := archiveparquet.FromLambda(r)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		w := want[i]
+		if got.Table != ledgerTable || got.Stream != "2026-11-01T00:00:00.000" || got.EventName != w.event ||
+			got.SequenceNumber != w.seq || !got.CreatedAt.Equal(w.created) || got.TTLDelete != w.ttl ||
+			(got.NewImage != nil) != w.hasNew || (got.OldImage != nil) != w.hasOld || got.EventID != r.EventID {
+			t.Errorf("record %d = %+v", i, got)
+		}
+	}
+	first, _ := archiveparquet.FromLambda(ev.Records[0])
+	img := first.NewImage
+	checks := map[string]any{
+		"weight":  archive.Number("12345678901234567890.123456789"),
+		"huge":    archive.Number("9.9999999999999999999999999999999999999E+125"),
+		"sig":     []byte{0, 1, 2, 0xff, 0},
+		"note":    nil,
+		"tags":    []string{"green", "blue"},
+		"scores":  []archive.Number{"10", "2.50", "-3e2"},
+		"blobs":   [][]byte{{0xff}, {0}},
+		"history": []any{"x", archive.Number("1"), []any{}, map[string]any{}},
+		"meta":    map[string]any{"client": map[string]any{"ua": "cli/1.0"}, "empty": map[string]any{}},
+	}
+	for k, want := range checks {
+		if got := img[k]; !reflect.DeepEqual(got, want) {
+			t.Errorf("NewImage[%q] = %#v, want %#v", k, got, want)
+		}
+	}
+}
+
+func TestFromLambdaPoison(t *testing.T) {
+	base := voteRecord(1)
+	tests := []struct {
+		name    string
+		change  func(*events.DynamoDBEventRecord)
+		wantErr error
+	}{
+		{"no ARN", func(r *events.DynamoDBEventRecord) { r.EventSourceArn = "" }, archiveparquet.ErrBadARN},
+		{"zero attribute value", func(r *events.DynamoDBEventRecord) {
+			r.Change.NewImage = map[string]events.DynamoDBAttributeValue{"x": {}}
+		}, ddbstream.ErrUnsupportedType},
+		{"bad number", func(r *events.DynamoDBEventRecord) {
+			r.Change.NewImage = map[string]events.DynamoDBAttributeValue{"n": events.NewNumberAttribute("1,5")}
+		}, ddbstream.ErrInvalidNumber},
+		{"empty set in old image", func(r *events.DynamoDBEventRecord) {
+			r.Change.OldImage = map[string]events.DynamoDBAttributeValue{"s": events.NewStringSetAttribute(nil)}
+		}, ddbstream.ErrEmptySet},
+		{"bad key", func(r *events.DynamoDBEventRecord) {
+			r.Change.Keys = map[string]events.DynamoDBAttributeValue{"pk": events.NewNumberAttribute("abc")}
+		}, ddbstream.ErrInvalidNumber},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base
+			tt.change(&r)
+			if _, err := archiveparquet.FromLambda(r); !errors.Is(err, tt.wantErr) {
+				t.Errorf("FromLambda err = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The same item read by a Scan and carried by a stream record gives the same
+// key and checksum, so the verification can compare them.
+func TestScanAndStreamAgree(t *testing.T) {
+	ev := mustLoadEvent(t, "testdata/stream-event.json")
+	rec, err := archiveparquet.FromLambda(ev.Records[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := archive.NewRow(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scanned, err := ddbstream.LambdaToDynamo(ev.Records[0].Change.NewImage) // what GetItem/Scan would return
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Scan returns set members in its own order.
+	scanned["tags"] = &dynamotypes.AttributeValueMemberSS{Value: []string{"blue", "green"}}
+	item, err := archiveparquet.Plain(scanned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := archive.KeyJSON(item, "pk", "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := archive.Checksum(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := archive.NewReplay()
+	if err := replay.Add(row); err != nil {
+		t.Fatal(err)
+	}
+	if rep := archive.Verify(replay.State(), archive.State{key: sum}); !rep.OK() {
+		t.Errorf("scan and stream disagree: %s %+v", rep, rep)
+	}
+}
+
+func TestPlain(t *testing.T) {
+	tests := []struct {
+		name string
+		in   map[string]dynamotypes.AttributeValue
+		want archive.Item
+		bad  bool
+	}{
+		{name: "nil", in: nil, want: nil},
+		{name: "empty", in: map[string]dynamotypes.AttributeValue{}, want: archive.Item{}},
+		{name: "every type", in: map[string]dynamotypes.AttributeValue{
+			"s": &dynamotypes.AttributeValueMemberS{Value: "x"}, "n": &dynamotypes.AttributeValueMemberN{Value: "-0.5"},
+			"b": &dynamotypes.AttributeValueMemberB{Value: []byte{1}}, "t": &dynamotypes.AttributeValueMemberBOOL{Value: true},
+			"z": &dynamotypes.AttributeValueMemberNULL{Value: true}, "ss": &dynamotypes.AttributeValueMemberSS{Value: []string{"a"}},
+			"ns": &dynamotypes.AttributeValueMemberNS{Value: []string{"1"}}, "bs": &dynamotypes.AttributeValueMemberBS{Value: [][]byte{{2}}},
+			"l": &dynamotypes.AttributeValueMemberL{Value: []dynamotypes.AttributeValue{&dynamotypes.AttributeValueMemberS{Value: "y"}}},
+			"m": &dynamotypes.AttributeValueMemberM{Value: map[string]dynamotypes.AttributeValue{"k": &dynamotypes.AttributeValueMemberN{Value: "3"}}},
+		}, want: archive.Item{
+			"s": "x", "n": archive.Number("-0.5"), "b": []byte{1}, "t": true, "z": nil, "ss": []string{"a"},
+			"ns": []archive.Number{"1"}, "bs": [][]byte{{2}}, "l": []any{"y"}, "m": map[string]any{"k": archive.Number("3")},
+		}},
+		{name: "unknown member", in: map[string]dynamotypes.AttributeValue{
+			"m": &dynamotypes.AttributeValueMemberM{Value: map[string]dynamotypes.AttributeValue{"u": &dynamotypes.UnknownUnionMember{Tag: "X"}}},
+		}, bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := archiveparquet.Plain(tt.in)
+			if tt.bad {
+				if !errors.Is(err, archive.ErrUnsupportedValue) {
+					t.Fatalf("Plain err = %v, want ErrUnsupportedValue", err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Plain = %#v, %v; want %#v", got, err, tt.want)
+			}
+		})
+	}
+}

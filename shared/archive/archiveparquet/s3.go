@@ -1,0 +1,109 @@
+package archiveparquet
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+)
+
+// PutObjectAPI is what writing the archive needs; *s3.Client satisfies it.
+type PutObjectAPI interface {
+	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+}
+
+// GetObjectAPI reads one object; *s3.Client satisfies it.
+type GetObjectAPI interface {
+	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+}
+
+// ListObjectsAPI lists a prefix; *s3.Client satisfies it.
+type ListObjectsAPI interface {
+	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, opts ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
+}
+
+var (
+	_ PutObjectAPI   = (*s3.Client)(nil)
+	_ GetObjectAPI   = (*s3.Client)(nil)
+	_ ListObjectsAPI = (*s3.Client)(nil)
+)
+
+// Object metadata (x-amz-meta-*) set on every archive file.
+const (
+	MetaFirstSequence = "first-sequence"
+	MetaLastSequence  = "last-sequence"
+	MetaRows          = "rows"
+	MetaSHA256        = "sha256" // hex SHA-256 of the object's bytes
+	MetaSchema        = "schema"
+)
+
+// PutRows encodes rows as Parquet and writes them to bucket/key, replacing
+// any object there. It returns the file as the manifest records it.
+func PutRows(ctx context.Context, api PutObjectAPI, bucket, key string, rows []archive.Row, first, last string) (archive.File, error) {
+	data, err := Marshal(rows)
+	if err != nil {
+		return archive.File{}, err
+	}
+	sum := sha256.Sum256(data)
+	f := archive.File{Key: key, Rows: int64(len(rows)), Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:]),
+		MinSequence: first, MaxSequence: last}
+	_, err = api.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(bucket),
+		Key:           aws.String(key),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		ContentType:   aws.String(ContentType),
+		Metadata: map[string]string{
+			MetaFirstSequence: first, MetaLastSequence: last,
+			MetaRows: strconv.Itoa(len(rows)), MetaSHA256: f.SHA256, MetaSchema: SchemaVersion,
+		},
+	})
+	if err != nil {
+		return archive.File{}, fmt.Errorf("parquetarchive: put s3://%s/%s: %w", bucket, key, err)
+	}
+	return f, nil
+}
+
+// ReadRows reads every row of the archive file at bucket/key.
+func ReadRows(ctx context.Context, api GetObjectAPI, bucket, key string) ([]archive.Row, error) {
+	out, err := api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, fmt.Errorf("parquetarchive: get s3://%s/%s: %w", bucket, key, err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parquetarchive: read s3://%s/%s: %w", bucket, key, err)
+	}
+	rows, err := Unmarshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("s3://%s/%s: %w", bucket, key, err)
+	}
+	return rows, nil
+}
+
+// ListFiles lists the objects under prefix (e.g. a partition's
+// Prefix()), with their keys and sizes; rows and checksums are not known
+// from a listing.
+func ListFiles(ctx context.Context, api ListObjectsAPI, bucket, prefix string) ([]archive.File, error) {
+	var files []archive.File
+	p := s3.NewListObjectsV2Paginator(api, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("parquetarchive: list s3://%s/%s: %w", bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			files = append(files, archive.File{Key: aws.ToString(o.Key), Bytes: aws.ToInt64(o.Size)})
+		}
+	}
+	return files, nil
+}

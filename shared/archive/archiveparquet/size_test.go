@@ -1,0 +1,205 @@
+package archiveparquet_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+)
+
+// gzipLines gzips one JSON document per line, as DynamoDB's export to S3
+// writes its DYNAMODB_JSON files.
+func gzipLines(tb testing.TB, docs []any) int {
+	tb.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	enc := json.NewEncoder(zw)
+	for _, d := range docs {
+		if err := enc.Encode(d); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Len()
+}
+
+func rowsOf(tb testing.TB, batch []events.DynamoDBEventRecord) []archive.Row {
+	tb.Helper()
+	recs := make([]archive.Record, len(batch))
+	for i, r := range batch {
+		rec, err := archiveparquet.FromLambda(r)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		recs[i] = rec
+	}
+	objs, err := archive.Group(recs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var rows []archive.Row
+	for _, o := range objs {
+		rows = append(rows, o.Rows...)
+	}
+	return rows
+}
+
+// TestArchiveSize measures, for the same 10,000 vote ledger records, the
+// archive's Parquet bytes per record against gzip'd DynamoDB-JSON lines:
+// the native export's format (items only) and the stream records as Lambda
+// receives them (what the archive holds: keys, images and stream metadata).
+// It logs the figures (go test -run ArchiveSize -v); the issue's goal is
+// Parquet ≤ 0.5× the export. It asserts nothing about the ratio: the
+// figures are for the report (see the column breakdown it logs).
+//
+// Why the goal is out of reach for these records, from the breakdown: the
+// export holds each item once (~44 B gzip'd, of which ~16 B is the random
+// voteId); the archive holds the same image (newImage, ~42 B: as small as
+// the export's item), plus the stream's eventID (32 random hex digits:
+// 16 B that no codec shrinks) and the keys (pk, sk: ~25 B, the sk carrying
+// the voteId again, in another column where the compressor cannot see the
+// image's copy). Row order, page and row-group sizes and zstd levels move
+// the compacted file by ±2%; what they cannot remove is the ~32 B of
+// random ids per record, already 0.7× the export. Small files were mostly
+// page statistics of the JSON columns, now skipped (see noBounds).
+//
+// TestDecodeFilesWithStatistics checks that files written with them (the
+// encoder's earlier layout) still decode.
+func TestArchiveSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	const n, batchSize = 10000, 100
+	batch := voteBatch(0, n)
+	rows := rowsOf(t, batch)
+
+	whole, err := archiveparquet.Marshal(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batched := 0
+	for start := 0; start < n; start += batchSize {
+		b, err := archiveparquet.Marshal(rows[start : start+batchSize])
+		if err != nil {
+			t.Fatal(err)
+		}
+		batched += len(b)
+	}
+	exportDocs := make([]any, n)
+	streamDocs := make([]any, n)
+	for i, r := range batch {
+		exportDocs[i] = map[string]any{"Item": r.Change.NewImage}
+		streamDocs[i] = r
+	}
+	export := gzipLines(t, exportDocs)
+	stream := gzipLines(t, streamDocs)
+
+	per := func(bytes int) float64 { return float64(bytes) / n }
+	t.Logf("%d vote ledger records (INSERTs, ~%d bytes of DynamoDB JSON each):", n, len(mustJSON(t, exportDocs[0])))
+	t.Logf("  gzip'd export lines (DYNAMODB_JSON, items only)  %7.1f B/record", per(export))
+	t.Logf("  gzip'd stream records (Lambda JSON)              %7.1f B/record", per(stream))
+	t.Logf("  Parquet, one compacted file                      %7.1f B/record  = %.2f× export, %.2f× stream", per(len(whole)), float64(len(whole))/float64(export), float64(len(whole))/float64(stream))
+	t.Logf("  Parquet, files of %d records (before compaction) %7.1f B/record  = %.2f× export", batchSize, per(batched), float64(batched)/float64(export))
+	f, err := parquet.OpenFile(bytes.NewReader(whole), int64(len(whole)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := map[string]int64{}
+	var names []string
+	for _, rg := range f.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			name := strings.Join(c.MetaData.PathInSchema, ".")
+			if _, ok := cols[name]; !ok {
+				names = append(names, name)
+			}
+			cols[name] += c.MetaData.TotalCompressedSize
+		}
+	}
+	for _, name := range names {
+		t.Logf("    %-24s %6.1f B/record", name, float64(cols[name])/n)
+	}
+	if f.NumRows() != n {
+		t.Errorf("the Parquet file holds %d rows, want %d", f.NumRows(), n)
+	}
+}
+
+func mustJSON(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkArchive measures the archiver's records per second for batches
+// of 100 vote records (conversion, Parquet encoding, an in-memory put).
+func BenchmarkArchive(b *testing.B) {
+	batch := voteBatch(0, 100)
+	a := newArchiver(newMemS3(), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := a.Archive(b.Context(), batch); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "records/s")
+}
+
+// v1Row is the archive's row as the first encoder wrote it: the same
+// schema, with parquet-go's default page statistics on every column.
+type v1Row struct {
+	Table                   string    `parquet:"table,dict"`
+	Month                   string    `parquet:"month,dict"`
+	EventID                 string    `parquet:"eventId"`
+	EventName               string    `parquet:"eventName,dict"`
+	SequenceNumber          string    `parquet:"sequenceNumber"`
+	ApproximateCreationTime time.Time `parquet:"approximateCreationTime,timestamp(millisecond),delta"`
+	Keys                    string    `parquet:"keys"`
+	NewImage                *string   `parquet:"newImage,optional"`
+	OldImage                *string   `parquet:"oldImage,optional"`
+	TTLDelete               bool      `parquet:"ttlDelete"`
+}
+
+func TestDecodeFilesWithStatistics(t *testing.T) {
+	rows := rowsOf(t, voteBatch(0, 50))
+	old := make([]v1Row, len(rows))
+	for i, r := range rows {
+		img := r.NewImage
+		old[i] = v1Row{Table: r.Table, Month: r.Month, EventID: r.EventID, EventName: r.EventName, SequenceNumber: r.SequenceNumber,
+			ApproximateCreationTime: r.ApproximateCreationTime, Keys: r.Keys, NewImage: &img}
+	}
+	var b bytes.Buffer
+	schema := parquet.NewSchema("ddbpipe_archive", parquet.SchemaOf(v1Row{}))
+	if err := parquet.Write(&b, old, schema, parquet.DataPageStatistics(true),
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedBetterCompression}), parquet.PageBufferSize(1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := archiveparquet.Unmarshal(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rows) {
+		t.Errorf("rows decoded from an earlier file differ from the rows written")
+	}
+	now, err := archiveparquet.Marshal(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("50 rows: %d bytes with page statistics on every column, %d without them on the blobs", b.Len(), len(now))
+	if len(now) >= b.Len() {
+		t.Errorf("the encoder's file (%d B) is not smaller than one with statistics everywhere (%d B)", len(now), b.Len())
+	}
+}

@@ -1,0 +1,314 @@
+// Package objectsclient is the Go client of the objects HTTP API (see
+// package objectslambda for the contract): put, get (following presigned
+// downloads and verifying them), versions, delete, presigned uploads
+// (single PUT or multipart, waiting for the finalizer's verdict) and
+// read-modify-write with retries on conflict. The ddbpipe CLI uses it.
+package objectsclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+)
+
+// Types of the wire format.
+type (
+	Meta         = objectslambda.Meta
+	UploadStatus = objectslambda.UploadStatus
+)
+
+// Client talks to one API.
+type Client struct {
+	base string
+	hc   *http.Client
+	// PartConcurrency is how many parts of a multipart upload are sent at
+	// once (default 4).
+	PartConcurrency int
+	// Poll is the interval at which Upload asks for the outcome (default
+	// 200 ms).
+	Poll time.Duration
+}
+
+// New returns a client of the API at baseURL (e.g. API_URL). hc nil uses a
+// client with a 5-minute timeout; redirects are never followed blindly
+// (Get follows and verifies presigned downloads itself).
+func New(baseURL string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{Timeout: 5 * time.Minute}
+	}
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{base: strings.TrimRight(baseURL, "/"), hc: &c}
+}
+
+// Error is a response the API refused.
+type Error struct {
+	Status int
+	objectslambda.ErrorBody
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("objects API: %d %s: %s", e.Status, e.ErrorBody.Error, e.Message)
+}
+
+// IsConflict reports whether err is a 409 version conflict; current is the
+// object's version then.
+func IsConflict(err error) (current int64, ok bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusConflict && e.ErrorBody.Error == "conflict" {
+		if e.CurrentVersion != nil {
+			current = *e.CurrentVersion
+		}
+		return current, true
+	}
+	return 0, false
+}
+
+// IsNotFound reports whether err is a 404.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+// path is the URL of key's resource, each segment escaped.
+func (c *Client) path(key string, sub ...string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return c.base + "/objects/" + strings.Join(append(segs, sub...), "/")
+}
+
+func (c *Client) do(ctx context.Context, method, u string, body io.Reader, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("objects API: %s %s: %w", method, u, err)
+	}
+	return resp, nil
+}
+
+// decode reads a JSON answer into out, or the error body of a refusal.
+func decode(resp *http.Response, out any, ok ...int) error {
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("objects API: read answer: %w", err)
+	}
+	good := resp.StatusCode >= 200 && resp.StatusCode < 300
+	for _, s := range ok {
+		good = good || resp.StatusCode == s
+	}
+	if !good {
+		e := &Error{Status: resp.StatusCode}
+		if json.Unmarshal(raw, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
+			e.ErrorBody = objectslambda.ErrorBody{Error: http.StatusText(resp.StatusCode), Message: truncate(string(raw), 200)}
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("objects API: answer %d is not the JSON expected: %w", resp.StatusCode, err)
+	}
+	return nil
+}
+
+// PutOptions are a PUT's conditions and metadata.
+type PutOptions struct {
+	ContentType string
+	IfMatch     *int64 // write only if this is the latest version
+	CreateOnly  bool   // If-None-Match: *
+	KeepInTable bool   // ?placement=table
+}
+
+// Put stores body as key's new version (up to the API's body limit; use
+// Upload beyond).
+func (c *Client) Put(ctx context.Context, key string, body []byte, o PutOptions) (Meta, error) {
+	u := c.path(key)
+	if o.KeepInTable {
+		u += "?placement=table"
+	}
+	h := http.Header{}
+	ct := o.ContentType
+	if ct == "" {
+		ct = objects.DefaultContentType
+	}
+	h.Set("Content-Type", ct)
+	if o.IfMatch != nil {
+		h.Set("If-Match", strconv.Quote(strconv.FormatInt(*o.IfMatch, 10)))
+	}
+	if o.CreateOnly {
+		h.Set("If-None-Match", "*")
+	}
+	resp, err := c.do(ctx, http.MethodPut, u, bytes.NewReader(body), h)
+	if err != nil {
+		return Meta{}, err
+	}
+	var m Meta
+	return m, decode(resp, &m)
+}
+
+// Object is a document with its metadata.
+type Object struct {
+	Meta
+	Body []byte
+}
+
+// Get reads a version of key (0: the latest). A document served as a
+// presigned download is fetched from the bucket and verified against the
+// size and SHA-256 the API gave.
+func (c *Client) Get(ctx context.Context, key string, version int64) (Object, error) {
+	u := c.path(key)
+	if version > 0 {
+		u += "?version=" + strconv.FormatInt(version, 10)
+	}
+	resp, err := c.do(ctx, http.MethodGet, u, nil, nil)
+	if err != nil {
+		return Object{}, err
+	}
+	if resp.StatusCode == http.StatusSeeOther {
+		var l objectslambda.Link
+		if err := decode(resp, &l, http.StatusSeeOther); err != nil {
+			return Object{}, err
+		}
+		return c.download(ctx, key, l, resp.Header)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return Object{}, decode(resp, nil)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Object{}, fmt.Errorf("objects API: read %s: %w", key, err)
+	}
+	o := Object{Meta: metaFromHeader(key, resp.Header), Body: body}
+	if got := sha256Hex(body); got != o.SHA256 {
+		return Object{}, fmt.Errorf("objects API: %s: got sha256 %s, the API says %s", key, got, o.SHA256)
+	}
+	return o, nil
+}
+
+func metaFromHeader(key string, h http.Header) Meta {
+	m := Meta{Key: key, SHA256: h.Get("X-Object-Sha256"), ContentType: h.Get("Content-Type"), Kind: h.Get("X-Object-Kind")}
+	m.Version, _ = strconv.ParseInt(h.Get("X-Object-Version"), 10, 64)
+	m.Size, _ = strconv.ParseInt(h.Get("X-Object-Size"), 10, 64)
+	m.Modified, _ = http.ParseTime(h.Get("Last-Modified"))
+	return m
+}
+
+func (c *Client) download(ctx context.Context, key string, l objectslambda.Link, h http.Header) (Object, error) {
+	resp, err := c.do(ctx, http.MethodGet, l.URL, nil, nil)
+	if err != nil {
+		return Object{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Object{}, fmt.Errorf("objects API: download %s: bucket answered %s", key, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, l.Size+1))
+	if err != nil {
+		return Object{}, fmt.Errorf("objects API: download %s: %w", key, err)
+	}
+	if int64(len(body)) != l.Size || sha256Hex(body) != l.SHA256 {
+		return Object{}, fmt.Errorf("objects API: download %s: %d bytes with sha256 %s, want %d and %s", key, len(body), sha256Hex(body), l.Size, l.SHA256)
+	}
+	m := metaFromHeader(key, h)
+	m.Version, m.Size, m.SHA256, m.ContentType = l.Version, l.Size, l.SHA256, l.ContentType
+	return Object{Meta: m, Body: body}, nil
+}
+
+// Versions lists key's versions, newest first.
+func (c *Client) Versions(ctx context.Context, key string) ([]Meta, error) {
+	resp, err := c.do(ctx, http.MethodGet, c.path(key, "versions"), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var l objectslambda.VersionList
+	return l.Versions, decode(resp, &l)
+}
+
+// Delete deletes key (only at version ifMatch, if set) and returns the
+// version deleted.
+func (c *Client) Delete(ctx context.Context, key string, ifMatch *int64) (int64, error) {
+	h := http.Header{}
+	if ifMatch != nil {
+		h.Set("If-Match", strconv.FormatInt(*ifMatch, 10))
+	}
+	resp, err := c.do(ctx, http.MethodDelete, c.path(key), nil, h)
+	if err != nil {
+		return 0, err
+	}
+	var d objectslambda.Deleted
+	return d.Version, decode(resp, &d)
+}
+
+// ReadModifyWrite reads key, applies change and writes the result based on
+// the version read, retrying from the read when another writer got there
+// first, up to attempts times. change gets nil for a missing object (the
+// write then creates it); it must be safe to call again.
+func (c *Client) ReadModifyWrite(ctx context.Context, key string, attempts int, o PutOptions, change func(cur []byte) ([]byte, error)) (Meta, error) {
+	var err error
+	for range max(attempts, 1) {
+		var cur []byte
+		base := int64(0)
+		obj, gerr := c.Get(ctx, key, 0)
+		switch {
+		case gerr == nil:
+			cur, base = obj.Body, obj.Version
+		case !IsNotFound(gerr):
+			return Meta{}, gerr
+		}
+		next, cerr := change(cur)
+		if cerr != nil {
+			return Meta{}, cerr
+		}
+		po := o
+		if base == 0 {
+			po.CreateOnly, po.IfMatch = true, nil
+		} else {
+			po.IfMatch, po.CreateOnly = &base, false
+		}
+		if po.ContentType == "" && gerr == nil {
+			po.ContentType = obj.ContentType
+		}
+		var m Meta
+		m, err = c.Put(ctx, key, next, po)
+		if _, conflict := IsConflict(err); !conflict {
+			return m, err
+		}
+	}
+	return Meta{}, fmt.Errorf("objects API: %s: still conflicting after %d attempts: %w", key, max(attempts, 1), err)
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

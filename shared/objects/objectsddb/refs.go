@@ -1,0 +1,194 @@
+package objectsddb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+)
+
+// SweepAPI is the part of the DynamoDB client the orphan sweeper uses;
+// *dynamodb.Client satisfies it.
+type SweepAPI interface {
+	dynamodb.ScanAPIClient
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+var _ SweepAPI = (*dynamodb.Client)(nil)
+
+// attrUnreferencedSince is set on a chunk item by a sweep that found no
+// manifest naming it (MarkChunk): chunk items carry no time of their own,
+// and the mark is an upper bound of the time the chunk was written.
+const attrUnreferencedSince = "unreferencedSince"
+
+// Entry is one item of the table as a sweep sees it: the payloads a
+// version item references, or a chunk item.
+type Entry struct {
+	PK, SK string
+	// BlobKey is the bucket key an item's blob attribute names (a version
+	// item of an S3 placement; any other item naming a blob the same way,
+	// such as a pending upload, protects it too).
+	BlobKey string
+	// Manifest names a chunked version's chunks (WriteID and Count).
+	Manifest *objects.Manifest
+	// Chunk is set for a chunk item, with the mark of an earlier sweep
+	// (zero if none).
+	Chunk             *objects.ChunkOf
+	UnreferencedSince time.Time
+}
+
+// Refs reads the table for the orphan sweeper.
+type Refs struct {
+	db    SweepAPI
+	table string
+	// Segments is how many parallel scan segments read the table
+	// (default 4).
+	Segments int
+	// PageSize bounds the items of one scan page (0: DynamoDB's 1 MB pages).
+	PageSize int32
+}
+
+// NewRefs returns a reader of the table's references.
+func NewRefs(db SweepAPI, table string) *Refs { return &Refs{db: db, table: table, Segments: 4} }
+
+// Scan reads every item of the table with a strongly consistent, parallel
+// Scan that projects only the keys and the references (the payloads stay
+// on the server; DynamoDB still bills the whole items), and calls fn for
+// each, one call at a time. A reference committed before Scan began is
+// seen (consistent reads), unless its item is removed meanwhile.
+func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
+	names := map[string]string{
+		"#pk": attrPK, "#sk": attrSK, "#b": attrBlob, "#k": attrKey, "#m": attrManifest, "#n": attrCount,
+		"#w": attrWriteID, "#u": attrUnreferencedSince,
+	}
+	segments := max(r.Segments, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for seg := range segments {
+		wg.Go(func() {
+			in := &dynamodb.ScanInput{
+				TableName:                aws.String(r.table),
+				ProjectionExpression:     aws.String("#pk, #sk, #b.#k, #m.#n, #w, #u"),
+				ExpressionAttributeNames: names,
+				ConsistentRead:           aws.Bool(true),
+				Segment:                  aws.Int32(int32(seg)),
+				TotalSegments:            aws.Int32(int32(segments)),
+			}
+			if r.PageSize > 0 {
+				in.Limit = aws.Int32(r.PageSize)
+			}
+			p := dynamodb.NewScanPaginator(r.db, in)
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("objectstore: scan %s segment %d: %w", r.table, seg, classify(err))
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				entries := make([]Entry, 0, len(page.Items))
+				for _, item := range page.Items {
+					if e, ok := entry(item); ok {
+						entries = append(entries, e)
+					}
+				}
+				mu.Lock()
+				for _, e := range entries {
+					fn(e)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// entry reads a projected item; ok is false for an item without a string
+// key (never written by us).
+func entry(item map[string]types.AttributeValue) (Entry, bool) {
+	a := &attrs{m: item}
+	e := Entry{PK: a.str(attrPK), SK: a.str(attrSK)}
+	if a.err != nil || e.PK == "" {
+		return Entry{}, false
+	}
+	if e.SK == objects.ChunkSortKey {
+		c, ok := objects.ParseChunkKey(e.PK)
+		if !ok {
+			return Entry{}, false
+		}
+		e.Chunk = &c
+		if t := a.str(attrUnreferencedSince); t != "" {
+			if at, err := time.Parse(time.RFC3339Nano, t); err == nil {
+				e.UnreferencedSince = at
+			}
+		}
+		return e, true
+	}
+	if b, ok := a.sub(attrBlob); ok {
+		e.BlobKey = b.str(attrKey)
+	}
+	if m, ok := a.sub(attrManifest); ok {
+		e.Manifest = &objects.Manifest{WriteID: a.str(attrWriteID), Count: int(m.num(attrCount))}
+	}
+	return e, true
+}
+
+// MarkChunk records on a chunk item that a sweep found no manifest naming
+// it, at the time at (taken after the scan read it). An item already
+// marked, or gone, is left as it is; marked reports whether this call set
+// the mark.
+func (r *Refs) MarkChunk(ctx context.Context, pk string, at time.Time) (marked bool, err error) {
+	_, err = r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(r.table),
+		Key:                       key(pk, objects.ChunkSortKey),
+		UpdateExpression:          aws.String("SET #u = :t"),
+		ConditionExpression:       aws.String("attribute_exists(#pk) AND attribute_not_exists(#u)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#u": attrUnreferencedSince},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(at.UTC().Format(time.RFC3339Nano))},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("objectstore: mark chunk %s: %w", pk, classify(err))
+	}
+	return true, nil
+}
+
+// DeleteChunk deletes a chunk item if it still carries the mark a scan
+// read (so a chunk rewritten since is kept); deleted is false otherwise.
+func (r *Refs) DeleteChunk(ctx context.Context, pk string, markedAt time.Time) (deleted bool, err error) {
+	_, err = r.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(r.table),
+		Key:                       key(pk, objects.ChunkSortKey),
+		ConditionExpression:       aws.String("#u = :t"),
+		ExpressionAttributeNames:  map[string]string{"#u": attrUnreferencedSince},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(markedAt.UTC().Format(time.RFC3339Nano))},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("objectstore: delete chunk %s: %w", pk, classify(err))
+	}
+	return true, nil
+}

@@ -1,0 +1,579 @@
+package objectslambda
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
+)
+
+// Documents is what the API needs from the store; *objects.Store
+// satisfies it.
+type Documents interface {
+	Put(ctx context.Context, key string, body []byte, o objects.PutOptions) (objects.Record, error)
+	Stat(ctx context.Context, key string, version int64) (objects.Record, error)
+	Fetch(ctx context.Context, rec objects.Record, version int64) (objects.Object, error)
+	Versions(ctx context.Context, key string) ([]objects.Record, error)
+	Delete(ctx context.Context, key string, o objects.DeleteOptions) (int64, error)
+}
+
+// Uploads grants and completes presigned uploads; *objects.Uploader
+// satisfies it.
+type Uploads interface {
+	Begin(ctx context.Context, key string, r objects.UploadRequest) (objects.Grant, error)
+	Status(ctx context.Context, key, id string) (objects.Upload, error)
+	Complete(ctx context.Context, key, id string, parts []objects.Part) (objects.Upload, error)
+}
+
+// Links presigns downloads; *s3blob.Store satisfies it through DownloadLinks.
+type Links interface {
+	PresignGet(ctx context.Context, ref objects.BlobRef, ttl time.Duration) (objects.SignedRequest, error)
+}
+
+var (
+	_ Documents = (*objects.Store)(nil)
+	_ Uploads   = (*objects.Uploader)(nil)
+)
+
+// HTTP serves /objects/{key+}.
+type HTTP struct {
+	Docs    Documents
+	Uploads Uploads
+	Links   Links
+	// MaxBody is the largest PUT body (default DefaultMaxBody).
+	MaxBody int
+	// MaxResponse is the largest document returned in a response; bigger
+	// documents in S3 get a presigned link (default DefaultMaxResponse).
+	MaxResponse int64
+	// LinkTTL is how long a download link lives (default 5 minutes).
+	LinkTTL time.Duration
+	Metrics *emf.Writer // nil: no metrics
+	Log     *slog.Logger
+}
+
+// Defaults. Lambda takes and returns at most 6 MB (6,291,456 bytes) of
+// JSON; API Gateway carries binary bodies base64-encoded, 4/3 of their
+// size, and the event or response adds headers: 4 MiB of document is 5.6 MB
+// encoded, which leaves room for up to about 600 KB of headers.
+const (
+	DefaultMaxBody     = 4 << 20
+	DefaultMaxResponse = 4 << 20
+	DefaultLinkTTL     = 5 * time.Minute
+	maxJSONBody        = 1 << 20
+)
+
+// apiError is a refusal decided by the adapter itself (the domain's own
+// refusals are *objects.InvalidError).
+type apiError struct {
+	status int
+	reason string
+	msg    string
+	header map[string]string
+}
+
+func (e *apiError) Error() string { return e.reason + ": " + e.msg }
+
+func refuse(status int, reason, format string, args ...any) *apiError {
+	return &apiError{status: status, reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// Adapter reasons (the domain's are objects.Reason values).
+const (
+	reasonBadIfMatch    = "bad-if-match"
+	reasonBadPlacement  = "bad-placement"
+	reasonBadBody       = "bad-body"
+	reasonInvalidJSON   = "invalid-json"
+	reasonMissingBody   = "missing-body"
+	reasonNotFound      = "not-found"
+	reasonNoMethod      = "method-not-allowed"
+	reasonConflict      = "conflict"
+	reasonThrottled     = "throttled"
+	reasonChecksum      = "checksum-mismatch"
+	reasonInternal      = "internal"
+	reasonUnsupportedIf = "unsupported-precondition"
+)
+
+// resource is what a path names.
+type resource int
+
+const (
+	document resource = iota
+	versions
+	uploads
+	upload
+	complete
+)
+
+// target splits the greedy {key+} into a key and a sub-resource. Keys
+// cannot end like a sub-resource (objects.ValidateKey), so this is exact.
+func target(path string) (res resource, key, uploadID string) {
+	segs := strings.Split(path, "/")
+	n := len(segs)
+	switch {
+	case n >= 2 && segs[n-1] == "versions":
+		return versions, strings.Join(segs[:n-1], "/"), ""
+	case n >= 2 && segs[n-1] == "uploads":
+		return uploads, strings.Join(segs[:n-1], "/"), ""
+	case n >= 3 && segs[n-2] == "uploads" && objects.IsUploadID(segs[n-1]):
+		return upload, strings.Join(segs[:n-2], "/"), segs[n-1]
+	case n >= 4 && segs[n-3] == "uploads" && segs[n-1] == "complete" && objects.IsUploadID(segs[n-2]):
+		return complete, strings.Join(segs[:n-3], "/"), segs[n-2]
+	}
+	return document, path, ""
+}
+
+var allowed = map[resource]string{
+	document: "GET, HEAD, PUT, DELETE",
+	versions: "GET",
+	uploads:  "POST",
+	upload:   "GET",
+	complete: "POST",
+}
+
+// Handle serves one request.
+func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if req.RouteKey == "GET /health" {
+		return jsonResponse(http.StatusOK, map[string]string{"status": "ok", "function": "objects-api"}), nil
+	}
+	method := req.RequestContext.HTTP.Method
+	res, key, id := target(req.PathParameters["key"])
+	var resp events.APIGatewayV2HTTPResponse
+	var err error
+	switch {
+	case res == document && (method == http.MethodGet || method == http.MethodHead):
+		resp, err = h.get(ctx, req, key, method == http.MethodHead)
+	case res == document && method == http.MethodPut:
+		resp, err = h.put(ctx, req, key)
+	case res == document && method == http.MethodDelete:
+		resp, err = h.delete(ctx, req, key)
+	case res == versions && method == http.MethodGet:
+		resp, err = h.versions(ctx, key)
+	case res == uploads && method == http.MethodPost:
+		resp, err = h.beginUpload(ctx, req, key)
+	case res == upload && method == http.MethodGet:
+		resp, err = h.uploadStatus(ctx, key, id)
+	case res == complete && method == http.MethodPost:
+		resp, err = h.completeUpload(ctx, req, key, id)
+	default:
+		err = &apiError{status: http.StatusMethodNotAllowed, reason: reasonNoMethod,
+			msg: fmt.Sprintf("%s is not allowed here; allowed: %s", method, allowed[res]), header: map[string]string{"allow": allowed[res]}}
+	}
+	if err != nil {
+		return h.fail(ctx, req, err), nil
+	}
+	return resp, nil
+}
+
+// header returns a request header (API Gateway lower-cases names).
+func header(req events.APIGatewayV2HTTPRequest, name string) string {
+	return strings.TrimSpace(req.Headers[name])
+}
+
+// body returns the request body, base64-decoded if API Gateway encoded it,
+// refusing more than limit bytes before decoding them.
+func body(req events.APIGatewayV2HTTPRequest, limit int, hint string) ([]byte, error) {
+	if !req.IsBase64Encoded {
+		if len(req.Body) > limit {
+			return nil, refuse(http.StatusRequestEntityTooLarge, string(objects.ReasonTooLarge), "the body is %d bytes, the limit is %d%s", len(req.Body), limit, hint)
+		}
+		return []byte(req.Body), nil
+	}
+	if n := base64.StdEncoding.DecodedLen(len(req.Body)); n > limit+2 {
+		return nil, refuse(http.StatusRequestEntityTooLarge, string(objects.ReasonTooLarge), "the body is about %d bytes, the limit is %d%s", n, limit, hint)
+	}
+	b, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, reasonBadBody, "the body is marked base64 but does not decode")
+	}
+	if len(b) > limit {
+		return nil, refuse(http.StatusRequestEntityTooLarge, string(objects.ReasonTooLarge), "the body is %d bytes, the limit is %d%s", len(b), limit, hint)
+	}
+	return b, nil
+}
+
+// ifMatch reads If-Match: a version, bare or quoted as our ETags are.
+func ifMatch(v string) (*int64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if v == "*" {
+		return nil, refuse(http.StatusBadRequest, reasonUnsupportedIf, "If-Match: * is not supported; send the version the change is based on")
+	}
+	n, err := objects.ParseVersion(strings.Trim(strings.TrimPrefix(v, "W/"), `"`))
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, reasonBadIfMatch, "If-Match %q is not a version (1 to %d, as the ETag gives it)", truncate(v, 32), int64(objects.MaxVersion))
+	}
+	return &n, nil
+}
+
+func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
+	if err := objects.ValidateKey(key); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	limit := h.MaxBody
+	if limit <= 0 {
+		limit = DefaultMaxBody
+	}
+	match, err := ifMatch(header(req, "if-match"))
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	create := false
+	switch v := header(req, "if-none-match"); {
+	case v == "*" && match != nil:
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, reasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
+	case v == "*":
+		create, match = true, new(int64)
+	case v != "":
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, reasonUnsupportedIf, "If-None-Match takes only * (create only)")
+	}
+	o := objects.PutOptions{IfMatch: match, ContentType: header(req, "content-type")}
+	switch p := req.QueryStringParameters["placement"]; p {
+	case "", "auto":
+	case "table":
+		o.KeepInTable = true
+	default:
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, reasonBadPlacement, "placement %q: want auto or table", truncate(p, 32))
+	}
+	doc, err := body(req, limit, fmt.Sprintf("; send bigger documents with POST /objects/%s/uploads", url.PathEscape(key)))
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	rec, err := h.Docs.Put(ctx, key, doc, o)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	h.placed(rec)
+	status := http.StatusOK
+	if rec.Version == 1 || create {
+		status = http.StatusCreated
+	}
+	resp := jsonResponse(status, meta(rec))
+	resp.Headers["etag"] = etag(rec.Version)
+	return resp, nil
+}
+
+func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string, headOnly bool) (events.APIGatewayV2HTTPResponse, error) {
+	var version int64
+	if v, ok := req.QueryStringParameters["version"]; ok {
+		n, err := objects.ParseVersion(v)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		version = n
+	}
+	rec, err := h.Docs.Stat(ctx, key, version)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	limit := h.MaxResponse
+	if limit <= 0 {
+		limit = DefaultMaxResponse
+	}
+	headers := map[string]string{
+		"content-type":     rec.ContentType,
+		"etag":             etag(rec.Version),
+		"x-object-version": strconv.FormatInt(rec.Version, 10),
+		"x-object-sha256":  rec.SHA256.String(),
+		"x-object-kind":    string(rec.Kind),
+		"x-object-size":    strconv.FormatInt(rec.Size, 10),
+		"last-modified":    rec.CreatedAt.UTC().Format(http.TimeFormat),
+	}
+	if headOnly {
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}, nil
+	}
+	if rec.Kind == objects.InS3 && rec.Blob != nil && rec.Size > limit {
+		ttl := h.LinkTTL
+		if ttl <= 0 {
+			ttl = DefaultLinkTTL
+		}
+		link, err := h.Links.PresignGet(ctx, *rec.Blob, ttl)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		resp := jsonResponse(http.StatusSeeOther, Link{
+			URL: link.URL, ExpiresAt: link.Expires.UTC(), Size: rec.Size, SHA256: rec.SHA256.String(),
+			Version: rec.Version, ContentType: rec.ContentType,
+		})
+		for k, v := range headers {
+			if k != "content-type" {
+				resp.Headers[k] = v
+			}
+		}
+		resp.Headers["location"] = link.URL
+		resp.Headers["cache-control"] = "no-store"
+		return resp, nil
+	}
+	obj, err := h.Docs.Fetch(ctx, rec, version)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	headers["etag"] = etag(obj.Version)
+	headers["x-object-version"] = strconv.FormatInt(obj.Version, 10)
+	resp := events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}
+	if len(obj.Body) > 0 {
+		resp.Body = base64.StdEncoding.EncodeToString(obj.Body)
+		resp.IsBase64Encoded = true
+	}
+	return resp, nil
+}
+
+func (h *HTTP) delete(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
+	match, err := ifMatch(header(req, "if-match"))
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	v, err := h.Docs.Delete(ctx, key, objects.DeleteOptions{IfMatch: match})
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return jsonResponse(http.StatusOK, Deleted{Key: key, Version: v}), nil
+}
+
+func (h *HTTP) versions(ctx context.Context, key string) (events.APIGatewayV2HTTPResponse, error) {
+	recs, err := h.Docs.Versions(ctx, key)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	out := VersionList{Key: key, Versions: make([]Meta, len(recs))}
+	for i, r := range recs {
+		out.Versions[i] = meta(r)
+	}
+	return jsonResponse(http.StatusOK, out), nil
+}
+
+// decodeJSON reads a small JSON request body strictly.
+func decodeJSON(req events.APIGatewayV2HTTPRequest, v any, want string) error {
+	raw, err := body(req, maxJSONBody, "")
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return refuse(http.StatusBadRequest, reasonMissingBody, "missing body: want %s", want)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return refuse(http.StatusBadRequest, reasonInvalidJSON, "malformed JSON (%s): want %s", jsonProblem(err), want)
+	}
+	if dec.More() {
+		return refuse(http.StatusBadRequest, reasonInvalidJSON, "more than one JSON value: want %s", want)
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without echoing the input.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("%s must be a %s", te.Field, te.Type)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return truncate(strings.TrimPrefix(err.Error(), "json: "), 64)
+	}
+	return "not a JSON object"
+}
+
+const uploadShape = `{"size":N,"sha256":"<64 hex>","contentType":"type/subtype","ifMatch":n}`
+
+func (h *HTTP) beginUpload(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
+	if err := objects.ValidateKey(key); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	var in UploadRequest
+	if err := decodeJSON(req, &in, uploadShape); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	if in.Size == nil {
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, reasonInvalidJSON, "size is missing: want %s", uploadShape)
+	}
+	sum, err := objects.ParseSum(strings.ToLower(in.SHA256))
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, string(objects.ReasonBadSHA256), "sha256 must be 64 hex characters (the document's SHA-256)")
+	}
+	g, err := h.Uploads.Begin(ctx, key, objects.UploadRequest{Size: *in.Size, SHA256: sum, ContentType: in.ContentType, IfMatch: in.IfMatch})
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	h.emit(emf.Metric{Name: "UploadsGranted", Unit: emf.Count, Value: 1})
+	out := Granted{UploadStatus: status(g.Upload), Put: g.Put}
+	if g.Upload.MultipartID != "" {
+		out.Multipart = &Multipart{PartSize: g.Upload.PartSize, Parts: g.Parts, Complete: uploadPath(key, g.Upload.ID) + "/complete"}
+	}
+	resp := jsonResponse(http.StatusCreated, out)
+	resp.Headers["location"] = uploadPath(key, g.Upload.ID)
+	return resp, nil
+}
+
+func (h *HTTP) uploadStatus(ctx context.Context, key, id string) (events.APIGatewayV2HTTPResponse, error) {
+	up, err := h.Uploads.Status(ctx, key, id)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return jsonResponse(http.StatusOK, status(up)), nil
+}
+
+const completeShape = `{"parts":[{"partNumber":1,"etag":"…"},…]}`
+
+func (h *HTTP) completeUpload(ctx context.Context, req events.APIGatewayV2HTTPRequest, key, id string) (events.APIGatewayV2HTTPResponse, error) {
+	var in CompleteRequest
+	if err := decodeJSON(req, &in, completeShape); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	up, err := h.Uploads.Complete(ctx, key, id, in.Parts)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	resp := jsonResponse(http.StatusAccepted, status(up))
+	resp.Headers["location"] = uploadPath(key, id)
+	return resp, nil
+}
+
+// placed counts a write by placement.
+func (h *HTTP) placed(rec objects.Record) {
+	ms := []emf.Metric{{Name: placementMetric[rec.Kind], Unit: emf.Count, Value: 1}}
+	if rec.Kind == objects.InS3 {
+		ms = append(ms, emf.Metric{Name: "BytesOffloaded", Unit: emf.Bytes, Value: float64(rec.Size)})
+	}
+	h.emit(ms...)
+}
+
+var placementMetric = map[objects.Kind]string{
+	objects.Inline: "PlacedInline", objects.CompressedInline: "PlacedCompressed",
+	objects.Chunked: "PlacedChunked", objects.InS3: "PlacedS3",
+}
+
+func (h *HTTP) emit(ms ...emf.Metric) {
+	if h.Metrics == nil {
+		return
+	}
+	if err := h.Metrics.Emit(ms, nil); err != nil {
+		h.Log.Warn("metrics not written", "err", err)
+	}
+}
+
+// fail maps an error to a response: the one place errors become statuses.
+// Clients see stable reasons and messages meant for them; anything else
+// is logged and answered 500 without detail.
+func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err error) events.APIGatewayV2HTTPResponse {
+	st, e := classify(err)
+	switch {
+	case st == http.StatusConflict && e.Error == reasonConflict:
+		h.emit(emf.Metric{Name: "Conflicts", Unit: emf.Count, Value: 1})
+	case e.Error == reasonChecksum:
+		h.emit(emf.Metric{Name: "ChecksumFailures", Unit: emf.Count, Value: 1})
+	}
+	switch {
+	case st >= 500:
+		h.Log.ErrorContext(ctx, "request failed", "method", req.RequestContext.HTTP.Method, "path", truncate(req.RawPath, 256), "status", st, "err", err)
+	case st == http.StatusServiceUnavailable:
+		h.Log.WarnContext(ctx, "request refused for load", "err", err)
+	}
+	resp := jsonResponse(st, e)
+	var ae *apiError
+	if errors.As(err, &ae) {
+		for k, v := range ae.header {
+			resp.Headers[k] = v
+		}
+	}
+	if st == http.StatusServiceUnavailable {
+		resp.Headers["retry-after"] = "1"
+	}
+	return resp
+}
+
+// classify is the error model: status and body for every error.
+func classify(err error) (int, ErrorBody) {
+	var ae *apiError
+	var ie *objects.InvalidError
+	var ce *objects.ConflictError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ErrorBody{Error: ae.reason, Message: ae.msg}
+	case errors.As(err, &ce):
+		cur := ce.Current
+		body := ErrorBody{Error: reasonConflict, Message: conflictMessage(ce), CurrentVersion: &cur}
+		if ce.Deleted {
+			body.Deleted = true
+		}
+		return http.StatusConflict, body
+	case errors.As(err, &ie):
+		body := ErrorBody{Error: string(ie.Reason), Message: ie.Detail}
+		switch ie.Reason {
+		case objects.ReasonTooLarge, objects.ReasonTooLargeForTable:
+			return http.StatusRequestEntityTooLarge, body
+		case objects.ReasonBadContentType:
+			return http.StatusUnsupportedMediaType, body
+		case objects.ReasonUploadClosed:
+			return http.StatusConflict, body
+		}
+		return http.StatusBadRequest, body
+	case errors.Is(err, objects.ErrNotFound):
+		return http.StatusNotFound, ErrorBody{Error: reasonNotFound, Message: "no such object, version or upload"}
+	case errors.Is(err, objects.ErrThrottled), errors.Is(err, objects.ErrUploadBusy):
+		return http.StatusServiceUnavailable, ErrorBody{Error: reasonThrottled, Message: "busy; retry shortly"}
+	case errors.Is(err, objects.ErrChecksum):
+		return http.StatusInternalServerError, ErrorBody{Error: reasonChecksum, Message: "the stored document failed verification; it is not returned"}
+	}
+	return http.StatusInternalServerError, ErrorBody{Error: reasonInternal, Message: "internal error"}
+}
+
+func conflictMessage(ce *objects.ConflictError) string {
+	switch {
+	case ce.Current == 0:
+		return "the object does not exist"
+	case ce.Deleted:
+		return fmt.Sprintf("the object was deleted at version %d", ce.Current)
+	case ce.Expected == 0:
+		return fmt.Sprintf("the object exists, at version %d", ce.Current)
+	case ce.Expected > 0:
+		return fmt.Sprintf("expected version %d, the object is at version %d", ce.Expected, ce.Current)
+	}
+	return fmt.Sprintf("the object is at version %d", ce.Current)
+}
+
+func etag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
+
+func uploadPath(key, id string) string {
+	return "/objects/" + escapeKey(key) + "/uploads/" + id
+}
+
+// escapeKey escapes each segment of a key for a URL path.
+func escapeKey(key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+func jsonResponse(status int, body any) events.APIGatewayV2HTTPResponse {
+	b, err := json.Marshal(body)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"internal error"}`)
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"content-type": "application/json"}, Body: string(b)}
+}

@@ -1,0 +1,139 @@
+package objectslambda
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsmaint"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
+	"github.com/ddbpipe/ddbpipe/shared/objects/uploadsddb"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+)
+
+// objectsConfig is the configuration the objects API and finalizer share.
+type objectsConfig struct {
+	table, bucket string
+	policy        objects.Policy
+	maxVersions   int
+}
+
+// readObjectsConfig reads OBJECTS_TABLE, OBJECTS_BUCKET, INLINE_MAX_BYTES,
+// MAX_VERSIONS and MAX_OBJECT_BYTES (optional, default 5 GiB: the largest
+// upload; documents sent in a request body have their own, smaller limit).
+func readObjectsConfig(env lambdafn.Env, v *lambdafn.Vars) objectsConfig {
+	c := objectsConfig{table: v.String("OBJECTS_TABLE"), bucket: v.String("OBJECTS_BUCKET")}
+	c.policy.InlineMax = v.Int("INLINE_MAX_BYTES", 0, 350<<10)
+	c.maxVersions = v.Int("MAX_VERSIONS", 1, 1000)
+	c.policy.MaxSize = int64(optInt(env, v, "MAX_OBJECT_BYTES", 5<<30, 1, 5<<30))
+	return c
+}
+
+// optInt reads an optional integer variable within [lo, hi].
+func optInt(env lambdafn.Env, v *lambdafn.Vars, name string, def, lo, hi int) int {
+	if env.Getenv(name) == "" {
+		return def
+	}
+	return v.Int(name, lo, hi)
+}
+
+// objectsServices builds the store, the blob adapters and the uploader.
+func objectsServices(env lambdafn.Env, c objectsConfig) (*objects.Uploader, *objectss3.Transfers) {
+	s3c := awsenv.S3(env.AWS)
+	db := awsenv.DynamoDB(env.AWS)
+	blobs := objectss3.FromClient(s3c, c.bucket)
+	table := objectsddb.New(db, c.table)
+	store := &objects.Store{Items: table, Chunks: table, Blobs: blobs, Policy: c.policy, MaxVersions: c.maxVersions, Log: env.Log}
+	transfers := objectss3.TransfersFromClient(s3c, blobs)
+	up := &objects.Uploader{Store: store, Uploads: uploadsddb.New(db, c.table), Bucket: transfers, Log: env.Log}
+	return up, transfers
+}
+
+// SetupAPI wires the objects-api function, which serves /objects/{key+}: documents, versions and presigned
+// uploads. Beyond the shared settings: MAX_BODY_BYTES (largest PUT body,
+// default 4 MiB), MAX_RESPONSE_BYTES (largest document returned inline,
+// default 4 MiB), DOWNLOAD_TTL_SECONDS (presigned downloads, default 300),
+// UPLOAD_TTL_SECONDS (time to upload, default 900).
+func SetupAPI(_ context.Context, env lambdafn.Env) (any, error) {
+	v := lambdafn.NewVars(env.Getenv)
+	c := readObjectsConfig(env, v)
+	maxBody := optInt(env, v, "MAX_BODY_BYTES", DefaultMaxBody, 0, 4<<20+512<<10)
+	maxResp := optInt(env, v, "MAX_RESPONSE_BYTES", DefaultMaxResponse, 0, 4<<20+512<<10)
+	linkTTL := optInt(env, v, "DOWNLOAD_TTL_SECONDS", int(DefaultLinkTTL/time.Second), 1, 3600)
+	uploadTTL := optInt(env, v, "UPLOAD_TTL_SECONDS", int(objects.DefaultUploadTTL/time.Second), 60, 24*3600)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if err := c.policy.Validate(); err != nil {
+		return nil, fmt.Errorf("objects policy: %w", err)
+	}
+	up, transfers := objectsServices(env, c)
+	up.TTL = time.Duration(uploadTTL) * time.Second
+	h := &HTTP{
+		Docs: up.Store, Uploads: up, Links: transfers,
+		MaxBody: maxBody, MaxResponse: int64(maxResp), LinkTTL: time.Duration(linkTTL) * time.Second,
+		Metrics: lambdafn.NewMetrics(env, "objects-api"),
+		Log:     env.Log,
+	}
+	return h.Handle, nil
+}
+
+// SetupFinalize wires the objects-finalize function, which turns finished uploads (ObjectCreated under uploads/)
+// into verified versions.
+func SetupFinalize(_ context.Context, env lambdafn.Env) (any, error) {
+	v := lambdafn.NewVars(env.Getenv)
+	c := readObjectsConfig(env, v)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	up, _ := objectsServices(env, c)
+	h := &Finalize{
+		Uploads: up,
+		Metrics: lambdafn.NewMetrics(env, "objects-finalize"),
+		Log:     env.Log,
+	}
+	return h.Handle, nil
+}
+
+// SetupReaper wires the objects-reaper function, which deletes the payloads (blobs, chunk items) of object versions
+// removed from the objects table, read from its stream.
+func SetupReaper(_ context.Context, env lambdafn.Env) (any, error) {
+	v := lambdafn.NewVars(env.Getenv)
+	table := v.String("OBJECTS_TABLE")
+	bucket := v.String("OBJECTS_BUCKET")
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	items := objectsddb.New(awsenv.DynamoDB(env.AWS), table)
+	r := &objectsmaint.Reaper{
+		Store:   &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket), Log: env.Log},
+		Bucket:  bucket,
+		Log:     env.Log,
+		Metrics: lambdafn.NewMetrics(env, "objects-reaper"),
+	}
+	return r.Handle, nil
+}
+
+// SetupSweeper wires the objects-sweeper function, which removes orphan payloads: blobs and chunk items that no
+// reference names, older than the grace period.
+func SetupSweeper(_ context.Context, env lambdafn.Env) (any, error) {
+	v := lambdafn.NewVars(env.Getenv)
+	table := v.String("OBJECTS_TABLE")
+	bucket := v.String("OBJECTS_BUCKET")
+	grace := v.Int("ORPHAN_GRACE_MINUTES", 1, 1<<20)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	s := &objectsmaint.Sweeper{
+		Table:   objectsddb.NewRefs(awsenv.DynamoDB(env.AWS), table),
+		Blobs:   objectsmaint.NewBucket(awsenv.S3(env.AWS), bucket),
+		Grace:   time.Duration(grace) * time.Minute,
+		Now:     time.Now,
+		Log:     env.Log,
+		Metrics: lambdafn.NewMetrics(env, "objects-sweeper"),
+	}
+	return s.Handle, nil
+}

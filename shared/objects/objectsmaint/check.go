@@ -1,0 +1,141 @@
+package objectsmaint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+)
+
+// Report is the state of the store's invariants, as Check found it.
+type Report struct {
+	Items      int // table items
+	Versions   int // version items (v0 included)
+	Blobs      int // live blob keys under Prefixes
+	Chunks     int // chunk items
+	References int // version items naming a blob or chunks
+	// Dangling lists the references whose payload is missing ("<key> <sk>:
+	// blob <blob key>" or "… chunk <pk>"): the invariant that must never break.
+	Dangling []string
+	// OrphanBlobs are versions under Prefixes that no item names, and
+	// OrphanChunks chunk items that no manifest names, whatever their age:
+	// right after a sweep with every payload past its grace, both are empty.
+	OrphanBlobs  []Version
+	OrphanChunks []string
+}
+
+// Err is nil when no reference dangles and there is no orphan; otherwise
+// it says what is wrong (the first few of each).
+func (r Report) Err() error {
+	var errs []error
+	if err := r.DanglingErr(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(r.OrphanBlobs) > 0 {
+		keys := make([]string, 0, min(len(r.OrphanBlobs), 5))
+		for _, v := range r.OrphanBlobs[:min(len(r.OrphanBlobs), 5)] {
+			keys = append(keys, v.Key)
+		}
+		errs = append(errs, fmt.Errorf("%d orphan blob versions: %s", len(r.OrphanBlobs), strings.Join(keys, ", ")))
+	}
+	if len(r.OrphanChunks) > 0 {
+		errs = append(errs, fmt.Errorf("%d orphan chunks: %s", len(r.OrphanChunks), strings.Join(r.OrphanChunks[:min(len(r.OrphanChunks), 5)], ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// DanglingErr is nil when every reference's payload exists: the invariant
+// that holds at every moment, while Err's also wants no orphan.
+func (r Report) DanglingErr() error {
+	if len(r.Dangling) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d dangling references: %s", len(r.Dangling), strings.Join(r.Dangling[:min(len(r.Dangling), 5)], "; "))
+}
+
+// Check reads the whole table and the bucket's payload prefixes and
+// reports dangling references and orphans. It is for tests and operators
+// of a quiet store: writes running meanwhile show up as orphans (a blob
+// whose commit is on its way), and deletes as dangling references (an
+// item read before its removal, whose payload the reaper deleted before
+// the listing).
+func Check(ctx context.Context, table Scanner, bucket Lister) (Report, error) {
+	var r Report
+	var refs []objectsddb.Entry
+	chunks := map[string]bool{}
+	err := table.Scan(ctx, func(e objectsddb.Entry) {
+		r.Items++
+		switch {
+		case e.Chunk != nil:
+			r.Chunks++
+			chunks[e.PK] = false
+		case e.BlobKey != "" || e.Manifest != nil:
+			refs = append(refs, e)
+		}
+		if _, err := objects.ParseSortKey(e.SK); err == nil {
+			r.Versions++
+		}
+	})
+	if err != nil {
+		return Report{}, fmt.Errorf("objectsmaint: check: %w", err)
+	}
+	live := map[string]bool{} // keys whose latest version is not a delete marker
+	versions := map[string][]Version{}
+	for _, prefix := range Prefixes {
+		for page, err := range bucket.Versions(ctx, prefix) {
+			if err != nil {
+				return Report{}, fmt.Errorf("objectsmaint: check: %w", err)
+			}
+			for _, v := range page {
+				versions[v.Key] = append(versions[v.Key], v)
+				if v.Latest && !v.DeleteMarker {
+					live[v.Key] = true
+				}
+			}
+		}
+	}
+	r.Blobs = len(live)
+	referenced := map[string]bool{}
+	for _, e := range refs {
+		isVersion := false
+		if _, err := objects.ParseSortKey(e.SK); err == nil {
+			isVersion = true
+			r.References++
+		}
+		if e.BlobKey != "" {
+			referenced[e.BlobKey] = true
+			if isVersion && !live[e.BlobKey] {
+				r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: blob %s", e.PK, e.SK, e.BlobKey))
+			}
+			continue
+		}
+		m := *e.Manifest
+		for _, k := range m.ChunkKeys(e.PK) {
+			if _, ok := chunks[k.PK]; !ok {
+				if isVersion {
+					r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: chunk %s", e.PK, e.SK, k.PK))
+				}
+				continue
+			}
+			chunks[k.PK] = true
+		}
+	}
+	for k, vs := range versions {
+		if !referenced[k] {
+			r.OrphanBlobs = append(r.OrphanBlobs, vs...)
+		}
+	}
+	for pk, named := range chunks {
+		if !named {
+			r.OrphanChunks = append(r.OrphanChunks, pk)
+		}
+	}
+	slices.Sort(r.Dangling)
+	slices.SortFunc(r.OrphanBlobs, func(a, b Version) int { return strings.Compare(a.Key, b.Key) })
+	slices.Sort(r.OrphanChunks)
+	return r, nil
+}

@@ -1,0 +1,318 @@
+package objectsmaint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
+)
+
+// Scanner reads the table's references; *objectsddb.Refs satisfies it.
+type Scanner interface {
+	Scan(ctx context.Context, fn func(objectsddb.Entry)) error
+}
+
+// Table is what the sweeper needs from the objects table;
+// *objectsddb.Refs satisfies it.
+type Table interface {
+	Scanner
+	MarkChunk(ctx context.Context, pk string, at time.Time) (marked bool, err error)
+	DeleteChunk(ctx context.Context, pk string, markedAt time.Time) (deleted bool, err error)
+}
+
+// Lister lists every version of the bucket's keys; *Bucket satisfies it.
+type Lister interface {
+	Versions(ctx context.Context, prefix string) iter.Seq2[[]Version, error]
+}
+
+// Blobs is what the sweeper needs from the objects bucket; *Bucket
+// satisfies it.
+type Blobs interface {
+	Lister
+	Delete(ctx context.Context, vs []Version) (deleted []Version, err error)
+}
+
+var (
+	_ Table = (*objectsddb.Refs)(nil)
+	_ Blobs = (*Bucket)(nil)
+)
+
+// Sweeper removes orphans: payloads that no reference names and that are
+// old enough that no reference ever will.
+//
+// A sweep takes its mark time first, then reads every reference of the
+// table (a strongly consistent parallel Scan), then lists every version of
+// the bucket's blobs and deletes those objects.Orphan says are orphans:
+// unreferenced and older than Grace before the mark (UploadGrace under
+// uploads/). A blob written just before the scan, whose commit lands after
+// it, is younger than the grace and stays (see objects.Orphans). Any item
+// that names a blob the way version items do (blob.key) protects it: the
+// upload intents do, so a presigned upload is kept while its intent lives
+// however long the client takes (a multipart upload's Last-Modified is the
+// time it started, which may be long before its reference commits).
+//
+// Chunk items carry no time, so the grace is counted from the first sweep
+// that found a chunk unreferenced: it marks the item (MarkChunk, with the
+// time after the scan read it, an upper bound of its write time), and a
+// later sweep deletes it if it is still unreferenced and the mark is older
+// than Grace before that sweep's mark. An orphan chunk therefore goes on
+// the first sweep at least Grace after the one that marked it.
+type Sweeper struct {
+	Table Table
+	Blobs Blobs
+	// Grace is the age after which an unreferenced blob of the store, or a
+	// marked chunk, is an orphan: longer than any Put (a function timeout).
+	Grace time.Duration
+	// UploadGrace is the same for presigned uploads (default Grace); their
+	// intents protect them while a commit may still come.
+	UploadGrace time.Duration
+	Now         func() time.Time
+	// Progress is how often a long sweep logs how far it got (default 15 s).
+	Progress time.Duration
+	// Reserve is the time a sweep keeps before its context's deadline to
+	// stop cleanly and report (default 5 s).
+	Reserve time.Duration
+	Log     *slog.Logger
+	Metrics *emf.Writer // optional
+}
+
+// SweepResult is what one sweep came to.
+type SweepResult struct {
+	MarkedAt     time.Time
+	Items        int   // table items scanned
+	References   int   // distinct blob keys referenced
+	Manifests    int   // distinct chunked writes referenced
+	Listed       int   // bucket versions listed
+	Swept        int   // orphan blob versions deleted (delete markers not counted)
+	SweptBytes   int64 // their size
+	ChunksMarked int
+	ChunksSwept  int
+	// Failures counts payloads that could not be deleted (the next sweep
+	// tries again); DeleteErr joins their errors.
+	Failures  int
+	DeleteErr error
+	// Err is why the sweep stopped early (a failed scan or listing, the
+	// deadline); nothing is deleted after a failed scan.
+	Err  error
+	Took time.Duration
+}
+
+// Sweep runs one sweep.
+func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := time.Now()
+	if d, ok := ctx.Deadline(); ok {
+		reserve := s.Reserve
+		if reserve <= 0 {
+			reserve = 5 * time.Second
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-reserve))
+		defer cancel()
+	}
+	res := SweepResult{MarkedAt: now()}
+	p := s.progress(ctx, &res, start)
+
+	// Mark, then read every reference.
+	referenced := map[string]struct{}{}
+	manifests := map[string]int{} // <key>#<writeID> → chunk count
+	var chunks []objectsddb.Entry
+	err := s.Table.Scan(ctx, func(e objectsddb.Entry) {
+		res.Items++
+		switch {
+		case e.Chunk != nil:
+			chunks = append(chunks, e)
+		case e.BlobKey != "":
+			referenced[e.BlobKey] = struct{}{}
+		case e.Manifest != nil:
+			id := e.PK + "#" + e.Manifest.WriteID
+			manifests[id] = max(manifests[id], e.Manifest.Count)
+		}
+		p.tick("scan")
+	})
+	res.References, res.Manifests = len(referenced), len(manifests)
+	if err != nil {
+		res.Err = fmt.Errorf("objectsmaint: sweep: read references: %w", err)
+		res.Took = time.Since(start)
+		return res
+	}
+	isReferenced := func(k string) bool { _, ok := referenced[k]; return ok }
+
+	var deleteErrs []error
+	s.sweepChunks(ctx, &res, chunks, manifests, now, &deleteErrs)
+
+	graces := map[string]time.Duration{objects.BlobPrefix: s.Grace, objects.UploadPrefix: s.uploadGrace()}
+	del := func(orphans []Version) {
+		deleted, err := s.Blobs.Delete(ctx, orphans)
+		for _, v := range deleted {
+			if !v.DeleteMarker {
+				res.Swept++
+				res.SweptBytes += v.Size
+			}
+		}
+		if err != nil {
+			res.Failures += len(orphans) - len(deleted)
+			deleteErrs = append(deleteErrs, err)
+		}
+	}
+	for _, prefix := range Prefixes {
+		// A page's orphans are deleted once the next page is listed: the
+		// listing's marker is the page's last key, and some servers
+		// (versitygw) lose their place when the marker's key is gone.
+		var pending []Version
+		for page, err := range s.Blobs.Versions(ctx, prefix) {
+			if err != nil {
+				res.Err = fmt.Errorf("objectsmaint: sweep: %w", err)
+				break
+			}
+			res.Listed += len(page)
+			del(pending)
+			pending = nil
+			for _, v := range page {
+				if objects.Orphan(v.BlobInfo, prefix, isReferenced, res.MarkedAt, graces[prefix]) {
+					pending = append(pending, v)
+				}
+			}
+			p.tick("list " + prefix)
+			if err := ctx.Err(); err != nil {
+				res.Err = fmt.Errorf("objectsmaint: sweep stopped in %s: %w", prefix, err)
+				break
+			}
+		}
+		if len(pending) > 0 && ctx.Err() == nil {
+			del(pending)
+		}
+		if res.Err != nil {
+			break
+		}
+	}
+	res.DeleteErr = errors.Join(deleteErrs...)
+	res.Took = time.Since(start)
+	return res
+}
+
+func (s *Sweeper) uploadGrace() time.Duration {
+	if s.UploadGrace > 0 {
+		return s.UploadGrace
+	}
+	return s.Grace
+}
+
+// sweepChunks marks the unreferenced chunks not yet marked and deletes the
+// ones marked more than Grace before the sweep's mark.
+func (s *Sweeper) sweepChunks(ctx context.Context, res *SweepResult, chunks []objectsddb.Entry, manifests map[string]int, now func() time.Time, errs *[]error) {
+	isReferenced := func(pk string) bool {
+		c, ok := objects.ParseChunkKey(pk)
+		return ok && c.Index < manifests[c.Key+"#"+c.WriteID]
+	}
+	for _, e := range chunks {
+		if isReferenced(e.PK) || ctx.Err() != nil {
+			continue
+		}
+		if e.UnreferencedSince.IsZero() {
+			marked, err := s.Table.MarkChunk(ctx, e.PK, now())
+			if err != nil {
+				res.Failures++
+				*errs = append(*errs, err)
+			} else if marked {
+				res.ChunksMarked++
+			}
+			continue
+		}
+		info := objects.BlobInfo{Key: e.PK, LastModified: e.UnreferencedSince}
+		if !objects.Orphan(info, "", isReferenced, res.MarkedAt, s.Grace) {
+			continue
+		}
+		deleted, err := s.Table.DeleteChunk(ctx, e.PK, e.UnreferencedSince)
+		if err != nil {
+			res.Failures++
+			*errs = append(*errs, err)
+		} else if deleted {
+			res.ChunksSwept++
+		}
+	}
+}
+
+// progress logs a long sweep's counters every Progress.
+type progress struct {
+	s     *Sweeper
+	ctx   context.Context
+	res   *SweepResult
+	start time.Time
+	next  time.Time
+	every time.Duration
+}
+
+func (s *Sweeper) progress(ctx context.Context, res *SweepResult, start time.Time) *progress {
+	every := s.Progress
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	return &progress{s: s, ctx: ctx, res: res, start: start, next: start.Add(every), every: every}
+}
+
+func (p *progress) tick(phase string) {
+	if now := time.Now(); now.After(p.next) {
+		p.next = now.Add(p.every)
+		p.s.log().InfoContext(p.ctx, "sweep progress", "phase", phase, "items", p.res.Items, "listed", p.res.Listed,
+			"swept", p.res.Swept, "bytes", p.res.SweptBytes, "seconds", int(now.Sub(p.start).Seconds()))
+	}
+}
+
+func (s *Sweeper) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
+
+// Handle is the scheduled handler. A sweep that could not finish (a
+// failed scan or listing) is an error, for Lambda to retry; payloads that
+// could not be deleted are logged and counted, and the next sweep retries
+// them.
+func (s *Sweeper) Handle(ctx context.Context, ev events.EventBridgeEvent) error {
+	res := s.Sweep(ctx)
+	s.report(ctx, res)
+	return res.Err
+}
+
+// report logs a sweep and writes its metrics: the one place a SweepResult
+// becomes a log line and an EMF line.
+func (s *Sweeper) report(ctx context.Context, res SweepResult) {
+	log := s.log()
+	attrs := []any{"markedAt", res.MarkedAt, "items", res.Items, "references", res.References, "manifests", res.Manifests,
+		"listed", res.Listed, "swept", res.Swept, "bytes", res.SweptBytes, "chunksMarked", res.ChunksMarked,
+		"chunksSwept", res.ChunksSwept, "failures", res.Failures, "ms", res.Took.Milliseconds()}
+	switch {
+	case res.Err != nil:
+		log.WarnContext(ctx, "sweep stopped early", attrs...) // the error is the handler's
+	case res.DeleteErr != nil:
+		log.ErrorContext(ctx, "sweep done; some orphans not deleted", append(attrs, "err", res.DeleteErr)...)
+	default:
+		log.InfoContext(ctx, "sweep done", attrs...)
+	}
+	if s.Metrics == nil {
+		return
+	}
+	if err := s.Metrics.Emit([]emf.Metric{
+		{Name: "OrphansSwept", Unit: emf.Count, Value: float64(res.Swept)},
+		{Name: "OrphanBytesSwept", Unit: emf.Bytes, Value: float64(res.SweptBytes)},
+		{Name: "OrphanChunksSwept", Unit: emf.Count, Value: float64(res.ChunksSwept)},
+		{Name: "OrphanChunksMarked", Unit: emf.Count, Value: float64(res.ChunksMarked)},
+		{Name: "SweepFailures", Unit: emf.Count, Value: float64(res.Failures)},
+		{Name: "SweepSeconds", Unit: emf.Seconds, Value: res.Took.Seconds()},
+	}, nil); err != nil {
+		log.WarnContext(ctx, "metrics not written", "err", err)
+	}
+}

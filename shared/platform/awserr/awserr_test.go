@@ -1,0 +1,43 @@
+package awserr_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
+)
+
+func TestCodeAndIs(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		code     string
+		throttle bool
+	}{
+		{"nil", nil, "", false},
+		{"not an API error", errors.New("dial tcp: refused"), "", false},
+		{"generic, wrapped", fmt.Errorf("put: %w", &smithy.GenericAPIError{Code: "NoSuchKey"}), "NoSuchKey", false},
+		{"typed throttle", fmt.Errorf("get: %w", &types.ProvisionedThroughputExceededException{}), "ProvisionedThroughputExceededException", true},
+		{"generic throttle", &smithy.GenericAPIError{Code: "ThrottlingException"}, "ThrottlingException", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := awserr.Code(tt.err); got != tt.code {
+				t.Errorf("Code = %q, want %q", got, tt.code)
+			}
+			if got := awserr.IsDynamoDBThrottle(tt.err); got != tt.throttle {
+				t.Errorf("IsDynamoDBThrottle = %v, want %v", got, tt.throttle)
+			}
+			if tt.code != "" && (!awserr.Is(tt.err, "Other", tt.code) || awserr.Is(tt.err, "Other")) {
+				t.Errorf("Is does not match exactly the code %q", tt.code)
+			}
+			if awserr.Is(tt.err) {
+				t.Error("Is with no codes matched")
+			}
+		})
+	}
+}

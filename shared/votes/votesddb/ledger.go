@@ -1,0 +1,240 @@
+package votesddb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+func (s *Votes) ledgerItem(e votes.Entry, countedAt string) map[string]types.AttributeValue {
+	pk, sk := e.LedgerKey()
+	return map[string]types.AttributeValue{
+		"pk": str(pk), "sk": str(sk),
+		"voteId": str(e.VoteID), "pollId": str(e.PollID), "optionId": str(e.OptionID), "voterId": str(e.VoterID),
+		"castAt": str(e.CastAt.UTC().Format(time.RFC3339Nano)), "countedAt": str(countedAt),
+	}
+}
+
+func (s *Votes) increment(inc votes.Increment) *types.Update {
+	return &types.Update{
+		TableName:                 aws.String(s.counters),
+		Key:                       map[string]types.AttributeValue{"pk": str(shardPK(inc.PollID, inc.Shard)), "sk": str(inc.OptionID)},
+		UpdateExpression:          aws.String("ADD votes :n"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(inc.N)},
+	}
+}
+
+// Commit writes a group in one transaction: each ledger entry put only if
+// absent, and the group's increments. A cancellation is reported as
+// *votes.CancelledError naming the entries that already exist.
+func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
+	if err := s.ensureLedger(ctx, g.Entries); err != nil {
+		return err
+	}
+	now := s.now().UTC().Format(time.RFC3339Nano)
+	items := make([]types.TransactWriteItem, 0, g.Actions())
+	for _, e := range g.Entries {
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:                           aws.String(s.LedgerTable(e.Month())),
+			Item:                                s.ledgerItem(e, now),
+			ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+	}
+	for _, inc := range g.Increments {
+		items = append(items, types.TransactWriteItem{Update: s.increment(inc)})
+	}
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return nil
+	}
+	var tc *types.TransactionCanceledException
+	if !errors.As(err, &tc) {
+		return fmt.Errorf("dynamostore: commit %d votes: %w", len(g.Entries), classify(err))
+	}
+	ce := &votes.CancelledError{Existing: map[int]string{}, Cause: err}
+	for i, r := range tc.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ConditionalCheckFailed":
+			if i < len(g.Entries) {
+				stored := ""
+				if v, ok := r.Item["voteId"].(*types.AttributeValueMemberS); ok {
+					stored = v.Value
+				}
+				ce.Existing[i] = stored
+			}
+		case "TransactionConflict":
+			ce.Retryable = true
+		case "ThrottlingError", "ProvisionedThroughputExceeded":
+			ce.Retryable, ce.Throttled = true, true
+		}
+	}
+	return ce
+}
+
+// PutEntries writes ledger entries with BatchWriteItem (at-least-once mode),
+// retrying unprocessed items.
+func (s *Votes) PutEntries(ctx context.Context, entries []votes.Entry) error {
+	if err := s.ensureLedger(ctx, entries); err != nil {
+		return err
+	}
+	now := s.now().UTC().Format(time.RFC3339Nano)
+	for start := 0; start < len(entries); start += 25 {
+		req := map[string][]types.WriteRequest{}
+		for _, e := range entries[start:min(start+25, len(entries))] {
+			t := s.LedgerTable(e.Month())
+			req[t] = append(req[t], types.WriteRequest{PutRequest: &types.PutRequest{Item: s.ledgerItem(e, now)}})
+		}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt >= maxBatchAttempts {
+				return fmt.Errorf("dynamostore: ledger items still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
+			}
+			if attempt > 0 {
+				if err := backoff(ctx, attempt); err != nil {
+					return err
+				}
+			}
+			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: req})
+			if err != nil {
+				return fmt.Errorf("dynamostore: write ledger: %w", classify(err))
+			}
+			req = out.UnprocessedItems
+		}
+	}
+	return nil
+}
+
+// AddCounts applies increments with one UpdateItem each, in parallel
+// (at-least-once mode).
+func (s *Votes) AddCounts(ctx context.Context, incs []votes.Increment) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(incs))
+	sem := make(chan struct{}, 8)
+	for i, inc := range incs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			u := s.increment(inc)
+			_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ExpressionAttributeValues: u.ExpressionAttributeValues,
+			})
+			if err != nil {
+				errs[i] = fmt.Errorf("dynamostore: add %d to %s/%s shard %d: %w", inc.N, inc.PollID, inc.OptionID, inc.Shard, classify(err))
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Voted answers "did this voter vote in this poll" in the month's ledger:
+// one GetItem for one-vote-per-voter polls, otherwise one Query on the
+// voter's single ledger partition.
+func (s *Votes) Voted(ctx context.Context, p votes.Poll, voterID, month string) (bool, error) {
+	e := votes.Entry{Vote: votes.Vote{PollID: p.ID, VoterID: voterID}, OneVotePerVoter: p.OneVotePerVoter}
+	pk, sk := e.LedgerKey()
+	table := aws.String(s.LedgerTable(month))
+	if p.OneVotePerVoter {
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}})
+		if err != nil {
+			return false, fmt.Errorf("dynamostore: voted: %w", classify(err))
+		}
+		return out.Item != nil, nil
+	}
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: table, KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :v)"), Limit: aws.Int32(1),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":v": str(voterID + "#")},
+	})
+	if err != nil {
+		return false, fmt.Errorf("dynamostore: voted: %w", classify(err))
+	}
+	return len(out.Items) > 0, nil
+}
+
+// ensureLedger creates the month tables the entries need, if the rotator
+// has not yet.
+func (s *Votes) ensureLedger(ctx context.Context, entries []votes.Entry) error {
+	months := map[string]bool{}
+	for _, e := range entries {
+		months[e.Month()] = true
+	}
+	list := make([]string, 0, len(months))
+	for m := range months {
+		list = append(list, m)
+	}
+	sort.Strings(list)
+	for _, m := range list {
+		if err := s.EnsureLedgerTable(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnsureLedgerTable creates a month's ledger table (on-demand, with a
+// NEW_AND_OLD_IMAGES stream for the archiver) unless it exists, and waits
+// until it is active.
+func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
+	name := s.LedgerTable(month)
+	s.mu.Lock()
+	known := s.tables[name]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	if _, err := time.Parse("2006-01", month); err != nil {
+		return fmt.Errorf("dynamostore: ledger month %q: %w", month, err)
+	}
+	d, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil && !awserr.Is(err, "ResourceNotFoundException") {
+		return fmt.Errorf("dynamostore: describe %s: %w", name, classify(err))
+	}
+	if err != nil {
+		defs, keys := LedgerKeySchema()
+		_, err = s.db.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            aws.String(name),
+			BillingMode:          types.BillingModePayPerRequest,
+			AttributeDefinitions: defs,
+			KeySchema:            keys,
+			StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+			Tags:                 []types.Tag{{Key: aws.String("app"), Value: aws.String("ddbpipe")}, {Key: aws.String("ledger-month"), Value: aws.String(month)}},
+		})
+		if err != nil && !awserr.Is(err, "ResourceInUseException") {
+			return fmt.Errorf("dynamostore: create %s: %w", name, classify(err))
+		}
+	}
+	if d == nil || d.Table.TableStatus != types.TableStatusActive {
+		if err := dynamodb.NewTableExistsWaiter(s.db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
+			return fmt.Errorf("dynamostore: wait for %s: %w", name, err)
+		}
+	}
+	s.mu.Lock()
+	s.tables[name] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// LedgerKeySchema is a ledger table's key: pk (hash) and sk (range), both
+// strings (see votes.Entry.LedgerKey). The counter creates a month's table
+// with it on first use, and the rotator (shared/archive/archiveddb) ahead of time.
+func LedgerKeySchema() ([]types.AttributeDefinition, []types.KeySchemaElement) {
+	return []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+		}, []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
+		}
+}

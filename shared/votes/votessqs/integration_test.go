@@ -1,0 +1,266 @@
+package votessqs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// These tests run against the real local SQS server (fauxqs), started once
+// for the package by stacktest.
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+// localSQS returns the local SQS server's URL.
+func localSQS(t *testing.T) string {
+	t.Helper()
+	return stacktest.Need(t).SQS
+}
+
+// sqsClient talks to endpoint; maxAttempts 1 turns the SDK's retries off so
+// the package's own retries do the work.
+func sqsClient(endpoint string, maxAttempts int) *sqs.Client {
+	return sqs.New(sqs.Options{
+		Region:           servers.Region,
+		BaseEndpoint:     aws.String(endpoint),
+		Credentials:      credentials.NewStaticCredentialsProvider(servers.AccessKeyID, servers.SecretAccessKey, ""),
+		RetryMaxAttempts: maxAttempts,
+	})
+}
+
+// mustQueue creates a queue with a unique name and deletes it after the test.
+func mustQueue(t *testing.T, client *sqs.Client, prefix string, maxSize int) string {
+	t.Helper()
+	out, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{
+		QueueName:  aws.String(fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())),
+		Attributes: map[string]string{"MaximumMessageSize": strconv.Itoa(maxSize)},
+	})
+	if err != nil {
+		t.Fatalf("CreateQueue: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+	})
+	return aws.ToString(out.QueueUrl)
+}
+
+// receiveAll receives until want messages arrived, then looks once more so
+// that extra messages show. Received messages stay invisible meanwhile.
+func receiveAll(t *testing.T, client *sqs.Client, queueURL string, want int) []types.Message {
+	t.Helper()
+	var got []types.Message
+	receive := func(wait int32) int {
+		out, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: wait,
+			VisibilityTimeout: 600, MessageAttributeNames: []string{"All"},
+		})
+		if err != nil {
+			t.Fatalf("ReceiveMessage: %v", err)
+		}
+		got = append(got, out.Messages...)
+		return len(out.Messages)
+	}
+	for bound := time.Now().Add(time.Minute); len(got) < want && time.Now().Before(bound); {
+		receive(1)
+	}
+	for receive(0) > 0 {
+	}
+	return got
+}
+
+func TestIntegrationProducerSendsVotes(t *testing.T) {
+	endpoint := localSQS(t)
+	client := sqsClient(endpoint, 0)
+	queue := mustQueue(t, client, "sqsqueue-votes", 262144)
+	p := NewProducer(client, queue)
+
+	vs := voteList(23)
+	for i := range 5 {
+		vs[i].VoteID = "" // assigned by the producer
+		vs[i].CastAt = time.Time{}
+	}
+	vs[5].OptionID = "🗳️ yes" // beyond U+FFFF: fauxqs refuses it unescaped
+	res, err := p.Send(t.Context(), vs)
+	if err != nil || res.Sent != len(vs) {
+		t.Fatalf("Send = %+v, %v; want %d sent", res, err, len(vs))
+	}
+	got := receiveAll(t, client, queue, len(vs))
+	if len(got) != len(vs) {
+		t.Fatalf("received %d messages, want %d", len(got), len(vs))
+	}
+	byID := map[string]votes.Vote{}
+	for _, m := range got {
+		v, err := votes.Parse([]byte(aws.ToString(m.Body)), time.Now())
+		if err != nil {
+			t.Fatalf("received a vote the counter rejects: %v", err)
+		}
+		byID[v.VoteID] = v
+	}
+	for i, id := range res.VoteIDs {
+		v, ok := byID[id]
+		if !ok {
+			t.Errorf("vote %d (%s) not received", i, id)
+			continue
+		}
+		if v.OptionID != vs[i].OptionID || v.VoterID != vs[i].VoterID || v.CastAt.IsZero() {
+			t.Errorf("vote %d received as %+v, sent %+v", i, v, vs[i])
+		}
+	}
+}
+
+func TestIntegrationProducerRefusesOversizedVotes(t *testing.T) {
+	endpoint := localSQS(t)
+	client := sqsClient(endpoint, 0)
+	queue := mustQueue(t, client, "sqsqueue-small", 1024)
+	big := vote(1) // each id escapes to 256 bytes: over 1 KiB in all
+	big.VoterID, big.PollID = strings.Repeat(`\`, 128), strings.Repeat(`"`, 128)
+	big.OptionID, big.VoteID = strings.Repeat(`"`, 128), strings.Repeat(`"`, 128)
+
+	// The producer reads the limit and refuses the vote itself.
+	res, err := NewProducer(client, queue).Send(t.Context(), []votes.Vote{vote(0), big})
+	if !errors.Is(err, ErrTooLarge) || res.Sent != 1 {
+		t.Errorf("Send = %d sent, %v; want 1 sent and ErrTooLarge", res.Sent, err)
+	}
+
+	// Told a larger limit, it sends it, and SQS refuses it as the sender's
+	// fault: an error, not retried.
+	var calls int
+	counting := &fakeSQS{
+		SendMessageBatchFn: func(ctx context.Context, in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+			calls++
+			return client.SendMessageBatch(ctx, in)
+		},
+	}
+	res, err = NewProducer(counting, queue, WithMaxMessageSize(8192)).Send(t.Context(), []votes.Vote{big})
+	var ee *EntryError
+	if !errors.As(err, &ee) || !ee.SenderFault || res.Sent != 0 || calls != 1 {
+		t.Errorf("Send = %d sent in %d calls, %v; want a sender-fault EntryError after 1 call", res.Sent, calls, err)
+	}
+	if got := receiveAll(t, client, queue, 1); len(got) != 1 {
+		t.Errorf("received %d messages, want only the small vote", len(got))
+	}
+}
+
+func TestIntegrationRejectsRoundTrip(t *testing.T) {
+	endpoint := localSQS(t)
+	client := sqsClient(endpoint, 0)
+	queue := mustQueue(t, client, "sqsqueue-rejects", 262144)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	rs := []votes.Rejected{
+		{MessageID: "m-json", Body: []byte(`{"voteId":"1","optionId":"a#b"}`), Reason: votes.ReasonBadID, Detail: "optionId contains '#'"},
+		{MessageID: "m-binary", Body: []byte("\xff\xfe vote"), Reason: votes.ReasonInvalidUTF8, Detail: "body is not valid UTF-8"},
+		{MessageID: "m-large", Body: bytes.Repeat([]byte("ab"), 100<<10), Reason: votes.ReasonTooLarge, Detail: "body is 204800 bytes"},
+		{MessageID: "m-emoji", Body: []byte(`{"optionId":"🗳️"}`), Reason: votes.ReasonUnknownOption, Detail: "no option"},
+	}
+	if err := NewRejects(client, queue, WithClock(fixedClock(now))).Reject(t.Context(), rs); err != nil {
+		t.Fatalf("Reject: %v", err)
+	}
+	got := receiveAll(t, client, queue, len(rs))
+	if len(got) != len(rs) {
+		t.Fatalf("received %d rejects, want %d", len(got), len(rs))
+	}
+	byID := map[string]RejectMessage{}
+	for _, m := range got {
+		r := decodeReject(t, []byte(aws.ToString(m.Body)))
+		byID[r.MessageID] = r
+		if attr := aws.ToString(m.MessageAttributes[ReasonAttribute].StringValue); attr != string(r.Reason) {
+			t.Errorf("%s: attribute %s = %q, want %q", r.MessageID, ReasonAttribute, attr, r.Reason)
+		}
+	}
+	for _, want := range rs {
+		r, ok := byID[want.MessageID]
+		if !ok {
+			t.Errorf("%s not received", want.MessageID)
+			continue
+		}
+		if r.Reason != want.Reason || r.Detail != want.Detail || !r.RejectedAt.Equal(now) {
+			t.Errorf("%s received as %+v", want.MessageID, r)
+		}
+		kept := want.Body
+		if len(kept) > MaxRejectBody {
+			kept = kept[:MaxRejectBody]
+		}
+		if !bytes.Equal(r.KeptBody(), kept) || r.BodyTruncated != (len(want.Body) > MaxRejectBody) {
+			t.Errorf("%s: kept %d bytes (truncated %t) of %d", want.MessageID, len(r.KeptBody()), r.BodyTruncated, len(want.Body))
+		}
+	}
+	if byID["m-binary"].BodyBase64 == nil || byID["m-json"].Body == "" {
+		t.Error("want the binary body in bodyBase64 and the JSON one in body")
+	}
+}
+
+// Through a proxy that throttles 30% of SendMessageBatch calls, with the
+// SDK's own retries off, every vote still arrives exactly once per send.
+func TestIntegrationThrottledQueueGetsEveryVoteOnce(t *testing.T) {
+	endpoint := localSQS(t)
+	proxy, err := faultproxy.New(faultproxy.SQS, endpoint, faultproxy.WithSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyURL, err := proxy.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	onlySends := func(op faultproxy.Operation) bool { return op.Action == "SendMessageBatch" }
+
+	direct := sqsClient(endpoint, 0)
+	queue := mustQueue(t, direct, "sqsqueue-throttled", 262144)
+	p := NewProducer(sqsClient(proxyURL, 1), queue,
+		WithMaxAttempts(30), WithBackoff(func(int) time.Duration { return time.Millisecond }))
+
+	proxy.SetFaults(faultproxy.Faults{ThrottleRate: 0.3, Match: onlySends})
+	res, err := p.Load(t.Context(), LoadOptions{PollID: "p1", Options: []string{"a", "b", "c"}, Count: 300, DupRate: 0.1, Concurrency: 4, Seed: 3})
+	if err != nil || res.Sent != 300 || res.Duplicates != 30 {
+		t.Fatalf("Load = %+v, %v; want 300 sent and 30 duplicates", res, err)
+	}
+	if st := proxy.Stats().ByAction["SendMessageBatch"]; st.Throttled == 0 {
+		t.Errorf("proxy stats %+v: no call was throttled, the test proves nothing", st)
+	}
+	got := receivedFrom(t, bodiesOf(receiveAll(t, direct, queue, 330)))
+	if got.messages != 330 || len(got.distinct) != 300 {
+		t.Errorf("received %d messages, %d distinct; want 330, 300", got.messages, len(got.distinct))
+	}
+	if !maps.Equal(nonZero(res.PerOption), got.perOption) {
+		t.Errorf("PerOption = %v, queue holds %v", res.PerOption, got.perOption)
+	}
+
+	// The next two calls throttled: the same batch goes through on the third.
+	before := proxy.Stats().ByAction["SendMessageBatch"]
+	proxy.SetFaults(faultproxy.Faults{FailNext: 2, Match: onlySends})
+	sr, err := p.Send(t.Context(), voteList(10))
+	if err != nil || sr.Sent != 10 {
+		t.Fatalf("Send = %+v, %v; want 10 sent", sr, err)
+	}
+	after := proxy.Stats().ByAction["SendMessageBatch"]
+	if after.Throttled-before.Throttled != 2 || after.Forwarded-before.Forwarded != 1 {
+		t.Errorf("SendMessageBatch throttled %d, forwarded %d; want 2 and 1", after.Throttled-before.Throttled, after.Forwarded-before.Forwarded)
+	}
+	if got := receiveAll(t, direct, queue, 10); len(got) != 10 {
+		t.Errorf("received %d messages, want the 10 sent", len(got))
+	}
+}
+
+func bodiesOf(ms []types.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = aws.ToString(m.Body)
+	}
+	return out
+}

@@ -1,0 +1,312 @@
+package votessqs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// LoadOptions is a synthetic workload for Load.
+type LoadOptions struct {
+	PollID  string
+	Options []string
+	// Skew 0 spreads votes uniformly over Options; Skew s > 0 weighs
+	// option i by 1/(i+1)^s (Zipf), so the first options get the most.
+	Skew float64
+	// Count is the number of distinct votes.
+	Count int
+	// Rate paces the messages (votes and duplicates) per second with a
+	// token bucket; 0 sends as fast as possible.
+	Rate float64
+	// DupRate is the share of Count sent a second time, with the same
+	// voteId and body, picked among the votes already sent: Duplicates()
+	// messages more, to exercise the counter's deduplication.
+	DupRate float64
+	// Voters is the number of distinct voterIds; 0 gives each vote its own.
+	Voters int
+	// Concurrency is the number of Sends in flight (default 4).
+	Concurrency int
+	// Seed makes the choices of options, voters and duplicates repeatable;
+	// 0 picks a random seed. Vote ids come from the Producer's generator.
+	Seed uint64
+	// Progress, when set, is called after each batch, one call at a time:
+	// sent counts the messages sent so far (duplicates included), dups the
+	// duplicates among them, total the messages planned (Count+Duplicates()).
+	Progress func(sent, dups, total int)
+}
+
+// Duplicates is the number of duplicate messages the load sends:
+// Count×DupRate, rounded.
+func (o LoadOptions) Duplicates() int { return int(math.Round(float64(o.Count) * o.DupRate)) }
+
+// Validate checks the options.
+func (o LoadOptions) Validate() error {
+	if err := votes.ValidID(o.PollID); err != nil {
+		return fmt.Errorf("%w: poll id %q: %w", ErrBadLoad, o.PollID, err)
+	}
+	if len(o.Options) == 0 || len(o.Options) > votes.MaxOptions {
+		return fmt.Errorf("%w: want 1 to %d options, got %d", ErrBadLoad, votes.MaxOptions, len(o.Options))
+	}
+	seen := map[string]bool{}
+	for _, opt := range o.Options {
+		if err := votes.ValidID(opt); err != nil {
+			return fmt.Errorf("%w: option %q: %w", ErrBadLoad, opt, err)
+		}
+		if seen[opt] {
+			return fmt.Errorf("%w: option %q is listed twice", ErrBadLoad, opt)
+		}
+		seen[opt] = true
+	}
+	switch {
+	case o.Count < 0:
+		return fmt.Errorf("%w: count %d is negative", ErrBadLoad, o.Count)
+	case !(o.Rate >= 0) || math.IsInf(o.Rate, 0):
+		return fmt.Errorf("%w: rate %v must be 0 (no limit) or a positive number", ErrBadLoad, o.Rate)
+	case !(o.DupRate >= 0 && o.DupRate <= 1):
+		return fmt.Errorf("%w: dup rate %v is not between 0 and 1", ErrBadLoad, o.DupRate)
+	case o.Voters < 0:
+		return fmt.Errorf("%w: voters %d is negative", ErrBadLoad, o.Voters)
+	case o.Concurrency < 0:
+		return fmt.Errorf("%w: concurrency %d is negative", ErrBadLoad, o.Concurrency)
+	case !(o.Skew >= 0) || math.IsInf(o.Skew, 0):
+		return fmt.Errorf("%w: skew %v must be 0 (uniform) or a positive number", ErrBadLoad, o.Skew)
+	}
+	return nil
+}
+
+// LoadResult is what Load sent. Sent+Duplicates+Failed is always the
+// number of messages planned.
+type LoadResult struct {
+	PollID string `json:"pollId"`
+	// Sent counts the distinct votes sent.
+	Sent int `json:"sent"`
+	// Duplicates counts the duplicate messages sent.
+	Duplicates int `json:"duplicates"`
+	// Failed counts the messages not sent: refused, failed, or not tried
+	// because the context ended or no vote was sent to duplicate.
+	Failed int `json:"failed"`
+	// PerOption counts the distinct votes sent for each option: what the
+	// poll's totals should show once the counter has counted them.
+	PerOption map[string]int `json:"perOption"`
+	Elapsed   time.Duration  `json:"-"`
+}
+
+// MarshalJSON adds elapsedSeconds.
+func (r LoadResult) MarshalJSON() ([]byte, error) {
+	type plain LoadResult
+	return json.Marshal(struct {
+		plain
+		ElapsedSeconds float64 `json:"elapsedSeconds"`
+	}{plain(r), r.Elapsed.Seconds()})
+}
+
+// loadMsg is one message of a load: a new vote or a duplicate.
+type loadMsg struct {
+	vote votes.Vote
+	dup  bool
+}
+
+// Load sends a synthetic workload of o.Count votes on o.PollID, plus
+// o.Duplicates() re-sent votes, paced to o.Rate, and reports what was
+// sent. It returns an error (with the result so far) when any message was
+// not sent or the context ended.
+func (p *Producer) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
+	if err := o.Validate(); err != nil {
+		return LoadResult{}, err
+	}
+	start := time.Now()
+	res := LoadResult{PollID: o.PollID, PerOption: make(map[string]int, len(o.Options))}
+	for _, opt := range o.Options {
+		res.PerOption[opt] = 0
+	}
+	seed := o.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	pick := optionPicker(o.Options, o.Skew)
+	newLeft, dupLeft := o.Count, o.Duplicates()
+	total := newLeft + dupLeft
+	chunk := MaxBatchEntries
+	if o.Rate > 0 {
+		chunk = min(max(int(o.Rate/20), 1), MaxBatchEntries) // about 20 batches a second, or more
+	}
+	bucket := tokenBucket{rate: o.Rate, burst: float64(chunk)}
+
+	var (
+		mu       sync.Mutex
+		changed  = sync.NewCond(&mu) // a batch finished
+		pool     []votes.Vote        // votes sent, to duplicate
+		inflight int
+		first    error
+	)
+	jobs := make(chan []loadMsg)
+	var wg sync.WaitGroup
+	workers := o.Concurrency
+	if workers == 0 {
+		workers = 4
+	}
+	for range workers {
+		wg.Go(func() {
+			for job := range jobs {
+				vs := make([]votes.Vote, len(job))
+				for i, m := range job {
+					vs[i] = m.vote
+				}
+				sr, err := p.Send(ctx, vs)
+				failed := make(map[int]bool, len(sr.Failed))
+				for _, f := range sr.Failed {
+					failed[f.Index] = true
+				}
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				for i, m := range job {
+					switch {
+					case failed[i] || err != nil && len(sr.Failed) == 0: // not sent at all
+						res.Failed++
+					case m.dup:
+						res.Duplicates++
+					default:
+						res.Sent++
+						res.PerOption[m.vote.OptionID]++
+						pool = append(pool, m.vote)
+					}
+				}
+				inflight--
+				if o.Progress != nil {
+					o.Progress(res.Sent+res.Duplicates, res.Duplicates, total)
+				}
+				changed.Broadcast()
+				mu.Unlock()
+			}
+		})
+	}
+
+	var stopped error
+generate:
+	for newLeft+dupLeft > 0 {
+		if err := ctx.Err(); err != nil {
+			stopped = err
+			break
+		}
+		job := make([]loadMsg, 0, chunk)
+	fill:
+		for len(job) < chunk && newLeft+dupLeft > 0 {
+			mu.Lock()
+			for newLeft == 0 && len(pool) == 0 && len(job) == 0 && inflight > 0 {
+				changed.Wait() // only duplicates are left: wait for something to duplicate
+			}
+			dup, n := votes.Vote{}, len(pool)
+			useDup := dupLeft > 0 && n > 0 && (newLeft == 0 || rng.Float64()*float64(newLeft+dupLeft) < float64(dupLeft))
+			if useDup {
+				dup = pool[rng.IntN(n)]
+			}
+			mu.Unlock()
+			switch {
+			case useDup:
+				job = append(job, loadMsg{vote: dup, dup: true})
+				dupLeft--
+			case newLeft > 0:
+				job = append(job, loadMsg{vote: p.loadVote(o, rng, pick)})
+				newLeft--
+			case len(job) > 0:
+				break fill // send these; the duplicates wait for a vote to be sent
+			default:
+				break generate // nothing was sent, so nothing can be duplicated
+			}
+		}
+		if o.Rate > 0 {
+			if err := sleep(ctx, bucket.take(time.Now(), float64(len(job)))); err != nil {
+				newLeft, dupLeft = newLeft+countNew(job), dupLeft+len(job)-countNew(job)
+				stopped = err
+				break
+			}
+		}
+		mu.Lock()
+		inflight++
+		mu.Unlock()
+		jobs <- job
+	}
+	close(jobs)
+	wg.Wait()
+	res.Failed += newLeft + dupLeft // planned, never tried
+	res.Elapsed = time.Since(start)
+	switch {
+	case stopped != nil:
+		return res, fmt.Errorf("sqsqueue: load stopped with %d of %d messages sent: %w", res.Sent+res.Duplicates, total, stopped)
+	case first != nil:
+		return res, fmt.Errorf("sqsqueue: load: %d of %d messages not sent; first: %w", res.Failed, total, first)
+	case res.Failed > 0:
+		return res, fmt.Errorf("sqsqueue: load: %d of %d messages not sent", res.Failed, total)
+	}
+	return res, nil
+}
+
+func countNew(job []loadMsg) int {
+	n := 0
+	for _, m := range job {
+		if !m.dup {
+			n++
+		}
+	}
+	return n
+}
+
+// loadVote makes a new vote of a load.
+func (p *Producer) loadVote(o LoadOptions, rng *rand.Rand, pick func(*rand.Rand) string) votes.Vote {
+	id := p.s.newID()
+	voter := "voter-" + id
+	if o.Voters > 0 {
+		voter = "voter-" + strconv.Itoa(rng.IntN(o.Voters))
+	}
+	return votes.Vote{VoteID: id, PollID: o.PollID, OptionID: pick(rng), VoterID: voter, CastAt: p.s.now().UTC()}
+}
+
+// optionPicker draws options uniformly (skew 0) or by Zipf weights.
+func optionPicker(options []string, skew float64) func(*rand.Rand) string {
+	if skew == 0 {
+		return func(r *rand.Rand) string { return options[r.IntN(len(options))] }
+	}
+	cum := make([]float64, len(options))
+	sum := 0.0
+	for i := range options {
+		sum += 1 / math.Pow(float64(i+1), skew)
+		cum[i] = sum
+	}
+	return func(r *rand.Rand) string {
+		x := r.Float64() * sum
+		return options[min(sort.SearchFloat64s(cum, x), len(options)-1)]
+	}
+}
+
+// tokenBucket paces a load: rate tokens a second, at most burst saved.
+type tokenBucket struct {
+	rate, burst float64
+	tokens      float64
+	last        time.Time
+}
+
+// take reserves n tokens at now and returns how long to wait before using
+// them (the bucket may go into debt; later takes wait for it to refill).
+func (b *tokenBucket) take(now time.Time, n float64) time.Duration {
+	if b.last.IsZero() {
+		b.tokens, b.last = b.burst, now
+	}
+	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+	b.tokens -= n
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / b.rate * float64(time.Second))
+}
