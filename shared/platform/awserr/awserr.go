@@ -6,6 +6,7 @@ package awserr
 import (
 	"errors"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -39,3 +40,30 @@ var DynamoDBThrottle = []string{"ProvisionedThroughputExceededException", "Throt
 
 // IsDynamoDBThrottle reports whether DynamoDB refused err's request for load.
 func IsDynamoDBThrottle(err error) bool { return Is(err, DynamoDBThrottle...) }
+
+// IsConditionFailed reports whether err is DynamoDB's refusal of a write
+// whose condition expression did not hold (ConditionalCheckFailedException,
+// typed or generic). A transaction cancelled for a failed condition is a
+// TransactionCanceledException instead: read its reasons with
+// CancellationCodes.
+func IsConditionFailed(err error) bool {
+	return Is(err, "ConditionalCheckFailedException")
+}
+
+// CancellationCodes are the per-action reason codes of a cancelled
+// DynamoDB transaction ("None", "ConditionalCheckFailed",
+// "TransactionConflict", …), in the order of its actions; ok is false when
+// err is not a TransactionCanceledException.
+func CancellationCodes(err error) (codes []string, ok bool) {
+	var tc *types.TransactionCanceledException
+	if !errors.As(err, &tc) {
+		return nil, false
+	}
+	codes = make([]string, len(tc.CancellationReasons))
+	for i, r := range tc.CancellationReasons {
+		if r.Code != nil {
+			codes[i] = *r.Code
+		}
+	}
+	return codes, true
+}

@@ -41,3 +41,33 @@ func TestCodeAndIs(t *testing.T) {
 		})
 	}
 }
+
+func TestConditionFailedAndCancellationCodes(t *testing.T) {
+	code := func(s string) *string { return &s }
+	cancelled := &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
+		{Code: code("None")}, {Code: code("ConditionalCheckFailed")}, {},
+	}}
+	tests := []struct {
+		name      string
+		err       error
+		condition bool
+		codes     []string
+	}{
+		{"typed", fmt.Errorf("put: %w", &types.ConditionalCheckFailedException{}), true, nil},
+		{"generic", &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"}, true, nil},
+		{"throttle", &types.ProvisionedThroughputExceededException{}, false, nil},
+		{"cancelled transaction", fmt.Errorf("commit: %w", cancelled), false, []string{"None", "ConditionalCheckFailed", ""}},
+		{"nil", nil, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := awserr.IsConditionFailed(tt.err); got != tt.condition {
+				t.Errorf("IsConditionFailed = %v, want %v", got, tt.condition)
+			}
+			codes, ok := awserr.CancellationCodes(tt.err)
+			if ok != (tt.codes != nil) || fmt.Sprint(codes) != fmt.Sprint(tt.codes) {
+				t.Errorf("CancellationCodes = %q, %v; want %q", codes, ok, tt.codes)
+			}
+		})
+	}
+}

@@ -1,0 +1,52 @@
+// Package retry is the one backoff and context-aware sleep of ddbpipe: the
+// pause before retrying throttled, unprocessed or conflicting AWS requests,
+// and the sleeps of the local runner and fault proxy. It imports no AWS
+// package, so domain code may use it too.
+package retry
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Backoff is a capped exponential backoff with "equal jitter": the pause
+// before retry n (1 for the first retry) is drawn from the upper half of
+// min(Base·2^(n-1), Max), so retries of many callers spread out while each
+// still waits at least half its step.
+type Backoff struct {
+	Base time.Duration // first step; must be > 0
+	Max  time.Duration // cap on a step; must be >= Base
+}
+
+// Delay is the pause before retry n. n < 1 counts as 1.
+func (b Backoff) Delay(n int) time.Duration {
+	step := b.Base
+	for i := 1; i < n && step < b.Max; i++ {
+		step *= 2
+	}
+	step = min(step, b.Max)
+	if step <= 0 {
+		return 0
+	}
+	return step/2 + rand.N(step/2+1)
+}
+
+// Wait sleeps Delay(n), or returns ctx's error when ctx ends first.
+func (b Backoff) Wait(ctx context.Context, n int) error { return Sleep(ctx, b.Delay(n)) }
+
+// Sleep pauses for d, or returns ctx's error when ctx ends first. A d <= 0
+// returns at once (with ctx's error, if any).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
