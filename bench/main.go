@@ -41,7 +41,7 @@ func benches() []bench {
 	// (it keeps them 24 h), and the streams benchmark writes thousands.
 	return []bench{
 		{"functions", benchFunctions}, // binaries and init: builds, no load on the servers
-		{"objects", benchObjects}, // few stream records: first, so its latencies are DynamoDB Local's fresh ones
+		{"objects", benchObjects},     // few stream records: first, so its latencies are DynamoDB Local's fresh ones
 		{"votes", benchVotes},
 		{"runner-sqs", benchSQS},
 		{"proxy", benchProxy},
