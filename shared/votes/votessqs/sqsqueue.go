@@ -1,7 +1,7 @@
 // Package votessqs is the SQS adapter of the votes flow: the Producer that
-// sends votes to the votes queue (and its Load mode for demos, tests and
-// benchmarks), and Rejects, the votes.RejectStore that keeps the messages the
-// counter will never count on the rejects queue.
+// sends votes to the votes queue, and Rejects, the votes.RejectStore that
+// keeps the messages the counter will never count on the rejects queue. (The
+// load generator that drives the Producer is tools/votesload.)
 //
 // Both send with SendMessageBatch: at most 10 entries and MaxBatchBytes per
 // call, and only the entries SQS reports as failed through no fault of the
@@ -56,8 +56,6 @@ var (
 	// ErrAttemptsExhausted is a message SQS kept failing (server-side, or
 	// throttled) through every attempt. It was not sent.
 	ErrAttemptsExhausted = errors.New("sqsqueue: attempts exhausted")
-	// ErrBadLoad is a LoadOptions that cannot be run.
-	ErrBadLoad = errors.New("sqsqueue: bad load options")
 )
 
 // EntryError is SQS's answer for one batch entry it did not take.
