@@ -14,9 +14,7 @@ package votesddb
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -90,18 +89,9 @@ func classify(err error) error {
 	return err
 }
 
-// backoff sleeps before retry n of unprocessed batch items.
-func backoff(ctx context.Context, n int) error {
-	d := min(10*time.Millisecond<<min(n, 7), time.Second)
-	t := time.NewTimer(d/2 + rand.N(d/2+1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// batchBackoff is the pause before retry n of unprocessed batch items:
+// 20 ms doubling to 1 s.
+var batchBackoff = retry.Backoff{Base: 20 * time.Millisecond, Max: time.Second}
 
 const maxBatchAttempts = 10
 
@@ -132,8 +122,7 @@ func (s *Votes) CreatePoll(ctx context.Context, p votes.Poll) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.counters), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
-	var cf *types.ConditionalCheckFailedException
-	if errors.As(err, &cf) {
+	if awserr.IsConditionFailed(err) {
 		return fmt.Errorf("%w: %s", votes.ErrPollExists, p.ID)
 	}
 	if err != nil {
@@ -207,7 +196,7 @@ func (s *Votes) Polls(ctx context.Context, ids []string) (map[string]votes.Poll,
 				return nil, fmt.Errorf("dynamostore: read polls: keys still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
 			}
 			if attempt > 0 {
-				if err := backoff(ctx, attempt); err != nil {
+				if err := batchBackoff.Wait(ctx, attempt); err != nil {
 					return nil, err
 				}
 			}
@@ -309,8 +298,7 @@ func (s *Votes) PutTotals(ctx context.Context, t votes.Totals) error {
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR readAt < :t"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": item["readAt"]},
 	})
-	var cf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &cf) { // a newer copy won: fine
+	if err != nil && !awserr.IsConditionFailed(err) { // a newer copy won: fine
 		return fmt.Errorf("dynamostore: store totals of %s: %w", t.PollID, classify(err))
 	}
 	return nil

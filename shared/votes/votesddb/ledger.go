@@ -58,20 +58,16 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 	if err == nil {
 		return nil
 	}
-	var tc *types.TransactionCanceledException
-	if !errors.As(err, &tc) {
+	codes, ok := awserr.CancellationCodes(err)
+	if !ok {
 		return fmt.Errorf("dynamostore: commit %d votes: %w", len(g.Entries), classify(err))
 	}
 	ce := &votes.CancelledError{Existing: map[int]string{}, Cause: err}
-	for i, r := range tc.CancellationReasons {
-		switch aws.ToString(r.Code) {
+	for i, code := range codes {
+		switch code {
 		case "ConditionalCheckFailed":
 			if i < len(g.Entries) {
-				stored := ""
-				if v, ok := r.Item["voteId"].(*types.AttributeValueMemberS); ok {
-					stored = v.Value
-				}
-				ce.Existing[i] = stored
+				ce.Existing[i] = storedVoteID(err, i)
 			}
 		case "TransactionConflict":
 			ce.Retryable = true
@@ -80,6 +76,22 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 		}
 	}
 	return ce
+}
+
+// storedVoteID is the voteId of the ledger item that failed the condition
+// of action i of a cancelled transaction: the transaction returns the item
+// (ReturnValuesOnConditionCheckFailure ALL_OLD) in the action's
+// cancellation reason, which awserr.CancellationCodes does not carry. ""
+// when there is none.
+func storedVoteID(err error, i int) string {
+	var tc *types.TransactionCanceledException
+	if !errors.As(err, &tc) || i >= len(tc.CancellationReasons) {
+		return ""
+	}
+	if v, ok := tc.CancellationReasons[i].Item["voteId"].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
 }
 
 // PutEntries writes ledger entries with BatchWriteItem (at-least-once mode),
@@ -100,7 +112,7 @@ func (s *Votes) PutEntries(ctx context.Context, entries []votes.Entry) error {
 				return fmt.Errorf("dynamostore: ledger items still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
 			}
 			if attempt > 0 {
-				if err := backoff(ctx, attempt); err != nil {
+				if err := batchBackoff.Wait(ctx, attempt); err != nil {
 					return err
 				}
 			}

@@ -13,16 +13,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // SQS limits.
@@ -128,7 +129,7 @@ func newSettings(opts []Option) settings {
 		s.maxAttempts = 6
 	}
 	if s.backoff == nil {
-		s.backoff = defaultBackoff
+		s.backoff = defaultBackoff.Delay
 	}
 	if s.maxBatchBytes <= 0 {
 		s.maxBatchBytes = MaxBatchBytes
@@ -136,15 +137,13 @@ func newSettings(opts []Option) settings {
 	return s
 }
 
-func defaultBackoff(attempt int) time.Duration {
-	d := min(50*time.Millisecond<<min(attempt-1, 6), 2*time.Second)
-	return d/2 + rand.N(d/2+1)
-}
+// defaultBackoff is the pause before a retry: 50 ms doubling to 2 s.
+var defaultBackoff = retry.Backoff{Base: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // retryable reports whether a failed call is worth making again: throttles,
 // 5xx answers and connection errors, as the SDK's own retryer classifies them.
 func retryable(err error) bool {
-	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+	return sdkretry.IsErrorRetryables(sdkretry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 }
 
 // outcome is what became of one entry: its SQS message id, or why it was
@@ -222,7 +221,7 @@ func (s *settings) deliver(ctx context.Context, client BatchSendAPI, queueURL st
 			}
 			return out
 		}
-		if err := sleep(ctx, s.backoff(attempt)); err != nil {
+		if err := retry.Sleep(ctx, s.backoff(attempt)); err != nil {
 			for _, e := range again {
 				i := index[aws.ToString(e.Id)]
 				out[i].err = fmt.Errorf("sqsqueue: stopped retrying: %w (last failure: %w)", err, last[i])
@@ -322,18 +321,4 @@ func sqsSafe(b []byte) []byte {
 		}
 	}
 	return out
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
