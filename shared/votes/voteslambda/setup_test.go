@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
@@ -152,4 +154,68 @@ func checkSetup(t *testing.T, h any, err error, want []string) {
 			t.Errorf("error %q does not name %s", err, w)
 		}
 	}
+}
+
+// The votes functions link the votes flow and the platform only: no
+// objects or archive package and nothing of the local AWS, so their
+// binaries stay small.
+func TestFunctionsLinkOnlyTheVotesFlow(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", "../../../functions/counter", "../../../functions/votes-api").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	const mod = "github.com/ddbpipe/ddbpipe/"
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, banned := range []string{"shared/objects", "shared/archive", "local", "tools", "cmd", "bench"} {
+			if p := mod + banned; pkg == p || strings.HasPrefix(pkg, p+"/") {
+				t.Errorf("the votes functions link %s", pkg)
+			}
+		}
+	}
+}
+
+// Cold-start work of the votes functions, as lambdafn.Start does it: the
+// AWS configuration from the environment (region and static credentials;
+// no shared files needed), then the Setup. No request is sent.
+func BenchmarkSetupCounter(b *testing.B) {
+	benchmarkSetup(b, SetupCounter, counterVars)
+}
+
+func BenchmarkSetupVotesAPI(b *testing.B) {
+	benchmarkSetup(b, SetupVotesAPI, votesAPIVars)
+}
+
+func benchmarkSetup(b *testing.B, setup lambdafn.Setup, vars map[string]string) {
+	vars = with(vars, map[string]string{"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"})
+	getenv := func(k string) string { return vars[k] }
+	ctx := context.Background()
+	b.Run("config+setup", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cfg, err := awsenv.FromVars(ctx, getenv)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := setup(ctx, lambdafn.Env{Getenv: getenv, AWS: cfg, Log: slog.New(slog.DiscardHandler), Metrics: io.Discard}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("setup", func(b *testing.B) {
+		cfg, err := awsenv.FromVars(ctx, getenv)
+		if err != nil {
+			b.Fatal(err)
+		}
+		env := lambdafn.Env{Getenv: getenv, AWS: cfg, Log: slog.New(slog.DiscardHandler), Metrics: io.Discard}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := setup(ctx, env); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
