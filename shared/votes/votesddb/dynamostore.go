@@ -110,7 +110,7 @@ func (s *Votes) CreatePoll(ctx context.Context, p votes.Poll) error {
 		CreatedAt: p.CreatedAt, OpensAt: p.Opens.UTC(), ClosesAt: p.Closes.UTC(),
 	}, func(o *attributevalue.EncoderOptions) { o.OmitEmptyTime = true })
 	if err != nil {
-		return fmt.Errorf("dynamostore: create poll %s: %w", p.ID, err)
+		return fmt.Errorf("votesddb: create poll %s: %w", p.ID, err)
 	}
 	maps.Copy(item, pollKey(p.ID))
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
@@ -120,7 +120,7 @@ func (s *Votes) CreatePoll(ctx context.Context, p votes.Poll) error {
 		return fmt.Errorf("%w: %s", votes.ErrPollExists, p.ID)
 	}
 	if err != nil {
-		return fmt.Errorf("dynamostore: create poll %s: %w", p.ID, classify(err))
+		return fmt.Errorf("votesddb: create poll %s: %w", p.ID, classify(err))
 	}
 	return nil
 }
@@ -141,14 +141,14 @@ type pollItem struct {
 func pollFrom(item map[string]types.AttributeValue) (votes.Poll, error) {
 	var it pollItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
-		return votes.Poll{}, fmt.Errorf("dynamostore: poll item %v: %w", item["pk"], err)
+		return votes.Poll{}, fmt.Errorf("votesddb: poll item %v: %w", item["pk"], err)
 	}
 	p := votes.Poll{
 		ID: it.PollID, Options: it.Options, Shards: it.Shards, OneVotePerVoter: it.OneVotePerVoter,
 		Opens: it.OpensAt, Closes: it.ClosesAt, CreatedAt: it.CreatedAt,
 	}
 	if p.ID == "" || p.Shards < 1 {
-		return p, fmt.Errorf("dynamostore: poll item %v is incomplete", item["pk"])
+		return p, fmt.Errorf("votesddb: poll item %v is incomplete", item["pk"])
 	}
 	return p, nil
 }
@@ -157,7 +157,7 @@ func pollFrom(item map[string]types.AttributeValue) (votes.Poll, error) {
 func (s *Votes) Poll(ctx context.Context, id string) (votes.Poll, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: pollKey(id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return votes.Poll{}, fmt.Errorf("dynamostore: get poll %s: %w", id, classify(err))
+		return votes.Poll{}, fmt.Errorf("votesddb: get poll %s: %w", id, classify(err))
 	}
 	if out.Item == nil {
 		return votes.Poll{}, fmt.Errorf("%w: %s", votes.ErrNoPoll, id)
@@ -178,7 +178,7 @@ func (s *Votes) Polls(ctx context.Context, ids []string) (map[string]votes.Poll,
 		req := map[string]types.KeysAndAttributes{s.counters: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(req) > 0 && len(req[s.counters].Keys) > 0; attempt++ {
 			if attempt >= maxBatchAttempts {
-				return nil, fmt.Errorf("dynamostore: read polls: keys still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
+				return nil, fmt.Errorf("votesddb: read polls: keys still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
 			}
 			if attempt > 0 {
 				if err := batchBackoff.Wait(ctx, attempt); err != nil {
@@ -187,7 +187,7 @@ func (s *Votes) Polls(ctx context.Context, ids []string) (map[string]votes.Poll,
 			}
 			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
-				return nil, fmt.Errorf("dynamostore: read polls: %w", classify(err))
+				return nil, fmt.Errorf("votesddb: read polls: %w", classify(err))
 			}
 			for _, item := range res.Responses[s.counters] {
 				p, err := pollFrom(item)
@@ -214,14 +214,14 @@ func (s *Votes) ShardCounts(ctx context.Context, pollID string, shard int) (map[
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("dynamostore: read shard %d of %s: %w", shard, pollID, classify(err))
+			return nil, fmt.Errorf("votesddb: read shard %d of %s: %w", shard, pollID, classify(err))
 		}
 		var items []struct {
 			Option string `dynamodbav:"sk"`
 			Votes  *int64 `dynamodbav:"votes"`
 		}
 		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
-			return nil, fmt.Errorf("dynamostore: shard %d of %s: %w", shard, pollID, err)
+			return nil, fmt.Errorf("votesddb: shard %d of %s: %w", shard, pollID, err)
 		}
 		for _, it := range items {
 			if it.Votes != nil {
@@ -253,14 +253,14 @@ const readAtLayout = "2006-01-02T15:04:05.000000000Z"
 func (s *Votes) CachedTotals(ctx context.Context, pollID string) (votes.Totals, bool, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: totalsKey(pollID)})
 	if err != nil {
-		return votes.Totals{}, false, fmt.Errorf("dynamostore: read totals of %s: %w", pollID, classify(err))
+		return votes.Totals{}, false, fmt.Errorf("votesddb: read totals of %s: %w", pollID, classify(err))
 	}
 	if out.Item == nil {
 		return votes.Totals{}, false, nil
 	}
 	var it totalsItem
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return votes.Totals{}, false, fmt.Errorf("dynamostore: totals of %s: %w", pollID, err)
+		return votes.Totals{}, false, fmt.Errorf("votesddb: totals of %s: %w", pollID, err)
 	}
 	t := votes.Totals{PollID: pollID, Totals: map[string]int64{}, Shards: it.Shards}
 	for o, n := range it.Totals {
@@ -269,7 +269,7 @@ func (s *Votes) CachedTotals(ctx context.Context, pollID string) (votes.Totals, 
 	}
 	if it.ReadAt != "" {
 		if t.ReadAt, err = time.Parse(time.RFC3339Nano, it.ReadAt); err != nil {
-			return votes.Totals{}, false, fmt.Errorf("dynamostore: totals of %s: readAt %q: %w", pollID, it.ReadAt, err)
+			return votes.Totals{}, false, fmt.Errorf("votesddb: totals of %s: readAt %q: %w", pollID, it.ReadAt, err)
 		}
 	}
 	return t, true, nil
@@ -284,7 +284,7 @@ func (s *Votes) PutTotals(ctx context.Context, t votes.Totals) error {
 	readAt := t.ReadAt.UTC().Format(readAtLayout)
 	item, err := attributevalue.MarshalMap(totalsItem{Totals: totals, Total: t.Total, Shards: t.Shards, ReadAt: readAt})
 	if err != nil {
-		return fmt.Errorf("dynamostore: store totals of %s: %w", t.PollID, err)
+		return fmt.Errorf("votesddb: store totals of %s: %w", t.PollID, err)
 	}
 	maps.Copy(item, totalsKey(t.PollID))
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
@@ -293,7 +293,7 @@ func (s *Votes) PutTotals(ctx context.Context, t votes.Totals) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(readAt)},
 	})
 	if err != nil && !awserr.IsConditionFailed(err) { // a newer copy won: fine
-		return fmt.Errorf("dynamostore: store totals of %s: %w", t.PollID, classify(err))
+		return fmt.Errorf("votesddb: store totals of %s: %w", t.PollID, classify(err))
 	}
 	return nil
 }

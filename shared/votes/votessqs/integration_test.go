@@ -89,7 +89,7 @@ func receiveAll(t *testing.T, client *sqs.Client, queueURL string, want int) []t
 func TestIntegrationProducerSendsVotes(t *testing.T) {
 	endpoint := localSQS(t)
 	client := sqsClient(endpoint, 0)
-	queue := mustQueue(t, client, "sqsqueue-votes", 262144)
+	queue := mustQueue(t, client, "votessqs-votes", 262144)
 	p := NewProducer(client, queue)
 
 	vs := voteList(23)
@@ -129,7 +129,7 @@ func TestIntegrationProducerSendsVotes(t *testing.T) {
 func TestIntegrationProducerRefusesOversizedVotes(t *testing.T) {
 	endpoint := localSQS(t)
 	client := sqsClient(endpoint, 0)
-	queue := mustQueue(t, client, "sqsqueue-small", 1024)
+	queue := mustQueue(t, client, "votessqs-small", 1024)
 	big := vote(1) // each id escapes to 256 bytes: over 1 KiB in all
 	big.VoterID, big.PollID = strings.Repeat(`\`, 128), strings.Repeat(`"`, 128)
 	big.OptionID, big.VoteID = strings.Repeat(`"`, 128), strings.Repeat(`"`, 128)
@@ -162,7 +162,7 @@ func TestIntegrationProducerRefusesOversizedVotes(t *testing.T) {
 func TestIntegrationRejectsRoundTrip(t *testing.T) {
 	endpoint := localSQS(t)
 	client := sqsClient(endpoint, 0)
-	queue := mustQueue(t, client, "sqsqueue-rejects", 262144)
+	queue := mustQueue(t, client, "votessqs-rejects", 262144)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rs := []votes.Rejected{
 		{MessageID: "m-json", Body: []byte(`{"voteId":"1","optionId":"a#b"}`), Reason: votes.ReasonBadID, Detail: "optionId contains '#'"},
@@ -223,7 +223,7 @@ func TestIntegrationThrottledQueueGetsEveryVoteOnce(t *testing.T) {
 	onlySends := func(op faultproxy.Operation) bool { return op.Action == "SendMessageBatch" }
 
 	direct := sqsClient(endpoint, 0)
-	queue := mustQueue(t, direct, "sqsqueue-throttled", 262144)
+	queue := mustQueue(t, direct, "votessqs-throttled", 262144)
 	p := NewProducer(sqsClient(proxyURL, 1), queue,
 		WithMaxAttempts(30), WithBackoff(func(int) time.Duration { return time.Millisecond }))
 

@@ -53,10 +53,10 @@ var _ SendAPI = (*sqs.Client)(nil)
 var (
 	// ErrTooLarge is a message larger than the queue's MaximumMessageSize
 	// (or, for a batch of one, than the batch limit). It was not sent.
-	ErrTooLarge = errors.New("sqsqueue: message too large for the queue")
+	ErrTooLarge = errors.New("votessqs: message too large for the queue")
 	// ErrAttemptsExhausted is a message SQS kept failing (server-side, or
 	// throttled) through every attempt. It was not sent.
-	ErrAttemptsExhausted = errors.New("sqsqueue: attempts exhausted")
+	ErrAttemptsExhausted = errors.New("votessqs: attempts exhausted")
 )
 
 // EntryError is SQS's answer for one batch entry it did not take.
@@ -72,7 +72,7 @@ func (e *EntryError) Error() string {
 	if e.SenderFault {
 		who = "sender"
 	}
-	return fmt.Sprintf("sqsqueue: entry refused by SQS (%s, %s fault): %s", e.Code, who, e.Message)
+	return fmt.Sprintf("votessqs: entry refused by SQS (%s, %s fault): %s", e.Code, who, e.Message)
 }
 
 // Option configures a Producer or Rejects.
@@ -169,7 +169,7 @@ func (s *settings) deliver(ctx context.Context, client BatchSendAPI, queueURL st
 		resp, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: pending})
 		var again []types.SendMessageBatchRequestEntry
 		if err != nil {
-			err = fmt.Errorf("sqsqueue: send message batch: %w", err)
+			err = fmt.Errorf("votessqs: send message batch: %w", err)
 			if !retryable(err) || ctx.Err() != nil {
 				for _, e := range pending {
 					out[index[aws.ToString(e.Id)]].err = err
@@ -206,7 +206,7 @@ func (s *settings) deliver(ctx context.Context, client BatchSendAPI, queueURL st
 			}
 			for _, e := range pending {
 				if id := aws.ToString(e.Id); !answered[id] {
-					last[index[id]] = fmt.Errorf("sqsqueue: SQS answered nothing for batch entry %s", id)
+					last[index[id]] = fmt.Errorf("votessqs: SQS answered nothing for batch entry %s", id)
 					again = append(again, e)
 				}
 			}
@@ -224,7 +224,7 @@ func (s *settings) deliver(ctx context.Context, client BatchSendAPI, queueURL st
 		if err := retry.Sleep(ctx, s.backoff(attempt)); err != nil {
 			for _, e := range again {
 				i := index[aws.ToString(e.Id)]
-				out[i].err = fmt.Errorf("sqsqueue: stopped retrying: %w (last failure: %w)", err, last[i])
+				out[i].err = fmt.Errorf("votessqs: stopped retrying: %w (last failure: %w)", err, last[i])
 			}
 			return out
 		}
