@@ -25,6 +25,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 	"github.com/ddbpipe/ddbpipe/tools/pngchart"
+	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // On-demand prices in us-east-1 (USD per million request units, since
@@ -147,7 +148,7 @@ func benchVotes(ctx context.Context, env *stack.Env, scale float64) (*section, e
 			return nil, err
 		}
 		url := aws.ToString(q.QueueUrl)
-		load, err := votessqs.NewProducer(env.Clients.SQS, url).Load(ctx, votessqs.LoadOptions{PollID: poll, Options: options, Count: n, Concurrency: 8})
+		load, err := votesload.Run(ctx, votessqs.NewProducer(env.Clients.SQS, url), votesload.Options{PollID: poll, Options: options, Count: n, Concurrency: 8})
 		if err != nil || load.Failed > 0 {
 			return nil, fmt.Errorf("%s: load: %v (%d failed)", v.label, err, load.Failed)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // createPoll creates a poll through the HTTP API.
@@ -106,7 +107,7 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 
 	sqsc := env.Clients.SQS
 	producer := votessqs.NewProducer(sqsc, env.Vars["VOTES_QUEUE_URL"])
-	load, err := producer.Load(ctx, votessqs.LoadOptions{PollID: "big", Options: options, Count: 20000, DupRate: 0.1, Concurrency: 8, Seed: 42})
+	load, err := votesload.Run(ctx, producer, votesload.Options{PollID: "big", Options: options, Count: 20000, DupRate: 0.1, Concurrency: 8, Seed: 42})
 	if err != nil || load.Failed > 0 || load.Sent != 20000 || load.Duplicates != 2000 {
 		t.Fatalf("load: %v %+v", err, load)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // demo runs the whole pipeline locally with a small workload through every
@@ -168,7 +169,7 @@ func report(w io.Writer, env *stack.Env) {
 }
 
 // demoVotes creates a poll through the HTTP API, sends votes with the
-// producer's load mode, waits until the counter has counted them and prints
+// load generator, waits until the counter has counted them and prints
 // the results read from the shards.
 func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCount, error) {
 	v := env.Vars
@@ -185,7 +186,7 @@ func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCou
 	}
 	fmt.Fprintf(w, "created poll %s (4 options, 8 shards) with POST /polls\n", poll)
 	producer := votessqs.NewProducer(env.Clients.SQS, v["VOTES_QUEUE_URL"])
-	load, err := producer.Load(ctx, votessqs.LoadOptions{PollID: poll, Options: options, Count: n, DupRate: 0.1, Skew: 0.8, Concurrency: 4})
+	load, err := votesload.Run(ctx, producer, votesload.Options{PollID: poll, Options: options, Count: n, DupRate: 0.1, Skew: 0.8, Concurrency: 4})
 	if err != nil {
 		return pollCount{}, fmt.Errorf("send votes: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // votesSend sends votes to the votes queue: a generated workload on one
@@ -65,8 +66,8 @@ func (f *votesSendFlags) register(fs *flag.FlagSet) {
 }
 
 // load checks the flags and turns them into the workload.
-func (f *votesSendFlags) load() (votessqs.LoadOptions, error) {
-	o := votessqs.LoadOptions{PollID: f.poll, Count: f.count, Rate: f.rate, DupRate: f.dupRate, Skew: f.skew, Voters: f.voters, Concurrency: f.workers}
+func (f *votesSendFlags) load() (votesload.Options, error) {
+	o := votesload.Options{PollID: f.poll, Count: f.count, Rate: f.rate, DupRate: f.dupRate, Skew: f.skew, Voters: f.voters, Concurrency: f.workers}
 	switch {
 	case f.poll == "":
 		return o, errors.New("--poll is required")
@@ -169,7 +170,7 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		bar = &votesProgressBar{w: stderr, start: time.Now()}
 		o.Progress = bar.update
 	}
-	res, err := producer.Load(ctx, o)
+	res, err := votesload.Run(ctx, producer, o)
 	if bar != nil {
 		bar.finish()
 	}
@@ -190,7 +191,7 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 }
 
 // votesSummary is the one line printed at the end.
-func votesSummary(r votessqs.LoadResult, options []string, queueURL string) string {
+func votesSummary(r votesload.Result, options []string, queueURL string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sent %s votes on poll %s", votesCommas(r.Sent), r.PollID)
 	if r.Duplicates > 0 {

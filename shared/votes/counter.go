@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // Mode is how votes are committed.
@@ -138,10 +140,7 @@ func (c *Counter) setDefaults() {
 		c.MaxAttempts = 8
 	}
 	if c.Backoff == nil {
-		c.Backoff = func(n int) time.Duration {
-			d := min(20*time.Millisecond<<min(n-1, 6), time.Second)
-			return d/2 + rand.N(d/2+1)
-		}
+		c.Backoff = retry.Backoff{Base: 20 * time.Millisecond, Max: time.Second}.Delay
 	}
 	if c.Margin <= 0 {
 		c.Margin = 5 * time.Second
@@ -373,7 +372,7 @@ func (c *Counter) commitGroup(ctx context.Context, g Group, shards map[string]in
 			fail()
 			return out
 		}
-		if sleep(ctx, c.Backoff(attempt)) != nil {
+		if retry.Sleep(ctx, c.Backoff(attempt)) != nil {
 			continue // the deadline check above reports the group
 		}
 		// A conflict may come from another invocation adding to the same
@@ -413,15 +412,4 @@ func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards 
 	res.Accepted += len(entries)
 	res.CounterWrites += len(incs)
 	res.Commits += len(incs)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

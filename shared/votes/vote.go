@@ -2,7 +2,7 @@
 // accepts, how a batch of votes is coalesced into counter increments, and how
 // those increments and the vote ledger are committed so that each vote is
 // counted exactly once. It imports no AWS package; the stores it needs are
-// small interfaces implemented by adapters (dynamostore, sqsqueue).
+// small interfaces implemented by adapters (votesddb, votessqs).
 package votes
 
 import (

@@ -58,20 +58,16 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 	if err == nil {
 		return nil
 	}
-	var tc *types.TransactionCanceledException
-	if !errors.As(err, &tc) {
-		return fmt.Errorf("dynamostore: commit %d votes: %w", len(g.Entries), classify(err))
+	codes, ok := awserr.CancellationCodes(err)
+	if !ok {
+		return fmt.Errorf("votesddb: commit %d votes: %w", len(g.Entries), classify(err))
 	}
 	ce := &votes.CancelledError{Existing: map[int]string{}, Cause: err}
-	for i, r := range tc.CancellationReasons {
-		switch aws.ToString(r.Code) {
+	for i, code := range codes {
+		switch code {
 		case "ConditionalCheckFailed":
 			if i < len(g.Entries) {
-				stored := ""
-				if v, ok := r.Item["voteId"].(*types.AttributeValueMemberS); ok {
-					stored = v.Value
-				}
-				ce.Existing[i] = stored
+				ce.Existing[i] = storedVoteID(err, i)
 			}
 		case "TransactionConflict":
 			ce.Retryable = true
@@ -80,6 +76,22 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 		}
 	}
 	return ce
+}
+
+// storedVoteID is the voteId of the ledger item that failed the condition
+// of action i of a cancelled transaction: the transaction returns the item
+// (ReturnValuesOnConditionCheckFailure ALL_OLD) in the action's
+// cancellation reason, which awserr.CancellationCodes does not carry. ""
+// when there is none.
+func storedVoteID(err error, i int) string {
+	var tc *types.TransactionCanceledException
+	if !errors.As(err, &tc) || i >= len(tc.CancellationReasons) {
+		return ""
+	}
+	if v, ok := tc.CancellationReasons[i].Item["voteId"].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
 }
 
 // PutEntries writes ledger entries with BatchWriteItem (at-least-once mode),
@@ -97,16 +109,16 @@ func (s *Votes) PutEntries(ctx context.Context, entries []votes.Entry) error {
 		}
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt >= maxBatchAttempts {
-				return fmt.Errorf("dynamostore: ledger items still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
+				return fmt.Errorf("votesddb: ledger items still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
 			}
 			if attempt > 0 {
-				if err := backoff(ctx, attempt); err != nil {
+				if err := batchBackoff.Wait(ctx, attempt); err != nil {
 					return err
 				}
 			}
 			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: req})
 			if err != nil {
-				return fmt.Errorf("dynamostore: write ledger: %w", classify(err))
+				return fmt.Errorf("votesddb: write ledger: %w", classify(err))
 			}
 			req = out.UnprocessedItems
 		}
@@ -131,7 +143,7 @@ func (s *Votes) AddCounts(ctx context.Context, incs []votes.Increment) error {
 				TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ExpressionAttributeValues: u.ExpressionAttributeValues,
 			})
 			if err != nil {
-				errs[i] = fmt.Errorf("dynamostore: add %d to %s/%s shard %d: %w", inc.N, inc.PollID, inc.OptionID, inc.Shard, classify(err))
+				errs[i] = fmt.Errorf("votesddb: add %d to %s/%s shard %d: %w", inc.N, inc.PollID, inc.OptionID, inc.Shard, classify(err))
 			}
 		}()
 	}
@@ -149,7 +161,7 @@ func (s *Votes) Voted(ctx context.Context, p votes.Poll, voterID, month string) 
 	if p.OneVotePerVoter {
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}})
 		if err != nil {
-			return false, fmt.Errorf("dynamostore: voted: %w", classify(err))
+			return false, fmt.Errorf("votesddb: voted: %w", classify(err))
 		}
 		return out.Item != nil, nil
 	}
@@ -158,7 +170,7 @@ func (s *Votes) Voted(ctx context.Context, p votes.Poll, voterID, month string) 
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":v": str(voterID + "#")},
 	})
 	if err != nil {
-		return false, fmt.Errorf("dynamostore: voted: %w", classify(err))
+		return false, fmt.Errorf("votesddb: voted: %w", classify(err))
 	}
 	return len(out.Items) > 0, nil
 }
@@ -195,11 +207,11 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 		return nil
 	}
 	if _, err := time.Parse("2006-01", month); err != nil {
-		return fmt.Errorf("dynamostore: ledger month %q: %w", month, err)
+		return fmt.Errorf("votesddb: ledger month %q: %w", month, err)
 	}
 	d, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if err != nil && !awserr.Is(err, "ResourceNotFoundException") {
-		return fmt.Errorf("dynamostore: describe %s: %w", name, classify(err))
+		return fmt.Errorf("votesddb: describe %s: %w", name, classify(err))
 	}
 	if err != nil {
 		defs, keys := LedgerKeySchema()
@@ -212,12 +224,12 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 			Tags:                 []types.Tag{{Key: aws.String("app"), Value: aws.String("ddbpipe")}, {Key: aws.String("ledger-month"), Value: aws.String(month)}},
 		})
 		if err != nil && !awserr.Is(err, "ResourceInUseException") {
-			return fmt.Errorf("dynamostore: create %s: %w", name, classify(err))
+			return fmt.Errorf("votesddb: create %s: %w", name, classify(err))
 		}
 	}
 	if d == nil || d.Table.TableStatus != types.TableStatusActive {
 		if err := dynamodb.NewTableExistsWaiter(s.db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
-			return fmt.Errorf("dynamostore: wait for %s: %w", name, err)
+			return fmt.Errorf("votesddb: wait for %s: %w", name, err)
 		}
 	}
 	s.mu.Lock()

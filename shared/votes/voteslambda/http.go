@@ -17,7 +17,7 @@ import (
 )
 
 // PollStore creates and reads polls, their counts and their materialized
-// totals; *dynamostore.Votes satisfies it.
+// totals; *votesddb.Votes satisfies it.
 type PollStore interface {
 	votes.CountReader
 	votes.TotalsCache

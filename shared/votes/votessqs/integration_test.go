@@ -8,6 +8,8 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,7 +89,7 @@ func receiveAll(t *testing.T, client *sqs.Client, queueURL string, want int) []t
 func TestIntegrationProducerSendsVotes(t *testing.T) {
 	endpoint := localSQS(t)
 	client := sqsClient(endpoint, 0)
-	queue := mustQueue(t, client, "sqsqueue-votes", 262144)
+	queue := mustQueue(t, client, "votessqs-votes", 262144)
 	p := NewProducer(client, queue)
 
 	vs := voteList(23)
@@ -127,7 +129,7 @@ func TestIntegrationProducerSendsVotes(t *testing.T) {
 func TestIntegrationProducerRefusesOversizedVotes(t *testing.T) {
 	endpoint := localSQS(t)
 	client := sqsClient(endpoint, 0)
-	queue := mustQueue(t, client, "sqsqueue-small", 1024)
+	queue := mustQueue(t, client, "votessqs-small", 1024)
 	big := vote(1) // each id escapes to 256 bytes: over 1 KiB in all
 	big.VoterID, big.PollID = strings.Repeat(`\`, 128), strings.Repeat(`"`, 128)
 	big.OptionID, big.VoteID = strings.Repeat(`"`, 128), strings.Repeat(`"`, 128)
@@ -160,7 +162,7 @@ func TestIntegrationProducerRefusesOversizedVotes(t *testing.T) {
 func TestIntegrationRejectsRoundTrip(t *testing.T) {
 	endpoint := localSQS(t)
 	client := sqsClient(endpoint, 0)
-	queue := mustQueue(t, client, "sqsqueue-rejects", 262144)
+	queue := mustQueue(t, client, "votessqs-rejects", 262144)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rs := []votes.Rejected{
 		{MessageID: "m-json", Body: []byte(`{"voteId":"1","optionId":"a#b"}`), Reason: votes.ReasonBadID, Detail: "optionId contains '#'"},
@@ -221,14 +223,40 @@ func TestIntegrationThrottledQueueGetsEveryVoteOnce(t *testing.T) {
 	onlySends := func(op faultproxy.Operation) bool { return op.Action == "SendMessageBatch" }
 
 	direct := sqsClient(endpoint, 0)
-	queue := mustQueue(t, direct, "sqsqueue-throttled", 262144)
+	queue := mustQueue(t, direct, "votessqs-throttled", 262144)
 	p := NewProducer(sqsClient(proxyURL, 1), queue,
 		WithMaxAttempts(30), WithBackoff(func(int) time.Duration { return time.Millisecond }))
 
 	proxy.SetFaults(faultproxy.Faults{ThrottleRate: 0.3, Match: onlySends})
-	res, err := p.Load(t.Context(), LoadOptions{PollID: "p1", Options: []string{"a", "b", "c"}, Count: 300, DupRate: 0.1, Concurrency: 4, Seed: 3})
-	if err != nil || res.Sent != 300 || res.Duplicates != 30 {
-		t.Fatalf("Load = %+v, %v; want 300 sent and 30 duplicates", res, err)
+	// 300 votes and 30 of them again (same voteId and body), in batches of
+	// 10 sent by 4 senders at once.
+	vs := voteList(300)
+	vs = append(vs, vs[:30]...)
+	perOption := map[string]int{}
+	for _, v := range vs[:300] {
+		perOption[v.OptionID]++
+	}
+	batches := make(chan []votes.Vote)
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for b := range batches {
+				res, err := p.Send(t.Context(), b)
+				if err != nil {
+					t.Errorf("Send = %+v, %v", res, err)
+				}
+				sent.Add(int64(res.Sent))
+			}
+		})
+	}
+	for i := 0; i < len(vs); i += MaxBatchEntries {
+		batches <- vs[i:min(i+MaxBatchEntries, len(vs))]
+	}
+	close(batches)
+	wg.Wait()
+	if sent.Load() != 330 {
+		t.Fatalf("sent %d messages, want 300 votes and 30 duplicates", sent.Load())
 	}
 	if st := proxy.Stats().ByAction["SendMessageBatch"]; st.Throttled == 0 {
 		t.Errorf("proxy stats %+v: no call was throttled, the test proves nothing", st)
@@ -237,8 +265,8 @@ func TestIntegrationThrottledQueueGetsEveryVoteOnce(t *testing.T) {
 	if got.messages != 330 || len(got.distinct) != 300 {
 		t.Errorf("received %d messages, %d distinct; want 330, 300", got.messages, len(got.distinct))
 	}
-	if !maps.Equal(nonZero(res.PerOption), got.perOption) {
-		t.Errorf("PerOption = %v, queue holds %v", res.PerOption, got.perOption)
+	if !maps.Equal(perOption, got.perOption) {
+		t.Errorf("sent per option %v, queue holds %v", perOption, got.perOption)
 	}
 
 	// The next two calls throttled: the same batch goes through on the third.
@@ -255,6 +283,34 @@ func TestIntegrationThrottledQueueGetsEveryVoteOnce(t *testing.T) {
 	if got := receiveAll(t, direct, queue, 10); len(got) != 10 {
 		t.Errorf("received %d messages, want the 10 sent", len(got))
 	}
+}
+
+// received sums up what a queue holds.
+type received struct {
+	messages  int
+	distinct  map[string]string // voteId → body
+	perOption map[string]int    // distinct votes per option
+}
+
+func receivedFrom(t *testing.T, bodies []string) received {
+	t.Helper()
+	r := received{distinct: map[string]string{}, perOption: map[string]int{}}
+	for _, b := range bodies {
+		v, err := votes.Parse([]byte(b), time.Now())
+		if err != nil {
+			t.Fatalf("the producer sent a vote the counter rejects: %v", err)
+		}
+		r.messages++
+		if prev, ok := r.distinct[v.VoteID]; ok {
+			if prev != b {
+				t.Errorf("duplicate of %s has another body:\n%s\n%s", v.VoteID, prev, b)
+			}
+			continue
+		}
+		r.distinct[v.VoteID] = b
+		r.perOption[v.OptionID]++
+	}
+	return r
 }
 
 func bodiesOf(ms []types.Message) []string {

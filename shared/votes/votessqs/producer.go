@@ -124,7 +124,7 @@ func (p *Producer) Send(ctx context.Context, vs []votes.Vote) (SendResult, error
 	res.Failed = mergeByIndex(res.Failed, failedLater)
 	if len(res.Failed) > 0 {
 		first := res.Failed[0]
-		return res, fmt.Errorf("sqsqueue: %d of %d votes not sent; first: %w", len(res.Failed), len(vs), &first)
+		return res, fmt.Errorf("votessqs: %d of %d votes not sent; first: %w", len(res.Failed), len(vs), &first)
 	}
 	return res, nil
 }
@@ -157,12 +157,12 @@ func (p *Producer) maxMessageSize(ctx context.Context) (int, error) {
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
 	})
 	if err != nil {
-		return 0, fmt.Errorf("sqsqueue: read MaximumMessageSize of %s: %w", p.queueURL, err)
+		return 0, fmt.Errorf("votessqs: read MaximumMessageSize of %s: %w", p.queueURL, err)
 	}
 	v := out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]
 	n, err := strconv.Atoi(v)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("sqsqueue: queue %s has MaximumMessageSize %q, want a positive number", p.queueURL, v)
+		return 0, fmt.Errorf("votessqs: queue %s has MaximumMessageSize %q, want a positive number", p.queueURL, v)
 	}
 	p.maxSize = n
 	return n, nil
@@ -177,7 +177,7 @@ func EncodeVote(v votes.Vote) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("sqsqueue: encode vote: %w", err)
+		return nil, fmt.Errorf("votessqs: encode vote: %w", err)
 	}
 	return sqsSafe(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }

@@ -101,7 +101,7 @@ func encodeJSON(v any) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("sqsqueue: encode: %w", err)
+		return nil, fmt.Errorf("votessqs: encode: %w", err)
 	}
 	return sqsSafe(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
@@ -162,7 +162,7 @@ func (r *Rejects) Reject(ctx context.Context, rs []votes.Rejected) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("sqsqueue: %d of %d rejects not stored on %s; first: %w", len(failed), len(rs), r.queueURL, first)
+		return fmt.Errorf("votessqs: %d of %d rejects not stored on %s; first: %w", len(failed), len(rs), r.queueURL, first)
 	}
 	return nil
 }

@@ -1,19 +1,91 @@
-package votessqs
+package votesload
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
+
+// memSQS is an in-memory queue behind the real Producer: it stores the
+// bodies SendMessageBatch takes, checks SQS's batch rules (at most 10
+// distinct entries), and fails the entries fail picks.
+type memSQS struct {
+	tb     testing.TB
+	fail   func(e types.SendMessageBatchRequestEntry) *types.BatchResultErrorEntry
+	mu     sync.Mutex
+	bodies []string
+}
+
+var _ votessqs.SendAPI = (*memSQS)(nil)
+
+func (q *memSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n := len(in.Entries); n == 0 || n > votessqs.MaxBatchEntries {
+		q.tb.Errorf("SendMessageBatch with %d entries", n)
+		return nil, &types.TooManyEntriesInBatchRequest{}
+	}
+	ids := map[string]bool{}
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		if id := aws.ToString(e.Id); ids[id] {
+			q.tb.Errorf("SendMessageBatch with entry id %s twice", id)
+			return nil, &types.BatchEntryIdsNotDistinct{}
+		}
+		ids[aws.ToString(e.Id)] = true
+		if q.fail != nil {
+			if f := q.fail(e); f != nil {
+				out.Failed = append(out.Failed, *f)
+				continue
+			}
+		}
+		q.bodies = append(q.bodies, aws.ToString(e.MessageBody))
+		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(fmt.Sprintf("m-%d", len(q.bodies)))})
+	}
+	return out, nil
+}
+
+func (q *memSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{"MaximumMessageSize": strconv.Itoa(256 << 10)}}, nil
+}
+
+// Bodies returns the bodies stored, in order.
+func (q *memSQS) Bodies() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]string(nil), q.bodies...)
+}
+
+// newTestProducer returns the real Producer over q, retrying at once.
+func newTestProducer(q *memSQS) *votessqs.Producer {
+	return votessqs.NewProducer(q, "https://sqs.test/000000000000/votes", votessqs.WithBackoff(func(int) time.Duration { return 0 }))
+}
+
+// seqIDs returns an id generator yielding prefix-1, prefix-2, ...
+func seqIDs(prefix string) func() string {
+	var mu sync.Mutex
+	n := 0
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return fmt.Sprintf("%s-%d", prefix, n)
+	}
+}
 
 // received sums up what a queue holds after a load.
 type received struct {
@@ -60,11 +132,11 @@ func TestLoadDuplicates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := newMemQueue(t)
-			p, _ := newTestProducer(q, WithClock(time.Now))
+			q := &memSQS{tb: t}
+			p := newTestProducer(q)
 			var calls, lastSent, lastDups, lastTotal int
-			o := LoadOptions{
-				PollID: "p1", Options: []string{"a", "b", "c"}, Count: tt.count, DupRate: tt.dupRate, Seed: 7,
+			o := Options{
+				PollID: "p1", Options: []string{"a", "b", "c"}, Count: tt.count, DupRate: tt.dupRate, Seed: 7, NewID: seqIDs("gen"),
 				Progress: func(sent, dups, total int) {
 					if sent < lastSent || dups < lastDups {
 						t.Errorf("progress went back: %d/%d after %d/%d", sent, dups, lastSent, lastDups)
@@ -75,9 +147,9 @@ func TestLoadDuplicates(t *testing.T) {
 			if got := o.Duplicates(); got != tt.wantDups {
 				t.Errorf("Duplicates() = %d, want %d", got, tt.wantDups)
 			}
-			res, err := p.Load(t.Context(), o)
+			res, err := Run(t.Context(), p, o)
 			if err != nil {
-				t.Fatalf("Load: %v", err)
+				t.Fatalf("Run: %v", err)
 			}
 			if res.Sent != tt.count || res.Duplicates != tt.wantDups || res.Failed != 0 {
 				t.Errorf("result = %+v, want %d sent, %d duplicates", res, tt.count, tt.wantDups)
@@ -134,9 +206,8 @@ func TestLoadSpreadsOverOptionsAndVoters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := newMemQueue(t)
-			p, _ := newTestProducer(q, WithClock(time.Now))
-			res, err := p.Load(t.Context(), LoadOptions{PollID: "p1", Options: []string{"a", "b", "c"}, Count: 3000, Skew: tt.skew, Voters: tt.voters, Seed: 1})
+			q := &memSQS{tb: t}
+			res, err := Run(t.Context(), newTestProducer(q), Options{PollID: "p1", Options: []string{"a", "b", "c"}, Count: 3000, Skew: tt.skew, Voters: tt.voters, Seed: 1, NewID: seqIDs("gen")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,15 +221,13 @@ func TestLoadSpreadsOverOptionsAndVoters(t *testing.T) {
 }
 
 func TestLoadCountsWhatWasNotSent(t *testing.T) {
-	q := newMemQueue(t)
-	q.fail = func(call int, e types.SendMessageBatchRequestEntry) *types.BatchResultErrorEntry {
+	q := &memSQS{tb: t, fail: func(e types.SendMessageBatchRequestEntry) *types.BatchResultErrorEntry {
 		return &types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("AccessDenied"), SenderFault: true}
-	}
-	p, _ := newTestProducer(q, WithClock(time.Now))
-	res, err := p.Load(t.Context(), LoadOptions{PollID: "p1", Options: []string{"a"}, Count: 25, DupRate: 0.2})
-	var ee *EntryError
+	}}
+	res, err := Run(t.Context(), newTestProducer(q), Options{PollID: "p1", Options: []string{"a"}, Count: 25, DupRate: 0.2})
+	var ee *votessqs.EntryError
 	if !errors.As(err, &ee) || ee.Code != "AccessDenied" {
-		t.Errorf("Load error %v, want the entry error", err)
+		t.Errorf("Run error %v, want the entry error", err)
 	}
 	// Nothing was sent, so the 5 duplicates had nothing to duplicate.
 	if res.Sent != 0 || res.Duplicates != 0 || res.Failed != 30 {
@@ -167,18 +236,17 @@ func TestLoadCountsWhatWasNotSent(t *testing.T) {
 }
 
 func TestLoadStopsWithContext(t *testing.T) {
-	q := newMemQueue(t)
-	p, _ := newTestProducer(q, WithClock(time.Now))
+	q := &memSQS{tb: t}
 	ctx, cancel := context.WithCancel(t.Context())
-	o := LoadOptions{PollID: "p1", Options: []string{"a"}, Count: 1000, Concurrency: 1,
+	o := Options{PollID: "p1", Options: []string{"a"}, Count: 1000, Concurrency: 1,
 		Progress: func(sent, _, _ int) {
 			if sent >= 50 {
 				cancel()
 			}
 		}}
-	res, err := p.Load(ctx, o)
+	res, err := Run(ctx, newTestProducer(q), o)
 	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Load error %v, want context.Canceled", err)
+		t.Fatalf("Run error %v, want context.Canceled", err)
 	}
 	if res.Sent+res.Duplicates+res.Failed != 1000 || res.Sent >= 1000 {
 		t.Errorf("result = %+v, want part sent and the rest failed", res)
@@ -188,24 +256,24 @@ func TestLoadStopsWithContext(t *testing.T) {
 	}
 }
 
-func TestLoadOptionsValidate(t *testing.T) {
-	ok := LoadOptions{PollID: "p1", Options: []string{"a", "b"}, Count: 1}
+func TestOptionsValidate(t *testing.T) {
+	ok := Options{PollID: "p1", Options: []string{"a", "b"}, Count: 1}
 	tests := []struct {
 		name string
-		edit func(o *LoadOptions)
+		edit func(o *Options)
 		want string
 	}{
-		{"empty poll", func(o *LoadOptions) { o.PollID = "" }, "poll id"},
-		{"hash in poll", func(o *LoadOptions) { o.PollID = "a#b" }, "poll id"},
-		{"no options", func(o *LoadOptions) { o.Options = nil }, "options"},
-		{"bad option", func(o *LoadOptions) { o.Options = []string{"a", "b#"} }, `option "b#"`},
-		{"option twice", func(o *LoadOptions) { o.Options = []string{"a", "a"} }, "twice"},
-		{"negative count", func(o *LoadOptions) { o.Count = -1 }, "count"},
-		{"negative rate", func(o *LoadOptions) { o.Rate = -1 }, "rate"},
-		{"dup rate over 1", func(o *LoadOptions) { o.DupRate = 1.5 }, "dup rate"},
-		{"negative dup rate", func(o *LoadOptions) { o.DupRate = -0.1 }, "dup rate"},
-		{"negative voters", func(o *LoadOptions) { o.Voters = -1 }, "voters"},
-		{"negative skew", func(o *LoadOptions) { o.Skew = -1 }, "skew"},
+		{"empty poll", func(o *Options) { o.PollID = "" }, "poll id"},
+		{"hash in poll", func(o *Options) { o.PollID = "a#b" }, "poll id"},
+		{"no options", func(o *Options) { o.Options = nil }, "options"},
+		{"bad option", func(o *Options) { o.Options = []string{"a", "b#"} }, `option "b#"`},
+		{"option twice", func(o *Options) { o.Options = []string{"a", "a"} }, "twice"},
+		{"negative count", func(o *Options) { o.Count = -1 }, "count"},
+		{"negative rate", func(o *Options) { o.Rate = -1 }, "rate"},
+		{"dup rate over 1", func(o *Options) { o.DupRate = 1.5 }, "dup rate"},
+		{"negative dup rate", func(o *Options) { o.DupRate = -0.1 }, "dup rate"},
+		{"negative voters", func(o *Options) { o.Voters = -1 }, "voters"},
+		{"negative skew", func(o *Options) { o.Skew = -1 }, "skew"},
 	}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("Validate(%+v) = %v", ok, err)
@@ -215,8 +283,8 @@ func TestLoadOptionsValidate(t *testing.T) {
 			o := ok
 			tt.edit(&o)
 			err := o.Validate()
-			if !errors.Is(err, ErrBadLoad) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Validate = %v, want ErrBadLoad about %q", err, tt.want)
+			if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate = %v, want ErrBadOptions about %q", err, tt.want)
 			}
 		})
 	}
@@ -243,8 +311,8 @@ func TestTokenBucket(t *testing.T) {
 	}
 }
 
-func TestLoadResultJSON(t *testing.T) {
-	b, err := json.Marshal(LoadResult{PollID: "p", Sent: 3, Duplicates: 1, PerOption: map[string]int{"a": 3}, Elapsed: 1500 * time.Millisecond})
+func TestResultJSON(t *testing.T) {
+	b, err := json.Marshal(Result{PollID: "p", Sent: 3, Duplicates: 1, PerOption: map[string]int{"a": 3}, Elapsed: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

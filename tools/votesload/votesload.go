@@ -1,8 +1,13 @@
-package votessqs
+// Package votesload is the load generator for the votes queue: a synthetic
+// workload of votes on one poll (skewed over its options, paced, with a share
+// of duplicates) sent through the votes producer, for the CLI's `votes send`,
+// the demo, the integration tests and the benchmarks.
+package votesload
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,11 +16,24 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
-// LoadOptions is a synthetic workload for Load.
-type LoadOptions struct {
+// Sender sends a batch of votes and reports, vote by vote, which were not
+// sent. *votessqs.Producer satisfies it.
+type Sender interface {
+	Send(ctx context.Context, vs []votes.Vote) (votessqs.SendResult, error)
+}
+
+var _ Sender = (*votessqs.Producer)(nil)
+
+// ErrBadOptions is an Options that cannot be run.
+var ErrBadOptions = errors.New("votesload: bad load options")
+
+// Options is a synthetic workload for Run.
+type Options struct {
 	PollID  string
 	Options []string
 	// Skew 0 spreads votes uniformly over Options; Skew s > 0 weighs
@@ -35,8 +53,12 @@ type LoadOptions struct {
 	// Concurrency is the number of Sends in flight (default 4).
 	Concurrency int
 	// Seed makes the choices of options, voters and duplicates repeatable;
-	// 0 picks a random seed. Vote ids come from the Producer's generator.
+	// 0 picks a random seed. Vote ids come from NewID.
 	Seed uint64
+	// NewID makes the voteId of each new vote (default votessqs.NewVoteID);
+	// Now is the clock of their castAt (default time.Now).
+	NewID func() string
+	Now   func() time.Time
 	// Progress, when set, is called after each batch, one call at a time:
 	// sent counts the messages sent so far (duplicates included), dups the
 	// duplicates among them, total the messages planned (Count+Duplicates()).
@@ -45,46 +67,46 @@ type LoadOptions struct {
 
 // Duplicates is the number of duplicate messages the load sends:
 // Count×DupRate, rounded.
-func (o LoadOptions) Duplicates() int { return int(math.Round(float64(o.Count) * o.DupRate)) }
+func (o Options) Duplicates() int { return int(math.Round(float64(o.Count) * o.DupRate)) }
 
 // Validate checks the options.
-func (o LoadOptions) Validate() error {
+func (o Options) Validate() error {
 	if err := votes.ValidID(o.PollID); err != nil {
-		return fmt.Errorf("%w: poll id %q: %w", ErrBadLoad, o.PollID, err)
+		return fmt.Errorf("%w: poll id %q: %w", ErrBadOptions, o.PollID, err)
 	}
 	if len(o.Options) == 0 || len(o.Options) > votes.MaxOptions {
-		return fmt.Errorf("%w: want 1 to %d options, got %d", ErrBadLoad, votes.MaxOptions, len(o.Options))
+		return fmt.Errorf("%w: want 1 to %d options, got %d", ErrBadOptions, votes.MaxOptions, len(o.Options))
 	}
 	seen := map[string]bool{}
 	for _, opt := range o.Options {
 		if err := votes.ValidID(opt); err != nil {
-			return fmt.Errorf("%w: option %q: %w", ErrBadLoad, opt, err)
+			return fmt.Errorf("%w: option %q: %w", ErrBadOptions, opt, err)
 		}
 		if seen[opt] {
-			return fmt.Errorf("%w: option %q is listed twice", ErrBadLoad, opt)
+			return fmt.Errorf("%w: option %q is listed twice", ErrBadOptions, opt)
 		}
 		seen[opt] = true
 	}
 	switch {
 	case o.Count < 0:
-		return fmt.Errorf("%w: count %d is negative", ErrBadLoad, o.Count)
+		return fmt.Errorf("%w: count %d is negative", ErrBadOptions, o.Count)
 	case !(o.Rate >= 0) || math.IsInf(o.Rate, 0):
-		return fmt.Errorf("%w: rate %v must be 0 (no limit) or a positive number", ErrBadLoad, o.Rate)
+		return fmt.Errorf("%w: rate %v must be 0 (no limit) or a positive number", ErrBadOptions, o.Rate)
 	case !(o.DupRate >= 0 && o.DupRate <= 1):
-		return fmt.Errorf("%w: dup rate %v is not between 0 and 1", ErrBadLoad, o.DupRate)
+		return fmt.Errorf("%w: dup rate %v is not between 0 and 1", ErrBadOptions, o.DupRate)
 	case o.Voters < 0:
-		return fmt.Errorf("%w: voters %d is negative", ErrBadLoad, o.Voters)
+		return fmt.Errorf("%w: voters %d is negative", ErrBadOptions, o.Voters)
 	case o.Concurrency < 0:
-		return fmt.Errorf("%w: concurrency %d is negative", ErrBadLoad, o.Concurrency)
+		return fmt.Errorf("%w: concurrency %d is negative", ErrBadOptions, o.Concurrency)
 	case !(o.Skew >= 0) || math.IsInf(o.Skew, 0):
-		return fmt.Errorf("%w: skew %v must be 0 (uniform) or a positive number", ErrBadLoad, o.Skew)
+		return fmt.Errorf("%w: skew %v must be 0 (uniform) or a positive number", ErrBadOptions, o.Skew)
 	}
 	return nil
 }
 
-// LoadResult is what Load sent. Sent+Duplicates+Failed is always the
+// Result is what Run sent. Sent+Duplicates+Failed is always the
 // number of messages planned.
-type LoadResult struct {
+type Result struct {
 	PollID string `json:"pollId"`
 	// Sent counts the distinct votes sent.
 	Sent int `json:"sent"`
@@ -100,8 +122,8 @@ type LoadResult struct {
 }
 
 // MarshalJSON adds elapsedSeconds.
-func (r LoadResult) MarshalJSON() ([]byte, error) {
-	type plain LoadResult
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
 	return json.Marshal(struct {
 		plain
 		ElapsedSeconds float64 `json:"elapsedSeconds"`
@@ -114,16 +136,22 @@ type loadMsg struct {
 	dup  bool
 }
 
-// Load sends a synthetic workload of o.Count votes on o.PollID, plus
-// o.Duplicates() re-sent votes, paced to o.Rate, and reports what was
+// Run sends through s a synthetic workload of o.Count votes on o.PollID,
+// plus o.Duplicates() re-sent votes, paced to o.Rate, and reports what was
 // sent. It returns an error (with the result so far) when any message was
 // not sent or the context ended.
-func (p *Producer) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
+func Run(ctx context.Context, s Sender, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
-		return LoadResult{}, err
+		return Result{}, err
+	}
+	if o.NewID == nil {
+		o.NewID = votessqs.NewVoteID
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	start := time.Now()
-	res := LoadResult{PollID: o.PollID, PerOption: make(map[string]int, len(o.Options))}
+	res := Result{PollID: o.PollID, PerOption: make(map[string]int, len(o.Options))}
 	for _, opt := range o.Options {
 		res.PerOption[opt] = 0
 	}
@@ -135,9 +163,9 @@ func (p *Producer) Load(ctx context.Context, o LoadOptions) (LoadResult, error) 
 	pick := optionPicker(o.Options, o.Skew)
 	newLeft, dupLeft := o.Count, o.Duplicates()
 	total := newLeft + dupLeft
-	chunk := MaxBatchEntries
+	chunk := votessqs.MaxBatchEntries
 	if o.Rate > 0 {
-		chunk = min(max(int(o.Rate/20), 1), MaxBatchEntries) // about 20 batches a second, or more
+		chunk = min(max(int(o.Rate/20), 1), votessqs.MaxBatchEntries) // about 20 batches a second, or more
 	}
 	bucket := tokenBucket{rate: o.Rate, burst: float64(chunk)}
 
@@ -161,7 +189,7 @@ func (p *Producer) Load(ctx context.Context, o LoadOptions) (LoadResult, error) 
 				for i, m := range job {
 					vs[i] = m.vote
 				}
-				sr, err := p.Send(ctx, vs)
+				sr, err := s.Send(ctx, vs)
 				failed := make(map[int]bool, len(sr.Failed))
 				for _, f := range sr.Failed {
 					failed[f.Index] = true
@@ -217,7 +245,7 @@ generate:
 				job = append(job, loadMsg{vote: dup, dup: true})
 				dupLeft--
 			case newLeft > 0:
-				job = append(job, loadMsg{vote: p.loadVote(o, rng, pick)})
+				job = append(job, loadMsg{vote: newVote(o, rng, pick)})
 				newLeft--
 			case len(job) > 0:
 				break fill // send these; the duplicates wait for a vote to be sent
@@ -226,7 +254,7 @@ generate:
 			}
 		}
 		if o.Rate > 0 {
-			if err := sleep(ctx, bucket.take(time.Now(), float64(len(job)))); err != nil {
+			if err := retry.Sleep(ctx, bucket.take(time.Now(), float64(len(job)))); err != nil {
 				newLeft, dupLeft = newLeft+countNew(job), dupLeft+len(job)-countNew(job)
 				stopped = err
 				break
@@ -243,11 +271,11 @@ generate:
 	res.Elapsed = time.Since(start)
 	switch {
 	case stopped != nil:
-		return res, fmt.Errorf("sqsqueue: load stopped with %d of %d messages sent: %w", res.Sent+res.Duplicates, total, stopped)
+		return res, fmt.Errorf("votesload: stopped with %d of %d messages sent: %w", res.Sent+res.Duplicates, total, stopped)
 	case first != nil:
-		return res, fmt.Errorf("sqsqueue: load: %d of %d messages not sent; first: %w", res.Failed, total, first)
+		return res, fmt.Errorf("votesload: %d of %d messages not sent; first: %w", res.Failed, total, first)
 	case res.Failed > 0:
-		return res, fmt.Errorf("sqsqueue: load: %d of %d messages not sent", res.Failed, total)
+		return res, fmt.Errorf("votesload: %d of %d messages not sent", res.Failed, total)
 	}
 	return res, nil
 }
@@ -262,14 +290,14 @@ func countNew(job []loadMsg) int {
 	return n
 }
 
-// loadVote makes a new vote of a load.
-func (p *Producer) loadVote(o LoadOptions, rng *rand.Rand, pick func(*rand.Rand) string) votes.Vote {
-	id := p.s.newID()
+// newVote makes a new vote of a load.
+func newVote(o Options, rng *rand.Rand, pick func(*rand.Rand) string) votes.Vote {
+	id := o.NewID()
 	voter := "voter-" + id
 	if o.Voters > 0 {
 		voter = "voter-" + strconv.Itoa(rng.IntN(o.Voters))
 	}
-	return votes.Vote{VoteID: id, PollID: o.PollID, OptionID: pick(rng), VoterID: voter, CastAt: p.s.now().UTC()}
+	return votes.Vote{VoteID: id, PollID: o.PollID, OptionID: pick(rng), VoterID: voter, CastAt: o.Now().UTC()}
 }
 
 // optionPicker draws options uniformly (skew 0) or by Zipf weights.

@@ -14,18 +14,19 @@ package votesddb
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -90,18 +91,9 @@ func classify(err error) error {
 	return err
 }
 
-// backoff sleeps before retry n of unprocessed batch items.
-func backoff(ctx context.Context, n int) error {
-	d := min(10*time.Millisecond<<min(n, 7), time.Second)
-	t := time.NewTimer(d/2 + rand.N(d/2+1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// batchBackoff is the pause before retry n of unprocessed batch items:
+// 20 ms doubling to 1 s.
+var batchBackoff = retry.Backoff{Base: 20 * time.Millisecond, Max: time.Second}
 
 const maxBatchAttempts = 10
 
@@ -113,68 +105,50 @@ func (s *Votes) CreatePoll(ctx context.Context, p votes.Poll) error {
 	if p.CreatedAt.IsZero() {
 		p.CreatedAt = s.now().UTC()
 	}
-	item := pollKey(p.ID)
-	opts := make([]types.AttributeValue, len(p.Options))
-	for i, o := range p.Options {
-		opts[i] = str(o)
+	item, err := attributevalue.MarshalMapWithOptions(pollItem{
+		PollID: p.ID, Options: p.Options, Shards: p.Shards, OneVotePerVoter: p.OneVotePerVoter,
+		CreatedAt: p.CreatedAt, OpensAt: p.Opens.UTC(), ClosesAt: p.Closes.UTC(),
+	}, func(o *attributevalue.EncoderOptions) { o.OmitEmptyTime = true })
+	if err != nil {
+		return fmt.Errorf("votesddb: create poll %s: %w", p.ID, err)
 	}
-	item["pollId"] = str(p.ID)
-	item["options"] = &types.AttributeValueMemberL{Value: opts}
-	item["shards"] = num(int64(p.Shards))
-	item["oneVotePerVoter"] = &types.AttributeValueMemberBOOL{Value: p.OneVotePerVoter}
-	item["createdAt"] = str(p.CreatedAt.Format(time.RFC3339Nano))
-	if !p.Opens.IsZero() {
-		item["opensAt"] = str(p.Opens.UTC().Format(time.RFC3339Nano))
-	}
-	if !p.Closes.IsZero() {
-		item["closesAt"] = str(p.Closes.UTC().Format(time.RFC3339Nano))
-	}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	maps.Copy(item, pollKey(p.ID))
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.counters), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
-	var cf *types.ConditionalCheckFailedException
-	if errors.As(err, &cf) {
+	if awserr.IsConditionFailed(err) {
 		return fmt.Errorf("%w: %s", votes.ErrPollExists, p.ID)
 	}
 	if err != nil {
-		return fmt.Errorf("dynamostore: create poll %s: %w", p.ID, classify(err))
+		return fmt.Errorf("votesddb: create poll %s: %w", p.ID, classify(err))
 	}
 	return nil
 }
 
+// pollItem is a poll's item in the counters table, beside its key. Times
+// are RFC 3339 strings: createdAt as given, opensAt and closesAt in UTC and
+// only when set.
+type pollItem struct {
+	PollID          string    `dynamodbav:"pollId"`
+	Options         []string  `dynamodbav:"options"`
+	Shards          int       `dynamodbav:"shards"`
+	OneVotePerVoter bool      `dynamodbav:"oneVotePerVoter"`
+	CreatedAt       time.Time `dynamodbav:"createdAt"`
+	OpensAt         time.Time `dynamodbav:"opensAt,omitempty"`
+	ClosesAt        time.Time `dynamodbav:"closesAt,omitempty"`
+}
+
 func pollFrom(item map[string]types.AttributeValue) (votes.Poll, error) {
-	var p votes.Poll
-	get := func(k string) string {
-		if v, ok := item[k].(*types.AttributeValueMemberS); ok {
-			return v.Value
-		}
-		return ""
+	var it pollItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return votes.Poll{}, fmt.Errorf("votesddb: poll item %v: %w", item["pk"], err)
 	}
-	p.ID = get("pollId")
-	if l, ok := item["options"].(*types.AttributeValueMemberL); ok {
-		for _, v := range l.Value {
-			if s, ok := v.(*types.AttributeValueMemberS); ok {
-				p.Options = append(p.Options, s.Value)
-			}
-		}
-	}
-	if n, ok := item["shards"].(*types.AttributeValueMemberN); ok {
-		p.Shards, _ = strconv.Atoi(n.Value)
-	}
-	if b, ok := item["oneVotePerVoter"].(*types.AttributeValueMemberBOOL); ok {
-		p.OneVotePerVoter = b.Value
-	}
-	for k, dst := range map[string]*time.Time{"opensAt": &p.Opens, "closesAt": &p.Closes, "createdAt": &p.CreatedAt} {
-		if v := get(k); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return p, fmt.Errorf("dynamostore: poll %s: %s %q: %w", p.ID, k, v, err)
-			}
-			*dst = t
-		}
+	p := votes.Poll{
+		ID: it.PollID, Options: it.Options, Shards: it.Shards, OneVotePerVoter: it.OneVotePerVoter,
+		Opens: it.OpensAt, Closes: it.ClosesAt, CreatedAt: it.CreatedAt,
 	}
 	if p.ID == "" || p.Shards < 1 {
-		return p, fmt.Errorf("dynamostore: poll item %v is incomplete", item["pk"])
+		return p, fmt.Errorf("votesddb: poll item %v is incomplete", item["pk"])
 	}
 	return p, nil
 }
@@ -183,7 +157,7 @@ func pollFrom(item map[string]types.AttributeValue) (votes.Poll, error) {
 func (s *Votes) Poll(ctx context.Context, id string) (votes.Poll, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: pollKey(id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return votes.Poll{}, fmt.Errorf("dynamostore: get poll %s: %w", id, classify(err))
+		return votes.Poll{}, fmt.Errorf("votesddb: get poll %s: %w", id, classify(err))
 	}
 	if out.Item == nil {
 		return votes.Poll{}, fmt.Errorf("%w: %s", votes.ErrNoPoll, id)
@@ -204,16 +178,16 @@ func (s *Votes) Polls(ctx context.Context, ids []string) (map[string]votes.Poll,
 		req := map[string]types.KeysAndAttributes{s.counters: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(req) > 0 && len(req[s.counters].Keys) > 0; attempt++ {
 			if attempt >= maxBatchAttempts {
-				return nil, fmt.Errorf("dynamostore: read polls: keys still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
+				return nil, fmt.Errorf("votesddb: read polls: keys still unprocessed after %d attempts: %w", attempt, votes.ErrThrottled)
 			}
 			if attempt > 0 {
-				if err := backoff(ctx, attempt); err != nil {
+				if err := batchBackoff.Wait(ctx, attempt); err != nil {
 					return nil, err
 				}
 			}
 			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
-				return nil, fmt.Errorf("dynamostore: read polls: %w", classify(err))
+				return nil, fmt.Errorf("votesddb: read polls: %w", classify(err))
 			}
 			for _, item := range res.Responses[s.counters] {
 				p, err := pollFrom(item)
@@ -240,19 +214,19 @@ func (s *Votes) ShardCounts(ctx context.Context, pollID string, shard int) (map[
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("dynamostore: read shard %d of %s: %w", shard, pollID, classify(err))
+			return nil, fmt.Errorf("votesddb: read shard %d of %s: %w", shard, pollID, classify(err))
 		}
-		for _, item := range page.Items {
-			sk, _ := item["sk"].(*types.AttributeValueMemberS)
-			n, _ := item["votes"].(*types.AttributeValueMemberN)
-			if sk == nil || n == nil {
-				continue
+		var items []struct {
+			Option string `dynamodbav:"sk"`
+			Votes  *int64 `dynamodbav:"votes"`
+		}
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
+			return nil, fmt.Errorf("votesddb: shard %d of %s: %w", shard, pollID, err)
+		}
+		for _, it := range items {
+			if it.Votes != nil {
+				counts[it.Option] += *it.Votes
 			}
-			v, err := strconv.ParseInt(n.Value, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("dynamostore: shard %d of %s: votes %q: %w", shard, pollID, n.Value, err)
-			}
-			counts[sk.Value] += v
 		}
 	}
 	return counts, nil
@@ -264,54 +238,62 @@ func totalsKey(pollID string) map[string]types.AttributeValue {
 
 var _ votes.TotalsCache = (*Votes)(nil)
 
+// totalsItem is a poll's cached totals, beside its key.
+type totalsItem struct {
+	Totals map[string]int64 `dynamodbav:"totals"`
+	Total  int64            `dynamodbav:"total"`
+	Shards int              `dynamodbav:"shards"`
+	// ReadAt is fixed-width, so the condition's string comparison orders times.
+	ReadAt string `dynamodbav:"readAt"`
+}
+
+const readAtLayout = "2006-01-02T15:04:05.000000000Z"
+
 // CachedTotals reads the materialized totals of a poll.
 func (s *Votes) CachedTotals(ctx context.Context, pollID string) (votes.Totals, bool, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: totalsKey(pollID)})
 	if err != nil {
-		return votes.Totals{}, false, fmt.Errorf("dynamostore: read totals of %s: %w", pollID, classify(err))
+		return votes.Totals{}, false, fmt.Errorf("votesddb: read totals of %s: %w", pollID, classify(err))
 	}
 	if out.Item == nil {
 		return votes.Totals{}, false, nil
 	}
-	t := votes.Totals{PollID: pollID, Totals: map[string]int64{}}
-	if m, ok := out.Item["totals"].(*types.AttributeValueMemberM); ok {
-		for o, v := range m.Value {
-			if n, ok := v.(*types.AttributeValueMemberN); ok {
-				x, _ := strconv.ParseInt(n.Value, 10, 64)
-				t.Totals[o] = x
-				t.Total += x
-			}
+	var it totalsItem
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return votes.Totals{}, false, fmt.Errorf("votesddb: totals of %s: %w", pollID, err)
+	}
+	t := votes.Totals{PollID: pollID, Totals: map[string]int64{}, Shards: it.Shards}
+	for o, n := range it.Totals {
+		t.Totals[o] = n
+		t.Total += n
+	}
+	if it.ReadAt != "" {
+		if t.ReadAt, err = time.Parse(time.RFC3339Nano, it.ReadAt); err != nil {
+			return votes.Totals{}, false, fmt.Errorf("votesddb: totals of %s: readAt %q: %w", pollID, it.ReadAt, err)
 		}
-	}
-	if n, ok := out.Item["shards"].(*types.AttributeValueMemberN); ok {
-		t.Shards, _ = strconv.Atoi(n.Value)
-	}
-	if r, ok := out.Item["readAt"].(*types.AttributeValueMemberS); ok {
-		t.ReadAt, _ = time.Parse(time.RFC3339Nano, r.Value)
 	}
 	return t, true, nil
 }
 
 // PutTotals stores totals unless newer ones are there already.
 func (s *Votes) PutTotals(ctx context.Context, t votes.Totals) error {
-	m := map[string]types.AttributeValue{}
-	for o, n := range t.Totals {
-		m[o] = num(n)
+	totals := t.Totals
+	if totals == nil {
+		totals = map[string]int64{} // an empty map, not NULL
 	}
-	item := totalsKey(t.PollID)
-	item["totals"] = &types.AttributeValueMemberM{Value: m}
-	item["total"] = num(t.Total)
-	item["shards"] = num(int64(t.Shards))
-	// Fixed width, so the condition's string comparison orders times.
-	item["readAt"] = str(t.ReadAt.UTC().Format("2006-01-02T15:04:05.000000000Z"))
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	readAt := t.ReadAt.UTC().Format(readAtLayout)
+	item, err := attributevalue.MarshalMap(totalsItem{Totals: totals, Total: t.Total, Shards: t.Shards, ReadAt: readAt})
+	if err != nil {
+		return fmt.Errorf("votesddb: store totals of %s: %w", t.PollID, err)
+	}
+	maps.Copy(item, totalsKey(t.PollID))
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.counters), Item: item,
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR readAt < :t"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":t": item["readAt"]},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(readAt)},
 	})
-	var cf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &cf) { // a newer copy won: fine
-		return fmt.Errorf("dynamostore: store totals of %s: %w", t.PollID, classify(err))
+	if err != nil && !awserr.IsConditionFailed(err) { // a newer copy won: fine
+		return fmt.Errorf("votesddb: store totals of %s: %w", t.PollID, classify(err))
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
 // Package votessqs is the SQS adapter of the votes flow: the Producer that
-// sends votes to the votes queue (and its Load mode for demos, tests and
-// benchmarks), and Rejects, the votes.RejectStore that keeps the messages the
-// counter will never count on the rejects queue.
+// sends votes to the votes queue, and Rejects, the votes.RejectStore that
+// keeps the messages the counter will never count on the rejects queue. (The
+// load generator that drives the Producer is tools/votesload.)
 //
 // Both send with SendMessageBatch: at most 10 entries and MaxBatchBytes per
 // call, and only the entries SQS reports as failed through no fault of the
@@ -13,16 +13,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // SQS limits.
@@ -52,12 +53,10 @@ var _ SendAPI = (*sqs.Client)(nil)
 var (
 	// ErrTooLarge is a message larger than the queue's MaximumMessageSize
 	// (or, for a batch of one, than the batch limit). It was not sent.
-	ErrTooLarge = errors.New("sqsqueue: message too large for the queue")
+	ErrTooLarge = errors.New("votessqs: message too large for the queue")
 	// ErrAttemptsExhausted is a message SQS kept failing (server-side, or
 	// throttled) through every attempt. It was not sent.
-	ErrAttemptsExhausted = errors.New("sqsqueue: attempts exhausted")
-	// ErrBadLoad is a LoadOptions that cannot be run.
-	ErrBadLoad = errors.New("sqsqueue: bad load options")
+	ErrAttemptsExhausted = errors.New("votessqs: attempts exhausted")
 )
 
 // EntryError is SQS's answer for one batch entry it did not take.
@@ -73,7 +72,7 @@ func (e *EntryError) Error() string {
 	if e.SenderFault {
 		who = "sender"
 	}
-	return fmt.Sprintf("sqsqueue: entry refused by SQS (%s, %s fault): %s", e.Code, who, e.Message)
+	return fmt.Sprintf("votessqs: entry refused by SQS (%s, %s fault): %s", e.Code, who, e.Message)
 }
 
 // Option configures a Producer or Rejects.
@@ -130,7 +129,7 @@ func newSettings(opts []Option) settings {
 		s.maxAttempts = 6
 	}
 	if s.backoff == nil {
-		s.backoff = defaultBackoff
+		s.backoff = defaultBackoff.Delay
 	}
 	if s.maxBatchBytes <= 0 {
 		s.maxBatchBytes = MaxBatchBytes
@@ -138,15 +137,13 @@ func newSettings(opts []Option) settings {
 	return s
 }
 
-func defaultBackoff(attempt int) time.Duration {
-	d := min(50*time.Millisecond<<min(attempt-1, 6), 2*time.Second)
-	return d/2 + rand.N(d/2+1)
-}
+// defaultBackoff is the pause before a retry: 50 ms doubling to 2 s.
+var defaultBackoff = retry.Backoff{Base: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // retryable reports whether a failed call is worth making again: throttles,
 // 5xx answers and connection errors, as the SDK's own retryer classifies them.
 func retryable(err error) bool {
-	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+	return sdkretry.IsErrorRetryables(sdkretry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 }
 
 // outcome is what became of one entry: its SQS message id, or why it was
@@ -172,7 +169,7 @@ func (s *settings) deliver(ctx context.Context, client BatchSendAPI, queueURL st
 		resp, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: pending})
 		var again []types.SendMessageBatchRequestEntry
 		if err != nil {
-			err = fmt.Errorf("sqsqueue: send message batch: %w", err)
+			err = fmt.Errorf("votessqs: send message batch: %w", err)
 			if !retryable(err) || ctx.Err() != nil {
 				for _, e := range pending {
 					out[index[aws.ToString(e.Id)]].err = err
@@ -209,7 +206,7 @@ func (s *settings) deliver(ctx context.Context, client BatchSendAPI, queueURL st
 			}
 			for _, e := range pending {
 				if id := aws.ToString(e.Id); !answered[id] {
-					last[index[id]] = fmt.Errorf("sqsqueue: SQS answered nothing for batch entry %s", id)
+					last[index[id]] = fmt.Errorf("votessqs: SQS answered nothing for batch entry %s", id)
 					again = append(again, e)
 				}
 			}
@@ -224,10 +221,10 @@ func (s *settings) deliver(ctx context.Context, client BatchSendAPI, queueURL st
 			}
 			return out
 		}
-		if err := sleep(ctx, s.backoff(attempt)); err != nil {
+		if err := retry.Sleep(ctx, s.backoff(attempt)); err != nil {
 			for _, e := range again {
 				i := index[aws.ToString(e.Id)]
-				out[i].err = fmt.Errorf("sqsqueue: stopped retrying: %w (last failure: %w)", err, last[i])
+				out[i].err = fmt.Errorf("votessqs: stopped retrying: %w (last failure: %w)", err, last[i])
 			}
 			return out
 		}
@@ -324,18 +321,4 @@ func sqsSafe(b []byte) []byte {
 		}
 	}
 	return out
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

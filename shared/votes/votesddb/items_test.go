@@ -1,0 +1,154 @@
+package votesddb
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// putRecorder is an API that records PutItem calls and answers GetItem
+// with the item last put; every other method is unset.
+type putRecorder struct {
+	API
+	puts []*dynamodb.PutItemInput
+}
+
+func (r *putRecorder) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	r.puts = append(r.puts, in)
+	return &dynamodb.PutItemOutput{}, nil
+}
+
+func (r *putRecorder) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return &dynamodb.GetItemOutput{Item: r.puts[len(r.puts)-1].Item}, nil
+}
+
+func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func avN(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+
+// The items the store writes keep their attribute names and types (the
+// archive, the CLI and older readers rely on them), and read back as
+// written.
+func TestItemShapes(t *testing.T) {
+	created := time.Date(2026, 3, 1, 12, 0, 0, 500, time.FixedZone("CET", 3600))
+	opens := time.Date(2026, 3, 2, 0, 0, 0, 0, time.FixedZone("CET", 3600))
+	readAt := time.Date(2026, 3, 1, 12, 0, 1, 0, time.UTC)
+	tests := []struct {
+		name string
+		put  func(*Votes) error
+		want map[string]types.AttributeValue
+		read func(t *testing.T, s *Votes)
+	}{
+		{
+			name: "poll, all fields",
+			put: func(st *Votes) error {
+				return st.CreatePoll(context.Background(), votes.Poll{ID: "p1", Options: []string{"a", "b"}, Shards: 4, OneVotePerVoter: true, Opens: opens, Closes: opens.Add(time.Hour), CreatedAt: created})
+			},
+			want: map[string]types.AttributeValue{
+				"pk": avS("poll#p1"), "sk": avS("meta"), "pollId": avS("p1"),
+				"options": &types.AttributeValueMemberL{Value: []types.AttributeValue{avS("a"), avS("b")}},
+				"shards":  avN("4"), "oneVotePerVoter": &types.AttributeValueMemberBOOL{Value: true},
+				"createdAt": avS("2026-03-01T12:00:00.0000005+01:00"),
+				"opensAt":   avS("2026-03-01T23:00:00Z"), "closesAt": avS("2026-03-02T00:00:00Z"),
+			},
+			read: func(t *testing.T, st *Votes) {
+				got, err := st.Poll(context.Background(), "p1")
+				want := votes.Poll{ID: "p1", Options: []string{"a", "b"}, Shards: 4, OneVotePerVoter: true, Opens: opens, Closes: opens.Add(time.Hour), CreatedAt: created}
+				if err != nil || got.ID != want.ID || !reflect.DeepEqual(got.Options, want.Options) || got.Shards != want.Shards || !got.OneVotePerVoter ||
+					!got.Opens.Equal(want.Opens) || !got.Closes.Equal(want.Closes) || !got.CreatedAt.Equal(want.CreatedAt) {
+					t.Errorf("Poll = %+v, %v; want %+v", got, err, want)
+				}
+			},
+		},
+		{
+			name: "poll, no times",
+			put: func(st *Votes) error {
+				return st.CreatePoll(context.Background(), votes.Poll{ID: "p2", Options: []string{"a"}, Shards: 1, CreatedAt: readAt})
+			},
+			want: map[string]types.AttributeValue{
+				"pk": avS("poll#p2"), "sk": avS("meta"), "pollId": avS("p2"),
+				"options": &types.AttributeValueMemberL{Value: []types.AttributeValue{avS("a")}},
+				"shards":  avN("1"), "oneVotePerVoter": &types.AttributeValueMemberBOOL{Value: false},
+				"createdAt": avS("2026-03-01T12:00:01Z"),
+			},
+			read: func(t *testing.T, st *Votes) {
+				got, err := st.Poll(context.Background(), "p2")
+				if err != nil || !got.Opens.IsZero() || !got.Closes.IsZero() || got.OneVotePerVoter {
+					t.Errorf("Poll = %+v, %v; want no times", got, err)
+				}
+			},
+		},
+		{
+			name: "totals",
+			put: func(st *Votes) error {
+				return st.PutTotals(context.Background(), votes.Totals{PollID: "p1", Totals: map[string]int64{"a": 5, "b": 2}, Total: 7, Shards: 4, ReadAt: readAt})
+			},
+			want: map[string]types.AttributeValue{
+				"pk": avS("total#p1"), "sk": avS("total"),
+				"totals": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"a": avN("5"), "b": avN("2")}},
+				"total":  avN("7"), "shards": avN("4"), "readAt": avS("2026-03-01T12:00:01.000000000Z"),
+			},
+			read: func(t *testing.T, st *Votes) {
+				got, ok, err := st.CachedTotals(context.Background(), "p1")
+				if err != nil || !ok || got.Total != 7 || !reflect.DeepEqual(got.Totals, map[string]int64{"a": 5, "b": 2}) || got.Shards != 4 || !got.ReadAt.Equal(readAt) {
+					t.Errorf("CachedTotals = %+v, %v, %v", got, ok, err)
+				}
+			},
+		},
+		{
+			name: "totals, none yet",
+			put: func(st *Votes) error {
+				return st.PutTotals(context.Background(), votes.Totals{PollID: "p3", Shards: 2, ReadAt: readAt})
+			},
+			want: map[string]types.AttributeValue{
+				"pk": avS("total#p3"), "sk": avS("total"),
+				"totals": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}},
+				"total":  avN("0"), "shards": avN("2"), "readAt": avS("2026-03-01T12:00:01.000000000Z"),
+			},
+			read: func(t *testing.T, st *Votes) {
+				got, ok, err := st.CachedTotals(context.Background(), "p3")
+				if err != nil || !ok || got.Total != 0 || got.Totals == nil || len(got.Totals) != 0 {
+					t.Errorf("CachedTotals = %+v, %v, %v", got, ok, err)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &putRecorder{}
+			st := New(rec, "counters", "ledger")
+			if err := tt.put(st); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.puts) != 1 || aws.ToString(rec.puts[0].TableName) != "counters" {
+				t.Fatalf("puts = %+v, want one to the counters table", rec.puts)
+			}
+			if got := rec.puts[0].Item; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("item =\n%s\nwant\n%s", describe(got), describe(tt.want))
+			}
+			tt.read(t, st)
+		})
+	}
+}
+
+// describe prints an item readably, for failure messages.
+func describe(item map[string]types.AttributeValue) string {
+	out := ""
+	for k, v := range item {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			out += k + "=S:" + v.Value + " "
+		case *types.AttributeValueMemberN:
+			out += k + "=N:" + v.Value + " "
+		default:
+			out += k + "=" + reflect.TypeOf(v).String() + " "
+		}
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package voteslambda
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+)
+
+// noNetwork is an aws.HTTPClient that refuses every request and counts
+// them, so a test can prove a Setup sends none.
+type noNetwork struct{ calls atomic.Int64 }
+
+func (n *noNetwork) Do(req *http.Request) (*http.Response, error) {
+	n.calls.Add(1)
+	return nil, errors.New("no network in this test: " + req.URL.String())
+}
+
+// setupEnv is a function's Env with vars as its environment and an AWS
+// configuration with a region, static credentials and no network.
+func setupEnv(vars map[string]string) (lambdafn.Env, *noNetwork) {
+	wire := &noNetwork{}
+	cfg := aws.Config{
+		Region:      "eu-west-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		HTTPClient:  wire,
+	}
+	return lambdafn.Env{
+		Getenv:  func(k string) string { return vars[k] },
+		AWS:     cfg,
+		Log:     slog.New(slog.DiscardHandler),
+		Metrics: io.Discard,
+	}, wire
+}
+
+// with returns base with the changes applied; a "" value removes the variable.
+func with(base map[string]string, changes map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range changes {
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+var (
+	counterVars = map[string]string{
+		"COUNTERS_TABLE": "counters", "LEDGER_TABLE_PREFIX": "ledger", "COUNTING_MODE": "exactly-once",
+		"REJECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/000000000000/rejects",
+	}
+	votesAPIVars = map[string]string{"COUNTERS_TABLE": "counters", "COUNTER_SHARDS": "8", "LEDGER_TABLE_PREFIX": "ledger"}
+)
+
+func TestSetupCounter(t *testing.T) {
+	tests := []struct {
+		name string
+		vars map[string]string
+		want []string // variables the error must name; none: a handler
+	}{
+		{"valid, exactly once", counterVars, nil},
+		{"valid, at least once", with(counterVars, map[string]string{"COUNTING_MODE": "at-least-once"}), nil},
+		{"nothing set", nil, []string{"COUNTERS_TABLE", "LEDGER_TABLE_PREFIX", "COUNTING_MODE", "REJECTS_QUEUE_URL"}},
+		{"no table", with(counterVars, map[string]string{"COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE"}},
+		{"blank prefix", with(counterVars, map[string]string{"LEDGER_TABLE_PREFIX": "  "}), []string{"LEDGER_TABLE_PREFIX"}},
+		{"no rejects queue", with(counterVars, map[string]string{"REJECTS_QUEUE_URL": ""}), []string{"REJECTS_QUEUE_URL"}},
+		{"unknown mode", with(counterVars, map[string]string{"COUNTING_MODE": "twice"}), []string{`COUNTING_MODE="twice"`}},
+		{"two problems", with(counterVars, map[string]string{"COUNTING_MODE": "", "COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE", "COUNTING_MODE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, wire := setupEnv(tt.vars)
+			h, err := SetupCounter(context.Background(), env)
+			checkSetup(t, h, err, tt.want)
+			if tt.want == nil {
+				if _, ok := h.(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)); !ok {
+					t.Errorf("handler is a %T, want an SQS batch handler", h)
+				}
+			}
+			if n := wire.calls.Load(); n != 0 {
+				t.Errorf("Setup made %d HTTP requests, want none", n)
+			}
+		})
+	}
+}
+
+func TestSetupVotesAPI(t *testing.T) {
+	tests := []struct {
+		name string
+		vars map[string]string
+		want []string
+	}{
+		{"valid", votesAPIVars, nil},
+		{"one shard", with(votesAPIVars, map[string]string{"COUNTER_SHARDS": "1"}), nil},
+		{"nothing set", nil, []string{"COUNTERS_TABLE", "COUNTER_SHARDS", "LEDGER_TABLE_PREFIX"}},
+		{"no table", with(votesAPIVars, map[string]string{"COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE"}},
+		{"no prefix", with(votesAPIVars, map[string]string{"LEDGER_TABLE_PREFIX": ""}), []string{"LEDGER_TABLE_PREFIX"}},
+		{"shards not a number", with(votesAPIVars, map[string]string{"COUNTER_SHARDS": "eight"}), []string{`COUNTER_SHARDS="eight"`}},
+		{"zero shards", with(votesAPIVars, map[string]string{"COUNTER_SHARDS": "0"}), []string{`COUNTER_SHARDS="0"`}},
+		{"too many shards", with(votesAPIVars, map[string]string{"COUNTER_SHARDS": "1001"}), []string{`COUNTER_SHARDS="1001"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, wire := setupEnv(tt.vars)
+			h, err := SetupVotesAPI(context.Background(), env)
+			checkSetup(t, h, err, tt.want)
+			if tt.want == nil {
+				if _, ok := h.(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)); !ok {
+					t.Errorf("handler is a %T, want an HTTP API handler", h)
+				}
+			}
+			if n := wire.calls.Load(); n != 0 {
+				t.Errorf("Setup made %d HTTP requests, want none", n)
+			}
+		})
+	}
+}
+
+// checkSetup checks a Setup's answer: a handler and no error when want is
+// empty, else no handler and an error naming each of want.
+func checkSetup(t *testing.T, h any, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil || h == nil {
+			t.Fatalf("Setup = %v, %v; want a handler", h, err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("Setup = %T, nil; want an error naming %v", h, want)
+	}
+	if h != nil {
+		t.Errorf("Setup returned a handler (%T) with its error", h)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %s", err, w)
+		}
+	}
+}
+
+// The votes functions link the votes flow and the platform only: no
+// objects or archive package and nothing of the local AWS, so their
+// binaries stay small.
+func TestFunctionsLinkOnlyTheVotesFlow(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", "../../../functions/counter", "../../../functions/votes-api").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	const mod = "github.com/ddbpipe/ddbpipe/"
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, banned := range []string{"shared/objects", "shared/archive", "local", "tools", "cmd", "bench"} {
+			if p := mod + banned; pkg == p || strings.HasPrefix(pkg, p+"/") {
+				t.Errorf("the votes functions link %s", pkg)
+			}
+		}
+	}
+}
+
+// Cold-start work of the votes functions, as lambdafn.Start does it: the
+// AWS configuration from the environment (region and static credentials;
+// no shared files needed), then the Setup. No request is sent.
+// LoadDefaultConfig also reads the process environment: a custom CA bundle
+// (AWS_CA_BUNDLE, which Lambda does not set) is parsed at every load and
+// costs milliseconds, so the benchmark runs without one.
+func BenchmarkSetupCounter(b *testing.B) {
+	benchmarkSetup(b, SetupCounter, counterVars)
+}
+
+func BenchmarkSetupVotesAPI(b *testing.B) {
+	benchmarkSetup(b, SetupVotesAPI, votesAPIVars)
+}
+
+func benchmarkSetup(b *testing.B, setup lambdafn.Setup, vars map[string]string) {
+	b.Setenv("AWS_CA_BUNDLE", "")
+	vars = with(vars, map[string]string{"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"})
+	getenv := func(k string) string { return vars[k] }
+	ctx := context.Background()
+	b.Run("config+setup", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cfg, err := awsenv.FromVars(ctx, getenv)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := setup(ctx, lambdafn.Env{Getenv: getenv, AWS: cfg, Log: slog.New(slog.DiscardHandler), Metrics: io.Discard}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("setup", func(b *testing.B) {
+		cfg, err := awsenv.FromVars(ctx, getenv)
+		if err != nil {
+			b.Fatal(err)
+		}
+		env := lambdafn.Env{Getenv: getenv, AWS: cfg, Log: slog.New(slog.DiscardHandler), Metrics: io.Discard}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := setup(ctx, env); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
