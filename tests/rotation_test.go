@@ -19,7 +19,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -69,7 +69,7 @@ func partitionOf(env *stack.Env) archive.Partition {
 // archiveObjects lists the partition's objects.
 func archiveObjects(t *testing.T, env *stack.Env) []archive.File {
 	t.Helper()
-	files, err := archiveparquet.ListFiles(context.Background(), env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], partitionOf(env).Prefix())
+	files, err := archives3.ListFiles(context.Background(), env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], partitionOf(env).Prefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func archivedVotes(t *testing.T, env *stack.Env, poll string) map[string]int64 {
 		if !strings.HasSuffix(f.Key, ".parquet") {
 			continue
 		}
-		rows, err := archiveparquet.ReadRows(ctx, env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], f.Key)
+		rows, err := archives3.ReadRows(ctx, env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], f.Key)
 		if err != nil {
 			t.Fatal(err)
 		}

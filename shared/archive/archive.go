@@ -4,8 +4,11 @@
 //
 // It is the domain: plain Go values in, rows, object keys, verification
 // reports, compaction plans and manifests out. It imports no AWS package;
-// shared/archive/archiveparquet turns Lambda stream events into Records, encodes
-// Rows as Parquet and talks to S3.
+// its adapters are named for their technology: archiveparquet encodes Rows
+// as Parquet, archives3 keeps the files and partitions on S3, archiveddb
+// reads and manages the DynamoDB tables, archiveesm subscribes streams to
+// the archiver, archiveduckdb queries the archive, and archivelambda turns
+// Lambda stream events into Records and serves both functions.
 //
 // # Rows
 //

@@ -27,7 +27,6 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
@@ -348,7 +347,7 @@ func (t *Tables) Delete(ctx context.Context, name string) error {
 
 // Scan reads the table with a parallel Scan of Segments segments
 // (consistent reads), into the verification state: key JSON → checksum of
-// the item, computed with archiveparquet.Plain and archive.KeyJSON /
+// the item, computed with Plain and archive.KeyJSON /
 // archive.Checksum exactly as the archive side computes them from stream
 // images. With keepImages, Images holds each item's image JSON too.
 func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotation.Scan, error) {
@@ -410,7 +409,7 @@ func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string
 			return s, fmt.Errorf("dynamotables: scan %s segment %d/%d: %w", name, seg, total, err)
 		}
 		for _, av := range page.Items {
-			item, err := archiveparquet.Plain(av)
+			item, err := Plain(av)
 			if err != nil {
 				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
 			}

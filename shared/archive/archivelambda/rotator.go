@@ -13,7 +13,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveesm"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
@@ -61,7 +61,7 @@ func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *rotation.Ro
 			MaxRetryAttempts: int32(c.MaxRetryAttempts), MaxRecordAgeSeconds: int32(c.MaxRecordAgeSeconds),
 			WindowSeconds: int32(c.WindowSeconds),
 		},
-		Archive: &archiveparquet.Partitions{S3: awsenv.S3(cfg), Bucket: c.Bucket, Log: log},
+		Archive: &archives3.Partitions{S3: awsenv.S3(cfg), Bucket: c.Bucket, Log: log},
 		Log:     log,
 	}
 }

@@ -8,7 +8,7 @@
 // decisions as plain values. It imports no AWS package; the interfaces it
 // needs (Tables, Streams, Subscriptions, Archive) are declared here and
 // implemented by shared/archive/archiveddb, shared/archive/archiveesm and
-// shared/archive/archiveparquet.
+// shared/archive/archives3.
 //
 // # Retirement
 //

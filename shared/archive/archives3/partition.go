@@ -1,4 +1,4 @@
-package archiveparquet
+package archives3
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 )
 
@@ -111,12 +112,12 @@ func (a *Partitions) dataFiles(ctx context.Context, p archive.Partition) ([]arch
 func (a *Partitions) get(ctx context.Context, key string) ([]byte, error) {
 	out, err := a.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(a.Bucket), Key: aws.String(key)})
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: get s3://%s/%s: %w", a.Bucket, key, err)
+		return nil, fmt.Errorf("archives3: get s3://%s/%s: %w", a.Bucket, key, err)
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: read s3://%s/%s: %w", a.Bucket, key, err)
+		return nil, fmt.Errorf("archives3: read s3://%s/%s: %w", a.Bucket, key, err)
 	}
 	return b, nil
 }
@@ -127,7 +128,7 @@ func (a *Partitions) readFile(ctx context.Context, key string) (archive.File, []
 	if err != nil {
 		return archive.File{}, nil, err
 	}
-	rows, err := Unmarshal(data)
+	rows, err := archiveparquet.Unmarshal(data)
 	if err != nil {
 		return archive.File{}, nil, fmt.Errorf("s3://%s/%s: %w", a.Bucket, key, err)
 	}
@@ -218,7 +219,7 @@ func (a *Partitions) Read(ctx context.Context, p archive.Partition) (rotation.Co
 		c.Rows += f.Rows
 		for _, r := range rows {
 			if err := replay.Add(r); err != nil {
-				return fmt.Errorf("parquetarchive: %s: %w", f.Key, err)
+				return fmt.Errorf("archives3: %s: %w", f.Key, err)
 			}
 			c.Sequences[strings.TrimLeft(r.SequenceNumber, "0")] = true
 		}
@@ -248,7 +249,7 @@ func (a *Partitions) manifest(ctx context.Context, p archive.Partition) (*archiv
 	}
 	m, err := archive.ParseManifest(data)
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: s3://%s/%s: %w", a.Bucket, p.ManifestKey(), err)
+		return nil, fmt.Errorf("archives3: s3://%s/%s: %w", a.Bucket, p.ManifestKey(), err)
 	}
 	return &m, nil
 }
@@ -276,7 +277,7 @@ func seqRange(rows []archive.Row) (first, last string) {
 func (a *Partitions) describe(ctx context.Context, f archive.File) (archive.File, error) {
 	h, err := a.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(a.Bucket), Key: aws.String(f.Key)})
 	if err != nil {
-		return archive.File{}, fmt.Errorf("parquetarchive: head s3://%s/%s: %w", a.Bucket, f.Key, err)
+		return archive.File{}, fmt.Errorf("archives3: head s3://%s/%s: %w", a.Bucket, f.Key, err)
 	}
 	md := map[string]string{}
 	for k, v := range h.Metadata {
@@ -370,7 +371,7 @@ func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archi
 		Bucket: aws.String(a.Bucket), Key: aws.String(p.ManifestKey()), Body: bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
 	}); err != nil {
-		return res, fmt.Errorf("parquetarchive: put s3://%s/%s: %w", a.Bucket, p.ManifestKey(), err)
+		return res, fmt.Errorf("archives3: put s3://%s/%s: %w", a.Bucket, p.ManifestKey(), err)
 	}
 	if err := a.delete(ctx, gone); err != nil {
 		return res, err
@@ -390,11 +391,11 @@ func (a *Partitions) delete(ctx context.Context, keys []string) error {
 		}
 		out, err := a.S3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(a.Bucket), Delete: &s3types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
 		if err != nil {
-			return fmt.Errorf("parquetarchive: delete %d objects in s3://%s: %w", len(objs), a.Bucket, err)
+			return fmt.Errorf("archives3: delete %d objects in s3://%s: %w", len(objs), a.Bucket, err)
 		}
 		if len(out.Errors) > 0 {
 			e := out.Errors[0]
-			return fmt.Errorf("parquetarchive: delete s3://%s/%s: %s %s (%d failed)", a.Bucket, aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors))
+			return fmt.Errorf("archives3: delete s3://%s/%s: %s %s (%d failed)", a.Bucket, aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors))
 		}
 	}
 	return nil
