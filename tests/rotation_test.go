@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +25,59 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
+
+// The ledger's key schema is written twice, on purpose: the counter
+// (votesddb) creates a month's table on first use and the rotator
+// (archiveddb) creates the coming months' tables ahead, and neither flow
+// links the other's adapter. This holds the two copies equal.
+func TestLedgerKeySchemaAgrees(t *testing.T) {
+	defs, keys := votesddb.LedgerKeySchema()
+	in := archiveddb.CreateInput(rotation.Spec{Name: "ddbpipe-votes-2026-12", Month: "2026-12"})
+	if !reflect.DeepEqual(in.KeySchema, keys) {
+		t.Errorf("rotator's key schema %s, counter's %s", ledgerSchemaJSON(t, in.KeySchema), ledgerSchemaJSON(t, keys))
+	}
+	if !reflect.DeepEqual(in.AttributeDefinitions, defs) {
+		t.Errorf("rotator's attribute definitions %s, counter's %s", ledgerSchemaJSON(t, in.AttributeDefinitions), ledgerSchemaJSON(t, defs))
+	}
+}
+
+func ledgerSchemaJSON(tb testing.TB, v any) string {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// The archive flow's functions link the archive flow and the platform only:
+// no votes or objects package, nothing of the local AWS.
+func TestArchiveFunctionsLinkOnlyTheirFlow(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../functions/rotator", "../functions/archiver").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const module = "github.com/ddbpipe/ddbpipe/"
+	var linked []string
+	for _, pkg := range strings.Fields(string(out)) {
+		rest, ok := strings.CutPrefix(pkg, module)
+		if !ok {
+			continue
+		}
+		linked = append(linked, rest)
+		for _, banned := range []string{"shared/votes", "shared/objects", "local/"} {
+			if strings.HasPrefix(rest, banned) {
+				t.Errorf("the archive functions link %s", pkg)
+			}
+		}
+	}
+	if len(linked) == 0 {
+		t.Fatalf("go list named no package of the module:\n%s", out)
+	}
+}
 
 // rotatorAt builds the rotator of the local stack, as the function wires
 // it, with its clock pinned to now.

@@ -1,6 +1,6 @@
 // Package archiveddb is the rotator's adapter to DynamoDB's control plane
 // and to DynamoDB Streams: it creates and updates the monthly ledger tables
-// (the key schema of shared/votes/votesddb's ledger, a NEW_AND_OLD_IMAGES
+// (the vote ledger's key schema, a NEW_AND_OLD_IMAGES
 // stream, PITR, deletion protection, tags), reads them with a parallel Scan
 // into the archive's verification state, lists what their streams still
 // hold, and deletes them. It implements rotation.Tables and rotation.Streams.
@@ -29,7 +29,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
-	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
 
 // API is the part of DynamoDB the adapter uses; *dynamodb.Client satisfies it.
@@ -181,9 +180,24 @@ func tagList(m map[string]string) []types.Tag {
 	return tags
 }
 
+// ledgerKeySchema is a ledger table's key: pk (hash) and sk (range), both
+// strings (votes.Entry.LedgerKey). The counter creates a month's table on
+// first use with its own copy (votesddb.LedgerKeySchema); the rotator keeps
+// this one so that neither flow links the other's adapter, and
+// tests/rotation_test.go (TestLedgerKeySchemaAgrees) holds the two equal.
+func ledgerKeySchema() ([]types.AttributeDefinition, []types.KeySchemaElement) {
+	return []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+		}, []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
+		}
+}
+
 // CreateInput is the CreateTable request for a spec.
 func CreateInput(s rotation.Spec) *dynamodb.CreateTableInput {
-	defs, keys := votesddb.LedgerKeySchema()
+	defs, keys := ledgerKeySchema()
 	in := &dynamodb.CreateTableInput{
 		TableName: aws.String(s.Name), AttributeDefinitions: defs, KeySchema: keys,
 		BillingMode:               types.BillingModePayPerRequest,
