@@ -1,14 +1,17 @@
-// Package archiveddb is the rotator's adapter to DynamoDB's control plane
-// and to DynamoDB Streams: it creates and updates the monthly ledger tables
-// (the vote ledger's key schema, a NEW_AND_OLD_IMAGES
-// stream, PITR, deletion protection, tags), reads them with a parallel Scan
-// into the archive's verification state, lists what their streams still
-// hold, and deletes them. It implements rotation.Tables and rotation.Streams.
+// Package archiveddb is the archive's adapter to DynamoDB and DynamoDB
+// Streams: it creates and updates the monthly ledger tables (the vote
+// ledger's key schema, a NEW_AND_OLD_IMAGES stream, PITR, deletion
+// protection, tags), reads them with a parallel Scan into the archive's
+// verification state, lists what their streams still hold, and deletes
+// them (it implements rotation.Tables and rotation.Streams); Plain turns
+// DynamoDB attribute values into the archive's items.
 //
-// Against a local server (Local set: the configuration overrides the
-// DynamoDB endpoint, see awsenv.Overridden) a feature the server refuses —
-// PITR, deletion protection or tags on DynamoDB Local — is skipped with a
-// logged note and kept in Notes. Against AWS every refusal is an error.
+// DynamoDB Local has no point-in-time recovery (Describe/Update
+// ContinuousBackups) and no tagging (TagResource): it answers both with
+// UnknownOperationException. Against a local server (Local set: the
+// configuration overrides the DynamoDB endpoint, see awsenv.Overridden)
+// exactly that answer to exactly those calls is skipped with a logged note
+// kept in Notes; every other error, locally as against AWS, is returned.
 package archiveddb
 
 import (
@@ -16,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,7 +28,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
@@ -52,8 +55,9 @@ var (
 // Tables manages monthly tables.
 type Tables struct {
 	DB API
-	// Local: the endpoint is a local server; refused features degrade to
-	// a logged note instead of failing.
+	// Local: the endpoint is a local server (DynamoDB Local), which has no
+	// PITR and no tagging; those two are skipped with a note (see
+	// localLacks). Nothing else is.
 	Local bool
 	Log   *slog.Logger
 	// Segments of the parallel Scan (default 4).
@@ -79,19 +83,25 @@ func (t *Tables) log() *slog.Logger {
 	return slog.Default()
 }
 
-// degrade returns nil for an API error a local server answered (it does
-// not support the feature) and notes it; any other error is returned.
-func (t *Tables) degrade(err error, what string) error {
-	var ae smithy.APIError
-	if err == nil || !t.Local || !errors.As(err, &ae) {
-		return err
+// Features DynamoDB Local does not implement (it answers their operations
+// with UnknownOperationException; see TestLocalServerLacksPITRAndTagging).
+const (
+	featurePITR = "point-in-time recovery (ContinuousBackups)"
+	featureTags = "tagging (TagResource)"
+)
+
+// localLacks reports whether err is a local server saying it does not
+// implement feature: only when Local is set, and only for
+// UnknownOperationException. It notes the skip, once per feature. Every
+// other error — throttling, validation, a missing table — is not a lack
+// and must be returned.
+func (t *Tables) localLacks(err error, feature string) bool {
+	if err == nil || !t.Local || !awserr.Is(err, "UnknownOperationException") {
+		return false
 	}
-	note := fmt.Sprintf("local DynamoDB refused %s (%s); skipped", what, ae.ErrorCode())
+	note := "local DynamoDB has no " + feature + "; skipped"
 	t.mu.Lock()
-	seen := false
-	for _, n := range t.notes {
-		seen = seen || n == note
-	}
+	seen := slices.Contains(t.notes, note)
 	if !seen {
 		t.notes = append(t.notes, note)
 	}
@@ -99,7 +109,7 @@ func (t *Tables) degrade(err error, what string) error {
 	if !seen {
 		t.log().Warn(note, "err", err)
 	}
-	return nil
+	return true
 }
 
 // IsNotFound reports whether err says the table does not exist.
@@ -112,10 +122,10 @@ func IsNotFound(err error) bool {
 func (t *Tables) describe(ctx context.Context, name string) (*types.TableDescription, error) {
 	out, err := t.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if IsNotFound(err) {
-		return nil, fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+		return nil, fmt.Errorf("archiveddb: %s: %w", name, rotation.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamotables: describe %s: %w", name, err)
+		return nil, fmt.Errorf("archiveddb: describe %s: %w", name, err)
 	}
 	return out.Table, nil
 }
@@ -141,7 +151,7 @@ func (t *Tables) List(ctx context.Context, prefix string) ([]rotation.Table, err
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("dynamotables: list tables: %w", err)
+			return nil, fmt.Errorf("archiveddb: list tables: %w", err)
 		}
 		for _, n := range page.TableNames {
 			if strings.HasPrefix(n, prefix) {
@@ -219,19 +229,11 @@ func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, b
 	d, err := t.describe(ctx, s.Name)
 	created := false
 	if errors.Is(err, rotation.ErrNotFound) {
-		in := CreateInput(s)
-		_, err = t.DB.CreateTable(ctx, in)
-		if err != nil && t.Local && !awserr.Is(err, "ResourceInUseException") {
-			// Try once more without what a local server may not know.
-			if t.degrade(err, "CreateTable with deletion protection and tags") == nil {
-				in.DeletionProtectionEnabled, in.Tags = nil, nil
-				_, err = t.DB.CreateTable(ctx, in)
-			}
-		}
+		_, err = t.DB.CreateTable(ctx, CreateInput(s))
 		switch {
 		case awserr.Is(err, "ResourceInUseException"): // created meanwhile (the counter)
 		case err != nil:
-			return rotation.Table{}, false, fmt.Errorf("dynamotables: create %s: %w", s.Name, err)
+			return rotation.Table{}, false, fmt.Errorf("archiveddb: create %s: %w", s.Name, err)
 		default:
 			created = true
 		}
@@ -251,8 +253,8 @@ func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, b
 	}
 	if len(s.Tags) > 0 {
 		_, err := t.DB.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: d.TableArn, Tags: tagList(s.Tags)})
-		if err = t.degrade(err, "TagResource"); err != nil {
-			return rotation.Table{}, created, fmt.Errorf("dynamotables: tag %s: %w", s.Name, err)
+		if err != nil && !t.localLacks(err, featureTags) {
+			return rotation.Table{}, created, fmt.Errorf("archiveddb: tag %s: %w", s.Name, err)
 		}
 	}
 	if d, err = t.describe(ctx, s.Name); err != nil {
@@ -264,16 +266,22 @@ func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, b
 // pitr turns point-in-time recovery on unless it is on.
 func (t *Tables) pitr(ctx context.Context, name string) error {
 	out, err := t.DB.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
-	if err == nil && out.ContinuousBackupsDescription != nil && out.ContinuousBackupsDescription.PointInTimeRecoveryDescription != nil &&
-		out.ContinuousBackupsDescription.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled {
+	if t.localLacks(err, featurePITR) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("archiveddb: describe PITR of %s: %w", name, err)
+	}
+	if d := out.ContinuousBackupsDescription; d != nil && d.PointInTimeRecoveryDescription != nil &&
+		d.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled {
 		return nil
 	}
 	_, err = t.DB.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{
 		TableName:                        aws.String(name),
 		PointInTimeRecoverySpecification: &types.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(true)},
 	})
-	if err = t.degrade(err, "UpdateContinuousBackups (PITR)"); err != nil {
-		return fmt.Errorf("dynamotables: PITR on %s: %w", name, err)
+	if err != nil && !t.localLacks(err, featurePITR) {
+		return fmt.Errorf("archiveddb: PITR on %s: %w", name, err)
 	}
 	return nil
 }
@@ -286,10 +294,10 @@ func (t *Tables) update(ctx context.Context, in *dynamodb.UpdateTableInput, what
 	}
 	_, err := t.DB.UpdateTable(ctx, in)
 	if IsNotFound(err) {
-		return fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+		return fmt.Errorf("archiveddb: %s: %w", name, rotation.ErrNotFound)
 	}
-	if err = t.degrade(err, "UpdateTable ("+what+")"); err != nil {
-		return fmt.Errorf("dynamotables: %s on %s: %w", what, name, err)
+	if err != nil {
+		return fmt.Errorf("archiveddb: %s on %s: %w", what, name, err)
 	}
 	_, err = t.waitActive(ctx, name)
 	return err
@@ -312,7 +320,7 @@ func (t *Tables) waitActive(ctx context.Context, name string) (*types.TableDescr
 			return d, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("dynamotables: %s still %s after %s", name, d.TableStatus, limit)
+			return nil, fmt.Errorf("archiveddb: %s still %s after %s", name, d.TableStatus, limit)
 		}
 		select {
 		case <-ctx.Done():
@@ -351,10 +359,10 @@ func (t *Tables) Protect(ctx context.Context, name string, on bool) error {
 func (t *Tables) Delete(ctx context.Context, name string) error {
 	_, err := t.DB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	if IsNotFound(err) {
-		return fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+		return fmt.Errorf("archiveddb: %s: %w", name, rotation.ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("dynamotables: delete %s: %w", name, err)
+		return fmt.Errorf("archiveddb: delete %s: %w", name, err)
 	}
 	return nil
 }
@@ -420,20 +428,20 @@ func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return s, fmt.Errorf("dynamotables: scan %s segment %d/%d: %w", name, seg, total, err)
+			return s, fmt.Errorf("archiveddb: scan %s segment %d/%d: %w", name, seg, total, err)
 		}
 		for _, av := range page.Items {
 			item, err := Plain(av)
 			if err != nil {
-				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+				return s, fmt.Errorf("archiveddb: scan %s: %w", name, err)
 			}
 			key, err := archive.KeyJSON(item, keyNames...)
 			if err != nil {
-				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+				return s, fmt.Errorf("archiveddb: scan %s: %w", name, err)
 			}
 			img, err := archive.ImageJSON(item)
 			if err != nil {
-				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+				return s, fmt.Errorf("archiveddb: scan %s: %w", name, err)
 			}
 			s.State[key] = archive.ChecksumJSON(img)
 			if keepImages {

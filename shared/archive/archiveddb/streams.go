@@ -44,10 +44,10 @@ func (s *Streams) Records(ctx context.Context, arn string) ([]rotation.StreamRec
 		out, err := s.API.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn), ExclusiveStartShardId: start})
 		var nf *streamtypes.ResourceNotFoundException
 		if errors.As(err, &nf) {
-			return nil, fmt.Errorf("dynamotables: stream %s: %w", arn, rotation.ErrNotFound)
+			return nil, fmt.Errorf("archiveddb: stream %s: %w", arn, rotation.ErrNotFound)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("dynamotables: describe stream %s: %w", arn, err)
+			return nil, fmt.Errorf("archiveddb: describe stream %s: %w", arn, err)
 		}
 		if out.StreamDescription == nil {
 			break
@@ -78,7 +78,7 @@ func (s *Streams) shard(ctx context.Context, arn, shard string) ([]rotation.Stre
 		return nil, nil // the shard aged out
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamotables: shard iterator %s/%s: %w", arn, shard, err)
+		return nil, fmt.Errorf("archiveddb: shard iterator %s/%s: %w", arn, shard, err)
 	}
 	maxEmpty := s.EmptyPages
 	if maxEmpty <= 0 {
@@ -92,7 +92,7 @@ func (s *Streams) shard(ctx context.Context, arn, shard string) ([]rotation.Stre
 			break // the shard aged out meanwhile
 		}
 		if err != nil {
-			return nil, fmt.Errorf("dynamotables: get records %s/%s: %w", arn, shard, err)
+			return nil, fmt.Errorf("archiveddb: get records %s/%s: %w", arn, shard, err)
 		}
 		if len(out.Records) == 0 {
 			empty++
