@@ -22,7 +22,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
@@ -35,7 +34,7 @@ import (
 // links the other's adapter. This holds the two copies equal.
 func TestLedgerKeySchemaAgrees(t *testing.T) {
 	defs, keys := votesddb.LedgerKeySchema()
-	in := archiveddb.CreateInput(rotation.Spec{Name: "ddbpipe-votes-2026-12", Month: "2026-12"})
+	in := archiveddb.CreateInput(archive.Spec{Name: "ddbpipe-votes-2026-12", Month: "2026-12"})
 	if !reflect.DeepEqual(in.KeySchema, keys) {
 		t.Errorf("rotator's key schema %s, counter's %s", ledgerSchemaJSON(t, in.KeySchema), ledgerSchemaJSON(t, keys))
 	}
@@ -81,7 +80,7 @@ func TestArchiveFunctionsLinkOnlyTheirFlow(t *testing.T) {
 
 // rotatorAt builds the rotator of the local stack, as the function wires
 // it, with its clock pinned to now.
-func rotatorAt(t *testing.T, env *stack.Env, now time.Time, log *slog.Logger) *rotation.Rotator {
+func rotatorAt(t *testing.T, env *stack.Env, now time.Time, log *slog.Logger) *archive.Rotator {
 	t.Helper()
 	r := archivelambda.NewRotation(env.AWS, archivelambda.RotatorConfig{
 		LedgerPrefix: env.Vars["LEDGER_TABLE_PREFIX"], Bucket: env.Vars["ARCHIVE_BUCKET_NAME"], GraceDays: 2,
@@ -175,7 +174,7 @@ func tableExists(t *testing.T, env *stack.Env, name string) bool {
 }
 
 // verifyArchive compares the archive with a Scan of the table.
-func verifyArchive(t *testing.T, r *rotation.Rotator, env *stack.Env, table string) archive.Report {
+func verifyArchive(t *testing.T, r *archive.Rotator, env *stack.Env, table string) archive.Report {
 	t.Helper()
 	c, err := r.Archive.Read(context.Background(), partitionOf(env))
 	if err != nil {
@@ -226,7 +225,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 	if want := []string{prefix + "-2027-01"}; fmt.Sprint(crashed.Created) != fmt.Sprint(want) {
 		t.Errorf("created %v, want %v", crashed.Created, want)
 	}
-	if len(crashed.Retirements) != 1 || crashed.Retirements[0].Outcome != rotation.Failed {
+	if len(crashed.Retirements) != 1 || crashed.Retirements[0].Outcome != archive.Failed {
 		t.Fatalf("crashed run: %+v, want November's retirement failed", crashed.Retirements)
 	}
 	if !tableExists(t, env, november) {
@@ -249,7 +248,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 	if !tableExists(t, env, prefix+"-2026-12") {
 		t.Error("December's table does not exist")
 	}
-	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != rotation.Retired {
+	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != archive.Retired {
 		t.Fatalf("retirements %+v, want November retired", rep.Retirements)
 	}
 	ret := rep.Retirements[0]
@@ -322,7 +321,7 @@ func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
 		t.Fatalf("retirements %+v", rep.Retirements)
 	}
 	ret := rep.Retirements[0]
-	if ret.Outcome != rotation.Alarm || ret.Err != nil {
+	if ret.Outcome != archive.Alarm || ret.Err != nil {
 		t.Fatalf("outcome %s (%v), want alarm", ret.Outcome, ret.Err)
 	}
 	if ret.Verification.OK() || len(ret.Verification.Missing) == 0 {

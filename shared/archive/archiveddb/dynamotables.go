@@ -3,7 +3,7 @@
 // ledger's key schema, a NEW_AND_OLD_IMAGES stream, PITR, deletion
 // protection, tags), reads them with a parallel Scan into the archive's
 // verification state, lists what their streams still hold, and deletes
-// them (it implements rotation.Tables and rotation.Streams); Plain turns
+// them (it implements archive.Tables and archive.Streams); Plain turns
 // DynamoDB attribute values into the archive's items.
 //
 // DynamoDB Local has no point-in-time recovery (Describe/Update
@@ -30,7 +30,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
@@ -48,8 +47,8 @@ type API interface {
 }
 
 var (
-	_ API             = (*dynamodb.Client)(nil)
-	_ rotation.Tables = (*Tables)(nil)
+	_ API            = (*dynamodb.Client)(nil)
+	_ archive.Tables = (*Tables)(nil)
 )
 
 // Tables manages monthly tables.
@@ -115,14 +114,14 @@ func (t *Tables) localLacks(err error, feature string) bool {
 // IsNotFound reports whether err says the table does not exist.
 func IsNotFound(err error) bool {
 	var nf *types.ResourceNotFoundException
-	return errors.As(err, &nf) || errors.Is(err, rotation.ErrNotFound) || awserr.Is(err, "ResourceNotFoundException")
+	return errors.As(err, &nf) || errors.Is(err, archive.ErrNotFound) || awserr.Is(err, "ResourceNotFoundException")
 }
 
-// describe returns the table's description, rotation.ErrNotFound if absent.
+// describe returns the table's description, archive.ErrNotFound if absent.
 func (t *Tables) describe(ctx context.Context, name string) (*types.TableDescription, error) {
 	out, err := t.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if IsNotFound(err) {
-		return nil, fmt.Errorf("archiveddb: %s: %w", name, rotation.ErrNotFound)
+		return nil, fmt.Errorf("archiveddb: %s: %w", name, archive.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("archiveddb: describe %s: %w", name, err)
@@ -130,22 +129,22 @@ func (t *Tables) describe(ctx context.Context, name string) (*types.TableDescrip
 	return out.Table, nil
 }
 
-func tableOf(d *types.TableDescription) rotation.Table {
-	tb := rotation.Table{
+func tableOf(d *types.TableDescription) archive.Table {
+	tb := archive.Table{
 		Name: aws.ToString(d.TableName), Status: string(d.TableStatus), StreamARN: aws.ToString(d.LatestStreamArn),
 		StreamEnabled:      d.StreamSpecification != nil && aws.ToBool(d.StreamSpecification.StreamEnabled),
 		DeletionProtection: aws.ToBool(d.DeletionProtectionEnabled),
 	}
 	provisioned := d.BillingModeSummary == nil || d.BillingModeSummary.BillingMode == types.BillingModeProvisioned
 	if pt := d.ProvisionedThroughput; provisioned && pt != nil && aws.ToInt64(pt.ReadCapacityUnits) > 0 {
-		tb.Capacity = &rotation.Capacity{Read: aws.ToInt64(pt.ReadCapacityUnits), Write: aws.ToInt64(pt.WriteCapacityUnits)}
+		tb.Capacity = &archive.Capacity{Read: aws.ToInt64(pt.ReadCapacityUnits), Write: aws.ToInt64(pt.WriteCapacityUnits)}
 	}
 	return tb
 }
 
 // List describes the tables whose names start with prefix (tables being
 // deleted are left out).
-func (t *Tables) List(ctx context.Context, prefix string) ([]rotation.Table, error) {
+func (t *Tables) List(ctx context.Context, prefix string) ([]archive.Table, error) {
 	var names []string
 	p := dynamodb.NewListTablesPaginator(t.DB, &dynamodb.ListTablesInput{})
 	for p.HasMorePages() {
@@ -160,10 +159,10 @@ func (t *Tables) List(ctx context.Context, prefix string) ([]rotation.Table, err
 		}
 	}
 	sort.Strings(names)
-	var out []rotation.Table
+	var out []archive.Table
 	for _, n := range names {
 		d, err := t.describe(ctx, n)
-		if errors.Is(err, rotation.ErrNotFound) {
+		if errors.Is(err, archive.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -206,7 +205,7 @@ func ledgerKeySchema() ([]types.AttributeDefinition, []types.KeySchemaElement) {
 }
 
 // CreateInput is the CreateTable request for a spec.
-func CreateInput(s rotation.Spec) *dynamodb.CreateTableInput {
+func CreateInput(s archive.Spec) *dynamodb.CreateTableInput {
 	defs, keys := ledgerKeySchema()
 	in := &dynamodb.CreateTableInput{
 		TableName: aws.String(s.Name), AttributeDefinitions: defs, KeySchema: keys,
@@ -225,40 +224,40 @@ func CreateInput(s rotation.Spec) *dynamodb.CreateTableInput {
 // Ensure creates the table unless it exists, waits until it is active, and
 // turns on PITR, deletion protection and the tags (an existing table the
 // counter created has none of them).
-func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, bool, error) {
+func (t *Tables) Ensure(ctx context.Context, s archive.Spec) (archive.Table, bool, error) {
 	d, err := t.describe(ctx, s.Name)
 	created := false
-	if errors.Is(err, rotation.ErrNotFound) {
+	if errors.Is(err, archive.ErrNotFound) {
 		_, err = t.DB.CreateTable(ctx, CreateInput(s))
 		switch {
 		case awserr.Is(err, "ResourceInUseException"): // created meanwhile (the counter)
 		case err != nil:
-			return rotation.Table{}, false, fmt.Errorf("archiveddb: create %s: %w", s.Name, err)
+			return archive.Table{}, false, fmt.Errorf("archiveddb: create %s: %w", s.Name, err)
 		default:
 			created = true
 		}
 	} else if err != nil {
-		return rotation.Table{}, false, err
+		return archive.Table{}, false, err
 	}
 	if d, err = t.waitActive(ctx, s.Name); err != nil {
-		return rotation.Table{}, created, err
+		return archive.Table{}, created, err
 	}
 	if !aws.ToBool(d.DeletionProtectionEnabled) {
 		if err := t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(s.Name), DeletionProtectionEnabled: aws.Bool(true)}, "deletion protection"); err != nil {
-			return rotation.Table{}, created, err
+			return archive.Table{}, created, err
 		}
 	}
 	if err := t.pitr(ctx, s.Name); err != nil {
-		return rotation.Table{}, created, err
+		return archive.Table{}, created, err
 	}
 	if len(s.Tags) > 0 {
 		_, err := t.DB.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: d.TableArn, Tags: tagList(s.Tags)})
 		if err != nil && !t.localLacks(err, featureTags) {
-			return rotation.Table{}, created, fmt.Errorf("archiveddb: tag %s: %w", s.Name, err)
+			return archive.Table{}, created, fmt.Errorf("archiveddb: tag %s: %w", s.Name, err)
 		}
 	}
 	if d, err = t.describe(ctx, s.Name); err != nil {
-		return rotation.Table{}, created, err
+		return archive.Table{}, created, err
 	}
 	return tableOf(d), created, nil
 }
@@ -294,7 +293,7 @@ func (t *Tables) update(ctx context.Context, in *dynamodb.UpdateTableInput, what
 	}
 	_, err := t.DB.UpdateTable(ctx, in)
 	if IsNotFound(err) {
-		return fmt.Errorf("archiveddb: %s: %w", name, rotation.ErrNotFound)
+		return fmt.Errorf("archiveddb: %s: %w", name, archive.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("archiveddb: %s on %s: %w", what, name, err)
@@ -332,7 +331,7 @@ func (t *Tables) waitActive(ctx context.Context, name string) (*types.TableDescr
 }
 
 // SetCapacity changes a provisioned table's throughput.
-func (t *Tables) SetCapacity(ctx context.Context, name string, c rotation.Capacity) error {
+func (t *Tables) SetCapacity(ctx context.Context, name string, c archive.Capacity) error {
 	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name),
 		ProvisionedThroughput: &types.ProvisionedThroughput{ReadCapacityUnits: aws.Int64(c.Read), WriteCapacityUnits: aws.Int64(c.Write)}}, "capacity")
 }
@@ -355,11 +354,11 @@ func (t *Tables) Protect(ctx context.Context, name string, on bool) error {
 	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(on)}, "deletion protection")
 }
 
-// Delete deletes the table; rotation.ErrNotFound if it is gone.
+// Delete deletes the table; archive.ErrNotFound if it is gone.
 func (t *Tables) Delete(ctx context.Context, name string) error {
 	_, err := t.DB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	if IsNotFound(err) {
-		return fmt.Errorf("archiveddb: %s: %w", name, rotation.ErrNotFound)
+		return fmt.Errorf("archiveddb: %s: %w", name, archive.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("archiveddb: delete %s: %w", name, err)
@@ -372,11 +371,11 @@ func (t *Tables) Delete(ctx context.Context, name string) error {
 // the item, computed with Plain and archive.KeyJSON /
 // archive.Checksum exactly as the archive side computes them from stream
 // images. With keepImages, Images holds each item's image JSON too.
-func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotation.Scan, error) {
+func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (archive.Scan, error) {
 	start := time.Now()
 	d, err := t.describe(ctx, name)
 	if err != nil {
-		return rotation.Scan{}, err
+		return archive.Scan{}, err
 	}
 	var keyNames []string
 	for _, k := range d.KeySchema {
@@ -386,7 +385,7 @@ func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotati
 	if segs <= 0 {
 		segs = 4
 	}
-	parts := make([]rotation.Scan, segs)
+	parts := make([]archive.Scan, segs)
 	errs := make([]error, segs)
 	var wg sync.WaitGroup
 	for i := range segs {
@@ -398,9 +397,9 @@ func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotati
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return rotation.Scan{}, err
+		return archive.Scan{}, err
 	}
-	out := rotation.Scan{State: archive.State{}, Segments: segs}
+	out := archive.Scan{State: archive.State{}, Segments: segs}
 	if keepImages {
 		out.Images = map[string]string{}
 	}
@@ -416,8 +415,8 @@ func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotati
 	return out, nil
 }
 
-func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string, seg, total int, keepImages bool) (rotation.Scan, error) {
-	s := rotation.Scan{State: archive.State{}}
+func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string, seg, total int, keepImages bool) (archive.Scan, error) {
+	s := archive.Scan{State: archive.State{}}
 	if keepImages {
 		s.Images = map[string]string{}
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
@@ -33,7 +32,7 @@ func localTables(t *testing.T) (*Tables, *Streams, *dynamodb.Client) {
 }
 
 func TestCreateInputMatchesTheLedger(t *testing.T) {
-	in := CreateInput(rotation.Spec{Name: "x-votes-2026-12", Tags: map[string]string{"b": "2", "a": "1"}})
+	in := CreateInput(archive.Spec{Name: "x-votes-2026-12", Tags: map[string]string{"b": "2", "a": "1"}})
 	if in.BillingMode != types.BillingModePayPerRequest || in.StreamSpecification.StreamViewType != types.StreamViewTypeNewAndOldImages ||
 		!aws.ToBool(in.DeletionProtectionEnabled) || aws.ToString(in.Tags[0].Key) != "a" {
 		t.Errorf("create input %+v", in)
@@ -41,7 +40,7 @@ func TestCreateInputMatchesTheLedger(t *testing.T) {
 	if got := aws.ToString(in.KeySchema[0].AttributeName) + "/" + aws.ToString(in.KeySchema[1].AttributeName); got != "pk/sk" {
 		t.Errorf("key schema %s, want pk/sk (dynamostore's ledger)", got)
 	}
-	p := CreateInput(rotation.Spec{Name: "x", Capacity: &rotation.Capacity{Read: 5, Write: 10}})
+	p := CreateInput(archive.Spec{Name: "x", Capacity: &archive.Capacity{Read: 5, Write: 10}})
 	if p.BillingMode != types.BillingModeProvisioned || aws.ToInt64(p.ProvisionedThroughput.WriteCapacityUnits) != 10 {
 		t.Errorf("provisioned input %+v", p)
 	}
@@ -55,7 +54,7 @@ func TestTableLifecycle(t *testing.T) {
 	tables, streams, db := localTables(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("dt-%d-%d-votes-2026-11", time.Now().UnixNano()%1e7, seq.Add(1))
-	spec := rotation.Spec{Name: name, Month: "2026-11", Tags: map[string]string{"app": "ddbpipe"}}
+	spec := archive.Spec{Name: name, Month: "2026-11", Tags: map[string]string{"app": "ddbpipe"}}
 	tb, created, err := tables.Ensure(ctx, spec)
 	if err != nil || !created {
 		t.Fatalf("ensure: %v created=%v", err, created)
@@ -153,7 +152,7 @@ func TestProtectedTableRefusesDelete(t *testing.T) {
 	tables, _, _ := localTables(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("dt-%d-%d-votes-2026-10", time.Now().UnixNano()%1e7, seq.Add(1))
-	tb, created, err := tables.Ensure(ctx, rotation.Spec{Name: name, Month: "2026-10"})
+	tb, created, err := tables.Ensure(ctx, archive.Spec{Name: name, Month: "2026-10"})
 	if err != nil || !created {
 		t.Fatalf("ensure: %v created=%v", err, created)
 	}
@@ -179,7 +178,7 @@ func TestLocalServerLacksPITRAndTagging(t *testing.T) {
 	_, _, db := localTables(t)
 	ctx := t.Context()
 	name := fmt.Sprintf("dt-%d-%d-probe", time.Now().UnixNano()%1e7, seq.Add(1))
-	if _, err := db.CreateTable(ctx, CreateInput(rotation.Spec{Name: name, Tags: map[string]string{"app": "ddbpipe"}})); err != nil {
+	if _, err := db.CreateTable(ctx, CreateInput(archive.Spec{Name: name, Tags: map[string]string{"app": "ddbpipe"}})); err != nil {
 		t.Fatalf("CreateTable with deletion protection and tags: %v", err)
 	}
 	t.Cleanup(func() {

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
 // fakeDB is one table's control plane in memory; errs fails an operation
@@ -110,7 +110,7 @@ func TestEnsureSkipsOnlyWhatTheLocalServerLacks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db := &fakeDB{errs: tt.errs, exists: tt.exists}
 			tables := &Tables{DB: db, Local: tt.local}
-			_, _, err := tables.Ensure(t.Context(), rotation.Spec{Name: "ddbpipe-votes-2026-12", Tags: map[string]string{"app": "ddbpipe"}})
+			_, _, err := tables.Ensure(t.Context(), archive.Spec{Name: "ddbpipe-votes-2026-12", Tags: map[string]string{"app": "ddbpipe"}})
 			if tt.wantCode == "" && err != nil {
 				t.Fatalf("Ensure: %v, want success", err)
 			}

@@ -2,7 +2,7 @@
 // through Lambda's event source mapping API: in AWS the Lambda service, and
 // locally the runner's emulation of the same API (AWS_ENDPOINT_URL_LAMBDA),
 // so the same client code runs in both. It implements
-// rotation.Subscriptions.
+// archive.Subscriptions.
 package archiveesm
 
 import (
@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
 // API is the part of Lambda the adapter uses; *lambda.Client satisfies it.
@@ -25,8 +25,8 @@ type API interface {
 }
 
 var (
-	_ API                    = (*lambda.Client)(nil)
-	_ rotation.Subscriptions = (*Mappings)(nil)
+	_ API                   = (*lambda.Client)(nil)
+	_ archive.Subscriptions = (*Mappings)(nil)
 )
 
 // Mappings subscribes one function (the archiver) to streams, with the

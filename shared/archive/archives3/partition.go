@@ -21,7 +21,6 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 )
 
 // PartitionAPI is what the partition operations need; *s3.Client satisfies it.
@@ -34,8 +33,8 @@ type PartitionAPI interface {
 }
 
 var (
-	_ PartitionAPI     = (*s3.Client)(nil)
-	_ rotation.Archive = (*Partitions)(nil)
+	_ PartitionAPI       = (*s3.Client)(nil)
+	_ archive.Partitions = (*Partitions)(nil)
 )
 
 // Partitions reads, verifies and compacts whole partitions of the archive
@@ -203,16 +202,16 @@ func (a *Partitions) readAll(ctx context.Context, keys []string, fn func(archive
 // rows: the archive's view of the table, for the drain check and the
 // verification. Files a half-done compaction left beside their merged file
 // are read too; the replay counts each record once.
-func (a *Partitions) Read(ctx context.Context, p archive.Partition) (rotation.Contents, error) {
+func (a *Partitions) Read(ctx context.Context, p archive.Partition) (archive.Contents, error) {
 	files, err := a.dataFiles(ctx, p)
 	if err != nil {
-		return rotation.Contents{}, err
+		return archive.Contents{}, err
 	}
 	keys := make([]string, len(files))
 	for i, f := range files {
 		keys[i] = f.Key
 	}
-	c := rotation.Contents{Sequences: map[string]bool{}}
+	c := archive.Contents{Sequences: map[string]bool{}}
 	replay := archive.NewReplay()
 	err = a.readAll(ctx, keys, func(f archive.File, rows []archive.Row) error {
 		c.Files = append(c.Files, f)
@@ -226,11 +225,11 @@ func (a *Partitions) Read(ctx context.Context, p archive.Partition) (rotation.Co
 		return nil
 	})
 	if err != nil {
-		return rotation.Contents{}, err
+		return archive.Contents{}, err
 	}
 	c.State = replay.State()
 	if m, err := a.manifest(ctx, p); err != nil {
-		return rotation.Contents{}, err
+		return archive.Contents{}, err
 	} else if m != nil {
 		c.Manifest = m
 	}
@@ -296,12 +295,12 @@ func (a *Partitions) describe(ctx context.Context, f archive.File) (archive.File
 // deletes the merged inputs, in the crash-safe order described on
 // Partitions. It first finishes what an earlier, interrupted compaction
 // left (inputs its manifest lists as replaced).
-func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archive.CompactionPolicy, sourceTable string, v archive.Verification) (rotation.Compaction, error) {
+func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archive.CompactionPolicy, sourceTable string, v archive.Verification) (archive.Compaction, error) {
 	files, err := a.dataFiles(ctx, p)
 	if err != nil {
-		return rotation.Compaction{}, err
+		return archive.Compaction{}, err
 	}
-	res := rotation.Compaction{FilesBefore: len(files)}
+	res := archive.Compaction{FilesBefore: len(files)}
 	if old, err := a.manifest(ctx, p); err != nil {
 		return res, err
 	} else if old != nil {

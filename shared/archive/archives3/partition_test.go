@@ -17,7 +17,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -124,12 +123,12 @@ func TestIntegrationSnapshotWrite(t *testing.T) {
 	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	key := `{"pk":"a","sk":"1"}`
 	img := `{"n":"1","pk":"a","sk":"1"}`
-	scan := rotation.Scan{State: archive.State{key: archive.ChecksumJSON(img)}, Images: map[string]string{key: img}}
-	rows, err := rotation.SnapshotRows(p, scan, nil, at)
+	scan := archive.Scan{State: archive.State{key: archive.ChecksumJSON(img)}, Images: map[string]string{key: img}}
+	rows, err := archive.SnapshotRows(p, scan, nil, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := parts.Write(ctx, rotation.SnapshotKey(p, at), rows)
+	f, err := parts.Write(ctx, archive.SnapshotKey(p, at), rows)
 	if err != nil || f.Rows != 1 {
 		t.Fatalf("write: %+v %v", f, err)
 	}
