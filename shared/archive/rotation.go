@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // RotationPolicy is how the rotator treats the ledger tables.
@@ -112,7 +114,7 @@ type Rotator struct {
 	Subscriptions Subscriptions
 	Archive       Partitions
 	Now           func() time.Time
-	// Sleep pauses between drain checks (time.Sleep honouring ctx by default).
+	// Sleep pauses between drain checks (retry.Sleep, honouring ctx, by default).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Log   *slog.Logger
 	// OnStep, when set, hears of each step as it ends (the CLI's progress).
@@ -236,14 +238,7 @@ func (r *Rotator) sleep(ctx context.Context, d time.Duration) error {
 	if r.Sleep != nil {
 		return r.Sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return retry.Sleep(ctx, d)
 }
 
 // Run does one rotation: the current and coming months' tables exist and

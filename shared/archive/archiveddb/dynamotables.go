@@ -31,6 +31,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // API is the part of DynamoDB the adapter uses; *dynamodb.Client satisfies it.
@@ -302,15 +303,15 @@ func (t *Tables) update(ctx context.Context, in *dynamodb.UpdateTableInput, what
 	return err
 }
 
-// waitActive polls until the table is ACTIVE, within ActiveWait.
+// waitActive polls until the table is ACTIVE, within ActiveWait, with
+// activePoll's pauses between the polls.
 func (t *Tables) waitActive(ctx context.Context, name string) (*types.TableDescription, error) {
 	limit := t.ActiveWait
 	if limit <= 0 {
 		limit = 2 * time.Minute
 	}
 	deadline := time.Now().Add(limit)
-	pause := 100 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		d, err := t.describe(ctx, name)
 		if err != nil {
 			return nil, err
@@ -321,14 +322,14 @@ func (t *Tables) waitActive(ctx context.Context, name string) (*types.TableDescr
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("archiveddb: %s still %s after %s", name, d.TableStatus, limit)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(pause):
+		if err := activePoll.Wait(ctx, n); err != nil {
+			return nil, err
 		}
-		pause = min(2*pause, 2*time.Second)
 	}
 }
+
+// activePoll spaces the polls of a table's status: 100 ms doubling to 2 s.
+var activePoll = retry.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 
 // SetCapacity changes a provisioned table's throughput.
 func (t *Tables) SetCapacity(ctx context.Context, name string, c archive.Capacity) error {

@@ -82,7 +82,7 @@ func (m *Mappings) List(ctx context.Context, streamARN string) ([]types.EventSou
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("lambdaesm: list mappings of %s: %w", streamARN, err)
+			return nil, fmt.Errorf("archiveesm: list mappings of %s: %w", streamARN, err)
 		}
 		out = append(out, page.EventSourceMappings...)
 	}
@@ -109,7 +109,7 @@ func (m *Mappings) Ensure(ctx context.Context, streamARN string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lambdaesm: subscribe %s to %s: %w", m.Function, streamARN, err)
+		return false, fmt.Errorf("archiveesm: subscribe %s to %s: %w", m.Function, streamARN, err)
 	}
 	return true, nil
 }
@@ -133,7 +133,7 @@ func (m *Mappings) Remove(ctx context.Context, streamARN string) (int, error) {
 			continue
 		}
 		if err != nil {
-			return n, fmt.Errorf("lambdaesm: delete mapping %s of %s: %w", aws.ToString(e.UUID), streamARN, err)
+			return n, fmt.Errorf("archiveesm: delete mapping %s of %s: %w", aws.ToString(e.UUID), streamARN, err)
 		}
 		n++
 	}
