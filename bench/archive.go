@@ -17,7 +17,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
@@ -39,7 +40,7 @@ func benchArchive(ctx context.Context, env *stack.Env, scale float64) (*section,
 	for i := range recs {
 		recs[i] = benchVoteRecord(table, i)
 	}
-	a := &archiveparquet.Archiver{S3: env.Clients.S3, Bucket: bucket, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := &archivelambda.Archiver{Files: archives3.Writer{S3: env.Clients.S3, Bucket: bucket}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	start := time.Now()
 	for from := 0; from < n; from += batchSize {
 		resp, err := a.Handle(ctx, events.DynamoDBEvent{Records: recs[from:min(from+batchSize, n)]})
@@ -48,7 +49,7 @@ func benchArchive(ctx context.Context, env *stack.Env, scale float64) (*section,
 		}
 	}
 	archiveTime := time.Since(start)
-	before, err := archiveparquet.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
+	before, err := archives3.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
 	if err != nil {
 		return nil, err
 	}
@@ -59,13 +60,13 @@ func benchArchive(ctx context.Context, env *stack.Env, scale float64) (*section,
 
 	// 2. Compaction, as the rotator does it when the month retires.
 	start = time.Now()
-	parts := &archiveparquet.Partitions{S3: env.Clients.S3, Bucket: bucket, Log: a.Log}
+	parts := &archives3.Partitions{S3: env.Clients.S3, Bucket: bucket, Log: a.Log}
 	c, err := parts.Compact(ctx, part, archive.DefaultCompactionPolicy, table, archive.Verification{At: time.Now(), OK: true, TableItems: n, ArchivedItems: n})
 	if err != nil {
 		return nil, fmt.Errorf("compact: %w", err)
 	}
 	compactTime := time.Since(start)
-	after, err := archiveparquet.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
+	after, err := archives3.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
 	if err != nil {
 		return nil, err
 	}

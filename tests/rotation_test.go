@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,16 +21,66 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
+// The ledger's key schema is written twice, on purpose: the counter
+// (votesddb) creates a month's table on first use and the rotator
+// (archiveddb) creates the coming months' tables ahead, and neither flow
+// links the other's adapter. This holds the two copies equal.
+func TestLedgerKeySchemaAgrees(t *testing.T) {
+	defs, keys := votesddb.LedgerKeySchema()
+	in := archiveddb.CreateInput(archive.Spec{Name: "ddbpipe-votes-2026-12", Month: "2026-12"})
+	if !reflect.DeepEqual(in.KeySchema, keys) {
+		t.Errorf("rotator's key schema %s, counter's %s", ledgerSchemaJSON(t, in.KeySchema), ledgerSchemaJSON(t, keys))
+	}
+	if !reflect.DeepEqual(in.AttributeDefinitions, defs) {
+		t.Errorf("rotator's attribute definitions %s, counter's %s", ledgerSchemaJSON(t, in.AttributeDefinitions), ledgerSchemaJSON(t, defs))
+	}
+}
+
+func ledgerSchemaJSON(tb testing.TB, v any) string {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// The archive flow's functions link the archive flow and the platform only:
+// no votes or objects package, nothing of the local AWS.
+func TestArchiveFunctionsLinkOnlyTheirFlow(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../functions/rotator", "../functions/archiver").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const module = "github.com/ddbpipe/ddbpipe/"
+	var linked []string
+	for _, pkg := range strings.Fields(string(out)) {
+		rest, ok := strings.CutPrefix(pkg, module)
+		if !ok {
+			continue
+		}
+		linked = append(linked, rest)
+		for _, banned := range []string{"shared/votes", "shared/objects", "local/"} {
+			if strings.HasPrefix(rest, banned) {
+				t.Errorf("the archive functions link %s", pkg)
+			}
+		}
+	}
+	if len(linked) == 0 {
+		t.Fatalf("go list named no package of the module:\n%s", out)
+	}
+}
+
 // rotatorAt builds the rotator of the local stack, as the function wires
 // it, with its clock pinned to now.
-func rotatorAt(t *testing.T, env *stack.Env, now time.Time, log *slog.Logger) *rotation.Rotator {
+func rotatorAt(t *testing.T, env *stack.Env, now time.Time, log *slog.Logger) *archive.Rotator {
 	t.Helper()
 	r := archivelambda.NewRotation(env.AWS, archivelambda.RotatorConfig{
 		LedgerPrefix: env.Vars["LEDGER_TABLE_PREFIX"], Bucket: env.Vars["ARCHIVE_BUCKET_NAME"], GraceDays: 2,
@@ -69,7 +121,7 @@ func partitionOf(env *stack.Env) archive.Partition {
 // archiveObjects lists the partition's objects.
 func archiveObjects(t *testing.T, env *stack.Env) []archive.File {
 	t.Helper()
-	files, err := archiveparquet.ListFiles(context.Background(), env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], partitionOf(env).Prefix())
+	files, err := archives3.ListFiles(context.Background(), env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], partitionOf(env).Prefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +138,7 @@ func archivedVotes(t *testing.T, env *stack.Env, poll string) map[string]int64 {
 		if !strings.HasSuffix(f.Key, ".parquet") {
 			continue
 		}
-		rows, err := archiveparquet.ReadRows(ctx, env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], f.Key)
+		rows, err := archives3.ReadRows(ctx, env.Clients.S3, env.Vars["ARCHIVE_BUCKET_NAME"], f.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +174,7 @@ func tableExists(t *testing.T, env *stack.Env, name string) bool {
 }
 
 // verifyArchive compares the archive with a Scan of the table.
-func verifyArchive(t *testing.T, r *rotation.Rotator, env *stack.Env, table string) archive.Report {
+func verifyArchive(t *testing.T, r *archive.Rotator, env *stack.Env, table string) archive.Report {
 	t.Helper()
 	c, err := r.Archive.Read(context.Background(), partitionOf(env))
 	if err != nil {
@@ -173,7 +225,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 	if want := []string{prefix + "-2027-01"}; fmt.Sprint(crashed.Created) != fmt.Sprint(want) {
 		t.Errorf("created %v, want %v", crashed.Created, want)
 	}
-	if len(crashed.Retirements) != 1 || crashed.Retirements[0].Outcome != rotation.Failed {
+	if len(crashed.Retirements) != 1 || crashed.Retirements[0].Outcome != archive.Failed {
 		t.Fatalf("crashed run: %+v, want November's retirement failed", crashed.Retirements)
 	}
 	if !tableExists(t, env, november) {
@@ -196,7 +248,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 	if !tableExists(t, env, prefix+"-2026-12") {
 		t.Error("December's table does not exist")
 	}
-	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != rotation.Retired {
+	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != archive.Retired {
 		t.Fatalf("retirements %+v, want November retired", rep.Retirements)
 	}
 	ret := rep.Retirements[0]
@@ -269,7 +321,7 @@ func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
 		t.Fatalf("retirements %+v", rep.Retirements)
 	}
 	ret := rep.Retirements[0]
-	if ret.Outcome != rotation.Alarm || ret.Err != nil {
+	if ret.Outcome != archive.Alarm || ret.Err != nil {
 		t.Fatalf("outcome %s (%v), want alarm", ret.Outcome, ret.Err)
 	}
 	if ret.Verification.OK() || len(ret.Verification.Missing) == 0 {

@@ -18,7 +18,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 )
 
 func TestArchiveCommandErrors(t *testing.T) {
@@ -76,7 +77,7 @@ func TestArchiveCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		files, _ := archiveparquet.ListFiles(context.Background(), client, bucket, "")
+		files, _ := archives3.ListFiles(context.Background(), client, bucket, "")
 		for _, f := range files {
 			_, _ = client.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(f.Key)})
 		}
@@ -84,7 +85,7 @@ func TestArchiveCommands(t *testing.T) {
 	})
 
 	// 60 votes in batches of 20: 3 files; 2 polls; voter-3 votes 3 times.
-	a := &archiveparquet.Archiver{S3: client, Bucket: bucket}
+	a := &archivelambda.Archiver{Files: archives3.Writer{S3: client, Bucket: bucket}}
 	start := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	perPoll := map[string]int{}
 	for b := 0; b < 3; b++ {

@@ -20,7 +20,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveesm"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
@@ -69,7 +68,7 @@ func first(getenv func(string) string, names ...string) string {
 
 // rotator builds the rotator the function runs, configured from the
 // function's variables or the stack's outputs (local.env).
-func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*rotation.Rotator, archivelambda.RotatorConfig, error) {
+func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive.Rotator, archivelambda.RotatorConfig, error) {
 	getenv, err := stackEnv(*c.root, *c.state)
 	if err != nil {
 		return nil, archivelambda.RotatorConfig{}, err
@@ -148,7 +147,7 @@ func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	r.Policy.DrainWait = *drainWait
 	if !*asJSON {
 		fmt.Fprintf(stdout, "rotating %s-YYYY-MM at %s (grace %d days)\n", rc.LedgerPrefix, now.Format(time.RFC3339), rc.GraceDays)
-		r.OnStep = func(table string, s rotation.StepResult) {
+		r.OnStep = func(table string, s archive.StepResult) {
 			mark := "ok"
 			detail := s.Detail
 			if s.Err != nil {
@@ -195,7 +194,7 @@ type retirementJSON struct {
 	Error          string     `json:"error,omitempty"`
 }
 
-func reportJSON(rep rotation.Report) any {
+func reportJSON(rep archive.RotationReport) any {
 	out := struct {
 		Now         time.Time        `json:"now"`
 		Created     []string         `json:"created"`

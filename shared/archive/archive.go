@@ -4,8 +4,11 @@
 //
 // It is the domain: plain Go values in, rows, object keys, verification
 // reports, compaction plans and manifests out. It imports no AWS package;
-// shared/archive/archiveparquet turns Lambda stream events into Records, encodes
-// Rows as Parquet and talks to S3.
+// its adapters are named for their technology: archiveparquet encodes Rows
+// as Parquet, archives3 keeps the files and partitions on S3, archiveddb
+// reads and manages the DynamoDB tables, archiveesm subscribes streams to
+// the archiver, archiveduckdb queries the archive, and archivelambda turns
+// Lambda stream events into Records and serves both functions.
 //
 // # Rows
 //
@@ -27,6 +30,44 @@
 // read it with no Hive partitioning, and the values agree when it does).
 // Sequence numbers are decimal strings of up to 40 digits; they order
 // numerically, so compare them with CompareSequence (in SQL: lpad to 40).
+//
+// # Rotation
+//
+// The Rotator keeps ddbpipe's monthly ledger tables (<prefix>-YYYY-MM):
+// it creates the coming months' tables ahead of time, keeps every live
+// table subscribed to the archiver, and retires a month once it is cold —
+// drained into the archive, verified against the table, compacted with a
+// manifest — before it deletes the table.
+//
+// Month arithmetic, the retirement state machine and its decisions are
+// plain values; the ports it needs (Tables, Streams, Subscriptions,
+// Partitions) are declared here and implemented by archiveddb, archiveesm
+// and archives3.
+//
+// A table is retired in steps, each idempotent, so a run that stops
+// anywhere (timeout, crash, a refused call) is simply run again the next
+// day:
+//
+//	ensure       the table keeps its subscription (a table the counter created
+//	             has none); a provisioned table's capacity is lowered
+//	drain        the stream is turned off (no record can come after this) and
+//	             the rotator waits, bounded, until the archive holds the last
+//	             record of every shard the stream still holds (see
+//	             Unarchived); not drained → retried next run. The stream keeps
+//	             records 24 hours, so a shard whose last record never arrives
+//	             (a poison record at its end) stops holding the drain up a day
+//	             later, and the verification decides.
+//	verify       the archive, replayed, holds exactly the table's items (keys
+//	             and checksums of their final images) from a parallel Scan
+//	snapshot     only when verification failed: the Scan is written into the
+//	             archive as rows that supersede the stream's, verified again,
+//	             and an alarm is raised; the table is kept this run
+//	compact      small files merged, _manifest.json written, merged inputs deleted
+//	unsubscribe  the stream's event source mappings removed
+//	unprotect    deletion protection turned off
+//	delete       the table deleted
+//
+// A table is never deleted in a run that did not verify it.
 package archive
 
 import (

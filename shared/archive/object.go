@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -75,6 +76,14 @@ type Object struct {
 	FirstSequence string
 	LastSequence  string // the greatest sequence number in Rows
 	Rows          []Row
+}
+
+// ObjectWriter stores the archiver's objects: it writes an Object's rows
+// as one file at o.Key, replacing any file there (a retried batch rewrites
+// the same key), and returns the file as a manifest records it.
+// shared/archive/archives3 implements it over S3.
+type ObjectWriter interface {
+	WriteObject(ctx context.Context, o Object) (File, error)
 }
 
 // RecordError reports the first record of a batch that cannot be archived:

@@ -1,14 +1,17 @@
-// Package archiveddb is the rotator's adapter to DynamoDB's control plane
-// and to DynamoDB Streams: it creates and updates the monthly ledger tables
-// (the key schema of shared/votes/votesddb's ledger, a NEW_AND_OLD_IMAGES
-// stream, PITR, deletion protection, tags), reads them with a parallel Scan
-// into the archive's verification state, lists what their streams still
-// hold, and deletes them. It implements rotation.Tables and rotation.Streams.
+// Package archiveddb is the archive's adapter to DynamoDB and DynamoDB
+// Streams: it creates and updates the monthly ledger tables (the vote
+// ledger's key schema, a NEW_AND_OLD_IMAGES stream, PITR, deletion
+// protection, tags), reads them with a parallel Scan into the archive's
+// verification state, lists what their streams still hold, and deletes
+// them (it implements archive.Tables and archive.Streams); Plain turns
+// DynamoDB attribute values into the archive's items.
 //
-// Against a local server (Local set: the configuration overrides the
-// DynamoDB endpoint, see awsenv.Overridden) a feature the server refuses —
-// PITR, deletion protection or tags on DynamoDB Local — is skipped with a
-// logged note and kept in Notes. Against AWS every refusal is an error.
+// DynamoDB Local has no point-in-time recovery (Describe/Update
+// ContinuousBackups) and no tagging (TagResource): it answers both with
+// UnknownOperationException. Against a local server (Local set: the
+// configuration overrides the DynamoDB endpoint, see awsenv.Overridden)
+// exactly that answer to exactly those calls is skipped with a logged note
+// kept in Notes; every other error, locally as against AWS, is returned.
 package archiveddb
 
 import (
@@ -16,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,13 +28,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
-	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // API is the part of DynamoDB the adapter uses; *dynamodb.Client satisfies it.
@@ -47,15 +48,16 @@ type API interface {
 }
 
 var (
-	_ API             = (*dynamodb.Client)(nil)
-	_ rotation.Tables = (*Tables)(nil)
+	_ API            = (*dynamodb.Client)(nil)
+	_ archive.Tables = (*Tables)(nil)
 )
 
 // Tables manages monthly tables.
 type Tables struct {
 	DB API
-	// Local: the endpoint is a local server; refused features degrade to
-	// a logged note instead of failing.
+	// Local: the endpoint is a local server (DynamoDB Local), which has no
+	// PITR and no tagging; those two are skipped with a note (see
+	// localLacks). Nothing else is.
 	Local bool
 	Log   *slog.Logger
 	// Segments of the parallel Scan (default 4).
@@ -81,19 +83,25 @@ func (t *Tables) log() *slog.Logger {
 	return slog.Default()
 }
 
-// degrade returns nil for an API error a local server answered (it does
-// not support the feature) and notes it; any other error is returned.
-func (t *Tables) degrade(err error, what string) error {
-	var ae smithy.APIError
-	if err == nil || !t.Local || !errors.As(err, &ae) {
-		return err
+// Features DynamoDB Local does not implement (it answers their operations
+// with UnknownOperationException; see TestLocalServerLacksPITRAndTagging).
+const (
+	featurePITR = "point-in-time recovery (ContinuousBackups)"
+	featureTags = "tagging (TagResource)"
+)
+
+// localLacks reports whether err is a local server saying it does not
+// implement feature: only when Local is set, and only for
+// UnknownOperationException. It notes the skip, once per feature. Every
+// other error — throttling, validation, a missing table — is not a lack
+// and must be returned.
+func (t *Tables) localLacks(err error, feature string) bool {
+	if err == nil || !t.Local || !awserr.Is(err, "UnknownOperationException") {
+		return false
 	}
-	note := fmt.Sprintf("local DynamoDB refused %s (%s); skipped", what, ae.ErrorCode())
+	note := "local DynamoDB has no " + feature + "; skipped"
 	t.mu.Lock()
-	seen := false
-	for _, n := range t.notes {
-		seen = seen || n == note
-	}
+	seen := slices.Contains(t.notes, note)
 	if !seen {
 		t.notes = append(t.notes, note)
 	}
@@ -101,49 +109,49 @@ func (t *Tables) degrade(err error, what string) error {
 	if !seen {
 		t.log().Warn(note, "err", err)
 	}
-	return nil
+	return true
 }
 
 // IsNotFound reports whether err says the table does not exist.
 func IsNotFound(err error) bool {
 	var nf *types.ResourceNotFoundException
-	return errors.As(err, &nf) || errors.Is(err, rotation.ErrNotFound) || awserr.Is(err, "ResourceNotFoundException")
+	return errors.As(err, &nf) || errors.Is(err, archive.ErrNotFound) || awserr.Is(err, "ResourceNotFoundException")
 }
 
-// describe returns the table's description, rotation.ErrNotFound if absent.
+// describe returns the table's description, archive.ErrNotFound if absent.
 func (t *Tables) describe(ctx context.Context, name string) (*types.TableDescription, error) {
 	out, err := t.DB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if IsNotFound(err) {
-		return nil, fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+		return nil, fmt.Errorf("archiveddb: %s: %w", name, archive.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamotables: describe %s: %w", name, err)
+		return nil, fmt.Errorf("archiveddb: describe %s: %w", name, err)
 	}
 	return out.Table, nil
 }
 
-func tableOf(d *types.TableDescription) rotation.Table {
-	tb := rotation.Table{
+func tableOf(d *types.TableDescription) archive.Table {
+	tb := archive.Table{
 		Name: aws.ToString(d.TableName), Status: string(d.TableStatus), StreamARN: aws.ToString(d.LatestStreamArn),
 		StreamEnabled:      d.StreamSpecification != nil && aws.ToBool(d.StreamSpecification.StreamEnabled),
 		DeletionProtection: aws.ToBool(d.DeletionProtectionEnabled),
 	}
 	provisioned := d.BillingModeSummary == nil || d.BillingModeSummary.BillingMode == types.BillingModeProvisioned
 	if pt := d.ProvisionedThroughput; provisioned && pt != nil && aws.ToInt64(pt.ReadCapacityUnits) > 0 {
-		tb.Capacity = &rotation.Capacity{Read: aws.ToInt64(pt.ReadCapacityUnits), Write: aws.ToInt64(pt.WriteCapacityUnits)}
+		tb.Capacity = &archive.Capacity{Read: aws.ToInt64(pt.ReadCapacityUnits), Write: aws.ToInt64(pt.WriteCapacityUnits)}
 	}
 	return tb
 }
 
 // List describes the tables whose names start with prefix (tables being
 // deleted are left out).
-func (t *Tables) List(ctx context.Context, prefix string) ([]rotation.Table, error) {
+func (t *Tables) List(ctx context.Context, prefix string) ([]archive.Table, error) {
 	var names []string
 	p := dynamodb.NewListTablesPaginator(t.DB, &dynamodb.ListTablesInput{})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("dynamotables: list tables: %w", err)
+			return nil, fmt.Errorf("archiveddb: list tables: %w", err)
 		}
 		for _, n := range page.TableNames {
 			if strings.HasPrefix(n, prefix) {
@@ -152,10 +160,10 @@ func (t *Tables) List(ctx context.Context, prefix string) ([]rotation.Table, err
 		}
 	}
 	sort.Strings(names)
-	var out []rotation.Table
+	var out []archive.Table
 	for _, n := range names {
 		d, err := t.describe(ctx, n)
-		if errors.Is(err, rotation.ErrNotFound) {
+		if errors.Is(err, archive.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -182,9 +190,24 @@ func tagList(m map[string]string) []types.Tag {
 	return tags
 }
 
+// ledgerKeySchema is a ledger table's key: pk (hash) and sk (range), both
+// strings (votes.Entry.LedgerKey). The counter creates a month's table on
+// first use with its own copy (votesddb.LedgerKeySchema); the rotator keeps
+// this one so that neither flow links the other's adapter, and
+// tests/rotation_test.go (TestLedgerKeySchemaAgrees) holds the two equal.
+func ledgerKeySchema() ([]types.AttributeDefinition, []types.KeySchemaElement) {
+	return []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+		}, []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
+		}
+}
+
 // CreateInput is the CreateTable request for a spec.
-func CreateInput(s rotation.Spec) *dynamodb.CreateTableInput {
-	defs, keys := votesddb.LedgerKeySchema()
+func CreateInput(s archive.Spec) *dynamodb.CreateTableInput {
+	defs, keys := ledgerKeySchema()
 	in := &dynamodb.CreateTableInput{
 		TableName: aws.String(s.Name), AttributeDefinitions: defs, KeySchema: keys,
 		BillingMode:               types.BillingModePayPerRequest,
@@ -202,48 +225,40 @@ func CreateInput(s rotation.Spec) *dynamodb.CreateTableInput {
 // Ensure creates the table unless it exists, waits until it is active, and
 // turns on PITR, deletion protection and the tags (an existing table the
 // counter created has none of them).
-func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, bool, error) {
+func (t *Tables) Ensure(ctx context.Context, s archive.Spec) (archive.Table, bool, error) {
 	d, err := t.describe(ctx, s.Name)
 	created := false
-	if errors.Is(err, rotation.ErrNotFound) {
-		in := CreateInput(s)
-		_, err = t.DB.CreateTable(ctx, in)
-		if err != nil && t.Local && !awserr.Is(err, "ResourceInUseException") {
-			// Try once more without what a local server may not know.
-			if t.degrade(err, "CreateTable with deletion protection and tags") == nil {
-				in.DeletionProtectionEnabled, in.Tags = nil, nil
-				_, err = t.DB.CreateTable(ctx, in)
-			}
-		}
+	if errors.Is(err, archive.ErrNotFound) {
+		_, err = t.DB.CreateTable(ctx, CreateInput(s))
 		switch {
 		case awserr.Is(err, "ResourceInUseException"): // created meanwhile (the counter)
 		case err != nil:
-			return rotation.Table{}, false, fmt.Errorf("dynamotables: create %s: %w", s.Name, err)
+			return archive.Table{}, false, fmt.Errorf("archiveddb: create %s: %w", s.Name, err)
 		default:
 			created = true
 		}
 	} else if err != nil {
-		return rotation.Table{}, false, err
+		return archive.Table{}, false, err
 	}
 	if d, err = t.waitActive(ctx, s.Name); err != nil {
-		return rotation.Table{}, created, err
+		return archive.Table{}, created, err
 	}
 	if !aws.ToBool(d.DeletionProtectionEnabled) {
 		if err := t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(s.Name), DeletionProtectionEnabled: aws.Bool(true)}, "deletion protection"); err != nil {
-			return rotation.Table{}, created, err
+			return archive.Table{}, created, err
 		}
 	}
 	if err := t.pitr(ctx, s.Name); err != nil {
-		return rotation.Table{}, created, err
+		return archive.Table{}, created, err
 	}
 	if len(s.Tags) > 0 {
 		_, err := t.DB.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: d.TableArn, Tags: tagList(s.Tags)})
-		if err = t.degrade(err, "TagResource"); err != nil {
-			return rotation.Table{}, created, fmt.Errorf("dynamotables: tag %s: %w", s.Name, err)
+		if err != nil && !t.localLacks(err, featureTags) {
+			return archive.Table{}, created, fmt.Errorf("archiveddb: tag %s: %w", s.Name, err)
 		}
 	}
 	if d, err = t.describe(ctx, s.Name); err != nil {
-		return rotation.Table{}, created, err
+		return archive.Table{}, created, err
 	}
 	return tableOf(d), created, nil
 }
@@ -251,16 +266,22 @@ func (t *Tables) Ensure(ctx context.Context, s rotation.Spec) (rotation.Table, b
 // pitr turns point-in-time recovery on unless it is on.
 func (t *Tables) pitr(ctx context.Context, name string) error {
 	out, err := t.DB.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
-	if err == nil && out.ContinuousBackupsDescription != nil && out.ContinuousBackupsDescription.PointInTimeRecoveryDescription != nil &&
-		out.ContinuousBackupsDescription.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled {
+	if t.localLacks(err, featurePITR) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("archiveddb: describe PITR of %s: %w", name, err)
+	}
+	if d := out.ContinuousBackupsDescription; d != nil && d.PointInTimeRecoveryDescription != nil &&
+		d.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled {
 		return nil
 	}
 	_, err = t.DB.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{
 		TableName:                        aws.String(name),
 		PointInTimeRecoverySpecification: &types.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(true)},
 	})
-	if err = t.degrade(err, "UpdateContinuousBackups (PITR)"); err != nil {
-		return fmt.Errorf("dynamotables: PITR on %s: %w", name, err)
+	if err != nil && !t.localLacks(err, featurePITR) {
+		return fmt.Errorf("archiveddb: PITR on %s: %w", name, err)
 	}
 	return nil
 }
@@ -273,24 +294,24 @@ func (t *Tables) update(ctx context.Context, in *dynamodb.UpdateTableInput, what
 	}
 	_, err := t.DB.UpdateTable(ctx, in)
 	if IsNotFound(err) {
-		return fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+		return fmt.Errorf("archiveddb: %s: %w", name, archive.ErrNotFound)
 	}
-	if err = t.degrade(err, "UpdateTable ("+what+")"); err != nil {
-		return fmt.Errorf("dynamotables: %s on %s: %w", what, name, err)
+	if err != nil {
+		return fmt.Errorf("archiveddb: %s on %s: %w", what, name, err)
 	}
 	_, err = t.waitActive(ctx, name)
 	return err
 }
 
-// waitActive polls until the table is ACTIVE, within ActiveWait.
+// waitActive polls until the table is ACTIVE, within ActiveWait, with
+// activePoll's pauses between the polls.
 func (t *Tables) waitActive(ctx context.Context, name string) (*types.TableDescription, error) {
 	limit := t.ActiveWait
 	if limit <= 0 {
 		limit = 2 * time.Minute
 	}
 	deadline := time.Now().Add(limit)
-	pause := 100 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		d, err := t.describe(ctx, name)
 		if err != nil {
 			return nil, err
@@ -299,19 +320,19 @@ func (t *Tables) waitActive(ctx context.Context, name string) (*types.TableDescr
 			return d, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("dynamotables: %s still %s after %s", name, d.TableStatus, limit)
+			return nil, fmt.Errorf("archiveddb: %s still %s after %s", name, d.TableStatus, limit)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(pause):
+		if err := activePoll.Wait(ctx, n); err != nil {
+			return nil, err
 		}
-		pause = min(2*pause, 2*time.Second)
 	}
 }
 
+// activePoll spaces the polls of a table's status: 100 ms doubling to 2 s.
+var activePoll = retry.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+
 // SetCapacity changes a provisioned table's throughput.
-func (t *Tables) SetCapacity(ctx context.Context, name string, c rotation.Capacity) error {
+func (t *Tables) SetCapacity(ctx context.Context, name string, c archive.Capacity) error {
 	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name),
 		ProvisionedThroughput: &types.ProvisionedThroughput{ReadCapacityUnits: aws.Int64(c.Read), WriteCapacityUnits: aws.Int64(c.Write)}}, "capacity")
 }
@@ -334,28 +355,28 @@ func (t *Tables) Protect(ctx context.Context, name string, on bool) error {
 	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(on)}, "deletion protection")
 }
 
-// Delete deletes the table; rotation.ErrNotFound if it is gone.
+// Delete deletes the table; archive.ErrNotFound if it is gone.
 func (t *Tables) Delete(ctx context.Context, name string) error {
 	_, err := t.DB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	if IsNotFound(err) {
-		return fmt.Errorf("dynamotables: %s: %w", name, rotation.ErrNotFound)
+		return fmt.Errorf("archiveddb: %s: %w", name, archive.ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("dynamotables: delete %s: %w", name, err)
+		return fmt.Errorf("archiveddb: delete %s: %w", name, err)
 	}
 	return nil
 }
 
 // Scan reads the table with a parallel Scan of Segments segments
 // (consistent reads), into the verification state: key JSON → checksum of
-// the item, computed with archiveparquet.Plain and archive.KeyJSON /
+// the item, computed with Plain and archive.KeyJSON /
 // archive.Checksum exactly as the archive side computes them from stream
 // images. With keepImages, Images holds each item's image JSON too.
-func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotation.Scan, error) {
+func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (archive.Scan, error) {
 	start := time.Now()
 	d, err := t.describe(ctx, name)
 	if err != nil {
-		return rotation.Scan{}, err
+		return archive.Scan{}, err
 	}
 	var keyNames []string
 	for _, k := range d.KeySchema {
@@ -365,7 +386,7 @@ func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotati
 	if segs <= 0 {
 		segs = 4
 	}
-	parts := make([]rotation.Scan, segs)
+	parts := make([]archive.Scan, segs)
 	errs := make([]error, segs)
 	var wg sync.WaitGroup
 	for i := range segs {
@@ -377,9 +398,9 @@ func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotati
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return rotation.Scan{}, err
+		return archive.Scan{}, err
 	}
-	out := rotation.Scan{State: archive.State{}, Segments: segs}
+	out := archive.Scan{State: archive.State{}, Segments: segs}
 	if keepImages {
 		out.Images = map[string]string{}
 	}
@@ -395,8 +416,8 @@ func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (rotati
 	return out, nil
 }
 
-func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string, seg, total int, keepImages bool) (rotation.Scan, error) {
-	s := rotation.Scan{State: archive.State{}}
+func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string, seg, total int, keepImages bool) (archive.Scan, error) {
+	s := archive.Scan{State: archive.State{}}
 	if keepImages {
 		s.Images = map[string]string{}
 	}
@@ -407,20 +428,20 @@ func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return s, fmt.Errorf("dynamotables: scan %s segment %d/%d: %w", name, seg, total, err)
+			return s, fmt.Errorf("archiveddb: scan %s segment %d/%d: %w", name, seg, total, err)
 		}
 		for _, av := range page.Items {
-			item, err := archiveparquet.Plain(av)
+			item, err := Plain(av)
 			if err != nil {
-				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+				return s, fmt.Errorf("archiveddb: scan %s: %w", name, err)
 			}
 			key, err := archive.KeyJSON(item, keyNames...)
 			if err != nil {
-				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+				return s, fmt.Errorf("archiveddb: scan %s: %w", name, err)
 			}
 			img, err := archive.ImageJSON(item)
 			if err != nil {
-				return s, fmt.Errorf("dynamotables: scan %s: %w", name, err)
+				return s, fmt.Errorf("archiveddb: scan %s: %w", name, err)
 			}
 			s.State[key] = archive.ChecksumJSON(img)
 			if keepImages {

@@ -3,6 +3,7 @@ package archiveddb
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,8 +15,8 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -31,7 +32,7 @@ func localTables(t *testing.T) (*Tables, *Streams, *dynamodb.Client) {
 }
 
 func TestCreateInputMatchesTheLedger(t *testing.T) {
-	in := CreateInput(rotation.Spec{Name: "x-votes-2026-12", Tags: map[string]string{"b": "2", "a": "1"}})
+	in := CreateInput(archive.Spec{Name: "x-votes-2026-12", Tags: map[string]string{"b": "2", "a": "1"}})
 	if in.BillingMode != types.BillingModePayPerRequest || in.StreamSpecification.StreamViewType != types.StreamViewTypeNewAndOldImages ||
 		!aws.ToBool(in.DeletionProtectionEnabled) || aws.ToString(in.Tags[0].Key) != "a" {
 		t.Errorf("create input %+v", in)
@@ -39,7 +40,7 @@ func TestCreateInputMatchesTheLedger(t *testing.T) {
 	if got := aws.ToString(in.KeySchema[0].AttributeName) + "/" + aws.ToString(in.KeySchema[1].AttributeName); got != "pk/sk" {
 		t.Errorf("key schema %s, want pk/sk (dynamostore's ledger)", got)
 	}
-	p := CreateInput(rotation.Spec{Name: "x", Capacity: &rotation.Capacity{Read: 5, Write: 10}})
+	p := CreateInput(archive.Spec{Name: "x", Capacity: &archive.Capacity{Read: 5, Write: 10}})
 	if p.BillingMode != types.BillingModeProvisioned || aws.ToInt64(p.ProvisionedThroughput.WriteCapacityUnits) != 10 {
 		t.Errorf("provisioned input %+v", p)
 	}
@@ -53,12 +54,19 @@ func TestTableLifecycle(t *testing.T) {
 	tables, streams, db := localTables(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("dt-%d-%d-votes-2026-11", time.Now().UnixNano()%1e7, seq.Add(1))
-	spec := rotation.Spec{Name: name, Month: "2026-11", Tags: map[string]string{"app": "ddbpipe"}}
+	spec := archive.Spec{Name: name, Month: "2026-11", Tags: map[string]string{"app": "ddbpipe"}}
 	tb, created, err := tables.Ensure(ctx, spec)
 	if err != nil || !created {
 		t.Fatalf("ensure: %v created=%v", err, created)
 	}
-	t.Logf("local server notes: %q", tables.Notes())
+	// DynamoDB Local has no PITR and no tagging: exactly those two are noted.
+	wantNotes := []string{"local DynamoDB has no " + featurePITR + "; skipped", "local DynamoDB has no " + featureTags + "; skipped"}
+	if got := tables.Notes(); !reflect.DeepEqual(got, wantNotes) {
+		t.Errorf("notes %q, want %q", got, wantNotes)
+	}
+	if !tb.DeletionProtection {
+		t.Error("a created table is not protected against deletion")
+	}
 	if tb.StreamARN == "" || !tb.StreamEnabled || tb.Capacity != nil {
 		t.Errorf("table %+v, want an on-demand table with its stream", tb)
 	}
@@ -89,8 +97,13 @@ func TestTableLifecycle(t *testing.T) {
 			"n": &types.AttributeValueMemberN{Value: fmt.Sprint(i)}, "tags": &types.AttributeValueMemberSS{Value: []string{"b", "a"}},
 		}}})
 		item := archive.Item{"pk": pk, "sk": sk, "n": archive.Number(fmt.Sprint(i)), "tags": []string{"b", "a"}}
-		key, _ := archive.KeyJSON(item, "pk", "sk")
-		want[key], _ = archive.Checksum(item)
+		key, err := archive.KeyJSON(item, "pk", "sk")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want[key], err = archive.Checksum(item); err != nil {
+			t.Fatal(err)
+		}
 		if len(reqs) == 25 {
 			flush()
 		}
@@ -114,9 +127,12 @@ func TestTableLifecycle(t *testing.T) {
 		t.Fatalf("stream records: %v, %d, want %d", err, len(recs), n)
 	}
 	t.Logf("read the disabled stream's %d records in %s", len(recs), time.Since(start).Round(time.Millisecond))
-	after, _, _ := tables.Ensure(ctx, spec)
-	if after.StreamEnabled {
-		t.Error("stream still enabled")
+	after, created, err := tables.Ensure(ctx, spec)
+	if err != nil || created {
+		t.Fatalf("ensure after the stream was turned off: %v created=%v", err, created)
+	}
+	if after.StreamEnabled || !after.DeletionProtection {
+		t.Errorf("table %+v, want its stream off and still protected", after)
 	}
 
 	if err := tables.Protect(ctx, name, false); err != nil {
@@ -130,25 +146,77 @@ func TestTableLifecycle(t *testing.T) {
 	}
 }
 
-// A protected table refuses deletion (where the server knows protection).
+// A protected table refuses deletion: DynamoDB Local keeps deletion
+// protection and enforces it as DynamoDB does (ValidationException).
 func TestProtectedTableRefusesDelete(t *testing.T) {
 	tables, _, _ := localTables(t)
 	ctx := context.Background()
 	name := fmt.Sprintf("dt-%d-%d-votes-2026-10", time.Now().UnixNano()%1e7, seq.Add(1))
-	tb, _, err := tables.Ensure(ctx, rotation.Spec{Name: name, Month: "2026-10"})
-	if err != nil {
-		t.Fatal(err)
+	tb, created, err := tables.Ensure(ctx, archive.Spec{Name: name, Month: "2026-10"})
+	if err != nil || !created {
+		t.Fatalf("ensure: %v created=%v", err, created)
 	}
 	if !tb.DeletionProtection {
-		t.Skipf("the local server does not keep deletion protection (notes %q)", tables.Notes())
+		t.Fatalf("table %+v, want deletion protection on", tb)
 	}
-	if err := tables.Delete(ctx, name); err == nil {
-		t.Fatal("deleted a protected table")
+	if err := tables.Delete(ctx, name); !awserr.Is(err, "ValidationException") {
+		t.Fatalf("delete of a protected table: %v, want ValidationException", err)
 	}
 	if err := tables.Protect(ctx, name, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := tables.Delete(ctx, name); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What DynamoDB Local implements, asked directly: deletion protection yes
+// (kept and enforced), point-in-time recovery and tagging no, both refused
+// with UnknownOperationException — the only answer Tables skips when Local.
+// If a new DynamoDB Local implements them, this fails and the skip goes.
+func TestLocalServerLacksPITRAndTagging(t *testing.T) {
+	_, _, db := localTables(t)
+	ctx := t.Context()
+	name := fmt.Sprintf("dt-%d-%d-probe", time.Now().UnixNano()%1e7, seq.Add(1))
+	if _, err := db.CreateTable(ctx, CreateInput(archive.Spec{Name: name, Tags: map[string]string{"app": "ddbpipe"}})); err != nil {
+		t.Fatalf("CreateTable with deletion protection and tags: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(false)})
+		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	d, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !aws.ToBool(d.Table.DeletionProtectionEnabled) {
+		t.Error("deletion protection not kept")
+	}
+	if _, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(false)}); err != nil {
+		t.Errorf("turn deletion protection off: %v", err)
+	}
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"DescribeContinuousBackups", func() error {
+			_, err := db.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
+			return err
+		}},
+		{"UpdateContinuousBackups", func() error {
+			_, err := db.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{TableName: aws.String(name),
+				PointInTimeRecoverySpecification: &types.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(true)}})
+			return err
+		}},
+		{"TagResource", func() error {
+			_, err := db.TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: d.Table.TableArn, Tags: tagList(map[string]string{"a": "1"})})
+			return err
+		}},
+	}
+	for _, c := range calls {
+		if err := c.call(); !awserr.Is(err, "UnknownOperationException") {
+			t.Errorf("%s: %v, want UnknownOperationException", c.name, err)
+		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
 // StreamsAPI reads a stream; *dynamodbstreams.Client satisfies it.
@@ -20,8 +20,8 @@ type StreamsAPI interface {
 }
 
 var (
-	_ StreamsAPI       = (*dynamodbstreams.Client)(nil)
-	_ rotation.Streams = (*Streams)(nil)
+	_ StreamsAPI      = (*dynamodbstreams.Client)(nil)
+	_ archive.Streams = (*Streams)(nil)
 )
 
 // Streams lists what a table's stream still holds: the rotator's drain
@@ -37,17 +37,17 @@ type Streams struct {
 }
 
 // Records lists every record the stream holds, from every shard.
-func (s *Streams) Records(ctx context.Context, arn string) ([]rotation.StreamRecord, error) {
+func (s *Streams) Records(ctx context.Context, arn string) ([]archive.StreamRecord, error) {
 	var shards []streamtypes.Shard
 	var start *string
 	for {
 		out, err := s.API.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn), ExclusiveStartShardId: start})
 		var nf *streamtypes.ResourceNotFoundException
 		if errors.As(err, &nf) {
-			return nil, fmt.Errorf("dynamotables: stream %s: %w", arn, rotation.ErrNotFound)
+			return nil, fmt.Errorf("archiveddb: stream %s: %w", arn, archive.ErrNotFound)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("dynamotables: describe stream %s: %w", arn, err)
+			return nil, fmt.Errorf("archiveddb: describe stream %s: %w", arn, err)
 		}
 		if out.StreamDescription == nil {
 			break
@@ -57,7 +57,7 @@ func (s *Streams) Records(ctx context.Context, arn string) ([]rotation.StreamRec
 			break
 		}
 	}
-	var recs []rotation.StreamRecord
+	var recs []archive.StreamRecord
 	for _, sh := range shards {
 		got, err := s.shard(ctx, arn, aws.ToString(sh.ShardId))
 		if err != nil {
@@ -68,7 +68,7 @@ func (s *Streams) Records(ctx context.Context, arn string) ([]rotation.StreamRec
 	return recs, nil
 }
 
-func (s *Streams) shard(ctx context.Context, arn, shard string) ([]rotation.StreamRecord, error) {
+func (s *Streams) shard(ctx context.Context, arn, shard string) ([]archive.StreamRecord, error) {
 	it, err := s.API.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
 		StreamArn: aws.String(arn), ShardId: aws.String(shard), ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
 	})
@@ -78,13 +78,13 @@ func (s *Streams) shard(ctx context.Context, arn, shard string) ([]rotation.Stre
 		return nil, nil // the shard aged out
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dynamotables: shard iterator %s/%s: %w", arn, shard, err)
+		return nil, fmt.Errorf("archiveddb: shard iterator %s/%s: %w", arn, shard, err)
 	}
 	maxEmpty := s.EmptyPages
 	if maxEmpty <= 0 {
 		maxEmpty = 2
 	}
-	var recs []rotation.StreamRecord
+	var recs []archive.StreamRecord
 	iter, empty := it.ShardIterator, 0
 	for iter != nil && empty < maxEmpty {
 		out, err := s.API.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)})
@@ -92,7 +92,7 @@ func (s *Streams) shard(ctx context.Context, arn, shard string) ([]rotation.Stre
 			break // the shard aged out meanwhile
 		}
 		if err != nil {
-			return nil, fmt.Errorf("dynamotables: get records %s/%s: %w", arn, shard, err)
+			return nil, fmt.Errorf("archiveddb: get records %s/%s: %w", arn, shard, err)
 		}
 		if len(out.Records) == 0 {
 			empty++
@@ -103,7 +103,7 @@ func (s *Streams) shard(ctx context.Context, arn, shard string) ([]rotation.Stre
 			if r.Dynamodb == nil {
 				continue
 			}
-			rec := rotation.StreamRecord{Shard: shard, SequenceNumber: aws.ToString(r.Dynamodb.SequenceNumber)}
+			rec := archive.StreamRecord{Shard: shard, SequenceNumber: aws.ToString(r.Dynamodb.SequenceNumber)}
 			if t := r.Dynamodb.ApproximateCreationDateTime; t != nil {
 				rec.CreatedAt = t.UTC()
 			}

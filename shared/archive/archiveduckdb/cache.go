@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 )
 
 // S3API is what the cache needs of S3; *s3.Client satisfies it.
@@ -460,7 +460,7 @@ func Rows(ctx context.Context, api S3API, bucket, key string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("duckarchive: head s3://%s/%s: %w", bucket, key, err)
 	}
-	n, err := strconv.ParseInt(h.Metadata[archiveparquet.MetaRows], 10, 64)
+	n, err := strconv.ParseInt(h.Metadata[archives3.MetaRows], 10, 64)
 	if err != nil {
 		return -1, nil
 	}

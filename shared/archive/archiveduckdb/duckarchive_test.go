@@ -13,7 +13,8 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 )
 
 var (
@@ -39,7 +40,7 @@ func mustLedgerArchive(t *testing.T) (string, []vote) {
 	v2 := map[string]events.DynamoDBAttributeValue{"pk": s("docs/a.txt"), "sk": s("v#1"), "size": events.NewNumberAttribute("14")}
 	other := map[string]events.DynamoDBAttributeValue{"pk": s("docs/b.txt"), "sk": s("v#1")}
 	at := time.Date(2026, 10, 30, 12, 0, 0, 0, time.UTC)
-	a := &archiveparquet.Archiver{S3: put, Bucket: "local"}
+	a := &archivelambda.Archiver{Files: archives3.Writer{S3: put, Bucket: "local"}}
 	res := a.Archive(t.Context(), []events.DynamoDBEventRecord{
 		objectChange(1, "INSERT", "docs/a.txt", "v#1", at, v1, nil),
 		objectChange(2, "INSERT", "docs/b.txt", "v#1", at, other, nil),
@@ -328,7 +329,7 @@ func TestOddNames(t *testing.T) {
 			NewImage:                    img,
 		},
 	}
-	a := &archiveparquet.Archiver{S3: dirPutter{dir}, Bucket: "local"}
+	a := &archivelambda.Archiver{Files: archives3.Writer{S3: dirPutter{dir}, Bucket: "local"}}
 	if res := a.Archive(t.Context(), []events.DynamoDBEventRecord{rec}); res.Err != nil {
 		t.Fatal(res.Err)
 	}

@@ -14,14 +14,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 )
 
 // dirPutter is a bucket in a local folder: what the archiver writes lands
 // at dir/<key>, where Open reads it.
 type dirPutter struct{ dir string }
 
-var _ archiveparquet.PutObjectAPI = dirPutter{}
+var _ archives3.PutObjectAPI = dirPutter{}
 
 func (d dirPutter) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
 	path := filepath.Join(d.dir, filepath.FromSlash(aws.ToString(in.Key)))
@@ -80,9 +81,9 @@ func (v vote) record(i int) events.DynamoDBEventRecord {
 
 // mustArchive runs the archiver over the votes in batches of batch records,
 // writing through put.
-func mustArchive(tb testing.TB, put archiveparquet.PutObjectAPI, bucket string, vs []vote, batch int) {
+func mustArchive(tb testing.TB, put archives3.PutObjectAPI, bucket string, vs []vote, batch int) {
 	tb.Helper()
-	a := &archiveparquet.Archiver{S3: put, Bucket: bucket}
+	a := &archivelambda.Archiver{Files: archives3.Writer{S3: put, Bucket: bucket}}
 	for start := 0; start < len(vs); start += batch {
 		var recs []events.DynamoDBEventRecord
 		for i := start; i < min(start+batch, len(vs)); i++ {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -32,7 +32,7 @@ func mustBucket(t *testing.T) (*s3.Client, string) {
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		files, _ := archiveparquet.ListFiles(ctx, client, name, "")
+		files, _ := archives3.ListFiles(ctx, client, name, "")
 		for _, f := range files {
 			_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: aws.String(f.Key)})
 		}
@@ -92,13 +92,13 @@ func TestIntegrationSync(t *testing.T) {
 	}
 
 	// A compaction replaces two files by one: the copies follow.
-	files, err := archiveparquet.ListFiles(ctx, client, bucket, "table=ddbpipe-votes/month=2026-11/stream-2026")
+	files, err := archives3.ListFiles(ctx, client, bucket, "table=ddbpipe-votes/month=2026-11/stream-2026")
 	if err != nil || len(files) != 3 {
 		t.Fatalf("files %v, %v", files, err)
 	}
 	var rows int
 	for _, f := range files[:2] {
-		r, err := archiveparquet.ReadRows(ctx, client, bucket, f.Key)
+		r, err := archives3.ReadRows(ctx, client, bucket, f.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,11 +107,11 @@ func TestIntegrationSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all, err := archiveparquet.ReadRows(ctx, client, bucket, files[2].Key)
+	all, err := archives3.ReadRows(ctx, client, bucket, files[2].Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := archiveparquet.PutRows(ctx, client, bucket, "table=ddbpipe-votes/month=2026-11/compacted-1.parquet", all, "", ""); err != nil {
+	if _, err := archives3.PutRows(ctx, client, bucket, "table=ddbpipe-votes/month=2026-11/compacted-1.parquet", all, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	res, err = c.Sync(ctx, archiveduckdb.Filter{})

@@ -2,7 +2,7 @@
 // through Lambda's event source mapping API: in AWS the Lambda service, and
 // locally the runner's emulation of the same API (AWS_ENDPOINT_URL_LAMBDA),
 // so the same client code runs in both. It implements
-// rotation.Subscriptions.
+// archive.Subscriptions.
 package archiveesm
 
 import (
@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
 // API is the part of Lambda the adapter uses; *lambda.Client satisfies it.
@@ -25,8 +25,8 @@ type API interface {
 }
 
 var (
-	_ API                    = (*lambda.Client)(nil)
-	_ rotation.Subscriptions = (*Mappings)(nil)
+	_ API                   = (*lambda.Client)(nil)
+	_ archive.Subscriptions = (*Mappings)(nil)
 )
 
 // Mappings subscribes one function (the archiver) to streams, with the
@@ -82,7 +82,7 @@ func (m *Mappings) List(ctx context.Context, streamARN string) ([]types.EventSou
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("lambdaesm: list mappings of %s: %w", streamARN, err)
+			return nil, fmt.Errorf("archiveesm: list mappings of %s: %w", streamARN, err)
 		}
 		out = append(out, page.EventSourceMappings...)
 	}
@@ -109,7 +109,7 @@ func (m *Mappings) Ensure(ctx context.Context, streamARN string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lambdaesm: subscribe %s to %s: %w", m.Function, streamARN, err)
+		return false, fmt.Errorf("archiveesm: subscribe %s to %s: %w", m.Function, streamARN, err)
 	}
 	return true, nil
 }
@@ -133,7 +133,7 @@ func (m *Mappings) Remove(ctx context.Context, streamARN string) (int, error) {
 			continue
 		}
 		if err != nil {
-			return n, fmt.Errorf("lambdaesm: delete mapping %s of %s: %w", aws.ToString(e.UUID), streamARN, err)
+			return n, fmt.Errorf("archiveesm: delete mapping %s of %s: %w", aws.ToString(e.UUID), streamARN, err)
 		}
 		n++
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveesm"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
@@ -51,9 +51,9 @@ func rotatorConfig(getenv func(string) string) (RotatorConfig, error) {
 // NewRotation wires the rotation domain to DynamoDB, DynamoDB Streams,
 // Lambda and S3. A local DynamoDB endpoint (awsenv.Overridden) lets the
 // table adapter skip what DynamoDB Local refuses (PITR, tags), with a note.
-func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *rotation.Rotator {
-	return &rotation.Rotator{
-		Policy:  rotation.Policy{Prefix: c.LedgerPrefix, GraceDays: c.GraceDays},
+func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *archive.Rotator {
+	return &archive.Rotator{
+		Policy:  archive.RotationPolicy{Prefix: c.LedgerPrefix, GraceDays: c.GraceDays},
 		Tables:  &archiveddb.Tables{DB: awsenv.DynamoDB(cfg), Local: awsenv.Overridden(cfg, "DynamoDB"), Log: log},
 		Streams: &archiveddb.Streams{API: dynamodbstreams.NewFromConfig(cfg)},
 		Subscriptions: &archiveesm.Mappings{
@@ -61,13 +61,13 @@ func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *rotation.Ro
 			MaxRetryAttempts: int32(c.MaxRetryAttempts), MaxRecordAgeSeconds: int32(c.MaxRecordAgeSeconds),
 			WindowSeconds: int32(c.WindowSeconds),
 		},
-		Archive: &archiveparquet.Partitions{S3: awsenv.S3(cfg), Bucket: c.Bucket, Log: log},
+		Archive: &archives3.Partitions{S3: awsenv.S3(cfg), Bucket: c.Bucket, Log: log},
 		Log:     log,
 	}
 }
 
 // SetupRotator wires the rotator function, which creates the coming months' ledger tables, keeps them subscribed to
-// the archiver, and retires verified cold months (shared/archive/rotation). It runs
+// the archiver, and retires verified cold months (archive.Rotator). It runs
 // daily; the rotation works from the clock, not the event's time.
 func SetupRotator(_ context.Context, env lambdafn.Env) (any, error) {
 	c, err := rotatorConfig(env.Getenv)
@@ -93,9 +93,9 @@ func SetupRotator(_ context.Context, env lambdafn.Env) (any, error) {
 }
 
 // ReportRotation logs a run's outcome and writes its metrics: the one place
-// a rotation.Report becomes a log line and an EMF line. RotationAlarms is
+// an archive.RotationReport becomes a log line and an EMF line. RotationAlarms is
 // the alarm input: a month whose archive did not match its table.
-func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, rep rotation.Report) {
+func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, rep archive.RotationReport) {
 	var verifiedOK, verifiedBad, merged, notDrained, failed int
 	var lag float64
 	for _, t := range rep.Retirements {
@@ -110,9 +110,9 @@ func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, 
 			merged += t.Compaction.Merged
 		}
 		switch t.Outcome {
-		case rotation.NotDrained:
+		case archive.NotDrained:
 			notDrained++
-		case rotation.Failed:
+		case archive.Failed:
 			failed++
 		}
 		lag = max(lag, t.LagSeconds)
@@ -125,9 +125,9 @@ func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, 
 			attrs = append(attrs, "filesBefore", t.Compaction.FilesBefore, "filesAfter", t.Compaction.FilesAfter)
 		}
 		switch t.Outcome {
-		case rotation.Alarm:
+		case archive.Alarm:
 			log.ErrorContext(ctx, "ALARM: cold month's archive did not match its table; snapshot exported, table kept", attrs...)
-		case rotation.Failed:
+		case archive.Failed:
 			log.ErrorContext(ctx, "retirement failed; the next run resumes", append(attrs, "err", t.Err)...)
 		default:
 			log.InfoContext(ctx, "retirement", attrs...)

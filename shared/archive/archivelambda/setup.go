@@ -3,7 +3,7 @@ package archivelambda
 import (
 	"context"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
@@ -15,9 +15,8 @@ func SetupArchiver(_ context.Context, env lambdafn.Env) (any, error) {
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	a := &archiveparquet.Archiver{
-		S3:      awsenv.S3(env.AWS),
-		Bucket:  bucket,
+	a := &Archiver{
+		Files:   archives3.Writer{S3: awsenv.S3(env.AWS), Bucket: bucket},
 		Log:     env.Log,
 		Metrics: lambdafn.NewMetrics(env, "archiver"),
 	}

@@ -1,3 +1,6 @@
+// Package archiveparquet is the archive's Parquet codec: the schema of the
+// archive files (fileRow) and the encoding and decoding of archive.Rows as
+// zstd-compressed Parquet.
 package archiveparquet
 
 import (
@@ -16,7 +19,7 @@ import (
 
 // ErrSchema: a Parquet file that is not an archive file (its columns differ
 // from the documented schema).
-var ErrSchema = errors.New("parquetarchive: not an archive file")
+var ErrSchema = errors.New("archiveparquet: not an archive file")
 
 // ContentType is the media type the archive's objects are stored with.
 const ContentType = "application/vnd.apache.parquet"
@@ -135,11 +138,11 @@ func Encode(w io.Writer, rows []archive.Row) error {
 			buf = append(buf, toFileRow(r))
 		}
 		if _, err := pw.Write(buf); err != nil {
-			return fmt.Errorf("parquetarchive: encode rows: %w", err)
+			return fmt.Errorf("archiveparquet: encode rows: %w", err)
 		}
 	}
 	if err := pw.Close(); err != nil {
-		return fmt.Errorf("parquetarchive: finish file: %w", err)
+		return fmt.Errorf("archiveparquet: finish file: %w", err)
 	}
 	return nil
 }
@@ -158,7 +161,7 @@ func Marshal(rows []archive.Row) ([]byte, error) {
 func Decode(r io.ReaderAt, size int64) (rows []archive.Row, err error) {
 	f, err := parquet.OpenFile(r, size)
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: open file: %w", err)
+		return nil, fmt.Errorf("archiveparquet: open file: %w", err)
 	}
 	if !parquet.EqualNodes(f.Schema(), fileSchema) {
 		return nil, fmt.Errorf("%w: columns %s", ErrSchema, strings.Join(columnNames(f.Schema()), ", "))
@@ -166,7 +169,7 @@ func Decode(r io.ReaderAt, size int64) (rows []archive.Row, err error) {
 	pr := parquet.NewGenericReader[fileRow](f)
 	defer func() {
 		if cerr := pr.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("parquetarchive: close reader: %w", cerr)
+			err = fmt.Errorf("archiveparquet: close reader: %w", cerr)
 		}
 	}()
 	rows = make([]archive.Row, 0, f.NumRows())
@@ -180,7 +183,7 @@ func Decode(r io.ReaderAt, size int64) (rows []archive.Row, err error) {
 			return rows, nil
 		}
 		if rerr != nil {
-			return nil, fmt.Errorf("parquetarchive: read rows: %w", rerr)
+			return nil, fmt.Errorf("archiveparquet: read rows: %w", rerr)
 		}
 	}
 }

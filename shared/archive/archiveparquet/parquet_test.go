@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +89,8 @@ func TestFileMetadataAndCompression(t *testing.T) {
 	}
 }
 
-func TestSchemaIsDocumented(t *testing.T) {
+// The schema, exactly as parquet-go prints it.
+func TestSchemaText(t *testing.T) {
 	want := []string{
 		"message ddbpipe_archive {",
 		"required binary table (STRING);",
@@ -106,6 +111,122 @@ func TestSchemaIsDocumented(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("schema\n got %q\nwant %q", got, want)
+	}
+}
+
+// docColumn is a column as a document describes it, in the Parquet
+// schema's words: name, physical type, logical type, optional.
+type docColumn struct {
+	Name, Physical, Logical string
+	Optional                bool
+}
+
+// schemaColumns reads the columns of archiveparquet.Schema().
+func schemaColumns(t *testing.T) []docColumn {
+	t.Helper()
+	field := regexp.MustCompile(`^(required|optional) (\w+) (\w+)(?: \((\w+).*\))?;$`)
+	var cols []docColumn
+	for _, l := range strings.Split(archiveparquet.Schema(), "\n") {
+		if m := field.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			cols = append(cols, docColumn{Name: m[3], Physical: m[2], Logical: m[4], Optional: m[1] == "optional"})
+		}
+	}
+	if len(cols) == 0 {
+		t.Fatalf("no column in the schema:\n%s", archiveparquet.Schema())
+	}
+	return cols
+}
+
+// docComment returns the doc comment of a Go file's package (typeName "")
+// or of one of its types.
+func docComment(t *testing.T, path, typeName string) string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typeName == "" {
+		if f.Doc == nil {
+			t.Fatalf("%s has no package comment", path)
+		}
+		return f.Doc.Text()
+	}
+	for _, d := range f.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.TYPE && len(g.Specs) == 1 && g.Specs[0].(*ast.TypeSpec).Name.Name == typeName && g.Doc != nil {
+			return g.Doc.Text()
+		}
+	}
+	t.Fatalf("%s: no documented type %s", path, typeName)
+	return ""
+}
+
+// tableAfter returns the tab-indented lines that follow the line holding
+// header, up to the first line that is not indented.
+func tableAfter(t *testing.T, doc, header string) [][]string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, header)
+	if !ok {
+		t.Fatalf("no %q in\n%s", header, doc)
+	}
+	var rows [][]string
+	for _, l := range strings.Split(rest, "\n")[1:] {
+		if !strings.HasPrefix(l, "\t") {
+			if len(rows) > 0 {
+				break
+			}
+			continue
+		}
+		rows = append(rows, strings.Fields(l))
+	}
+	return rows
+}
+
+// The columns the documentation lists — the archive package's Rows table
+// (what analysts read) and fileRow's schema comment here — are the
+// Parquet schema's: same names, order, types and nullability.
+func TestSchemaIsDocumented(t *testing.T) {
+	want := schemaColumns(t)
+
+	// shared/archive's package documentation, "# Rows":
+	//	column   type       value
+	//	newImage string     JSON of the new image; null when absent
+	archiveTypes := map[string][2]string{"string": {"binary", "STRING"}, "timestamp": {"int64", "TIMESTAMP"}, "bool": {"boolean", ""}}
+	var fromArchive []docColumn
+	for _, f := range tableAfter(t, docComment(t, "../archive.go", ""), "column ") {
+		if len(f) < 2 {
+			t.Fatalf("archive doc: row %q", f)
+		}
+		ty, ok := archiveTypes[f[1]]
+		if !ok {
+			t.Errorf("archive doc: column %s has type %q, not one of string, timestamp, bool", f[0], f[1])
+		}
+		fromArchive = append(fromArchive, docColumn{Name: f[0], Physical: ty[0], Logical: ty[1],
+			Optional: strings.Contains(strings.Join(f[2:], " "), "null when absent")})
+	}
+	if !reflect.DeepEqual(fromArchive, want) {
+		t.Errorf("shared/archive's package doc lists\n %+v\nthe Parquet schema has\n %+v", fromArchive, want)
+	}
+
+	// fileRow's comment:
+	//	newImage  optional BYTE_ARRAY STRING (JSON text; null when absent)
+	var fromFileRow []docColumn
+	for _, f := range tableAfter(t, docComment(t, "parquet.go", "fileRow"), "The schema (Parquet types):") {
+		c := docColumn{Name: f[0]}
+		f = f[1:]
+		if len(f) > 0 && f[0] == "optional" {
+			c.Optional, f = true, f[1:]
+		}
+		if len(f) == 0 {
+			t.Fatalf("fileRow doc: column %s has no type", c.Name)
+		}
+		c.Physical = strings.ToLower(strings.ReplaceAll(f[0], "BYTE_ARRAY", "binary"))
+		if len(f) > 1 {
+			c.Logical, _, _ = strings.Cut(strings.TrimSuffix(f[1], ","), "(")
+		}
+		fromFileRow = append(fromFileRow, c)
+	}
+	if !reflect.DeepEqual(fromFileRow, want) {
+		t.Errorf("fileRow's comment lists\n %+v\nthe Parquet schema has\n %+v", fromFileRow, want)
 	}
 }
 

@@ -14,7 +14,9 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
 )
 
 // gzipLines gzips one JSON document per line, as DynamoDB's export to S3
@@ -39,7 +41,7 @@ func rowsOf(tb testing.TB, batch []events.DynamoDBEventRecord) []archive.Row {
 	tb.Helper()
 	recs := make([]archive.Record, len(batch))
 	for i, r := range batch {
-		rec, err := archiveparquet.FromLambda(r)
+		rec, err := archivelambda.FromLambda(r)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -82,7 +84,7 @@ func TestArchiveSize(t *testing.T) {
 		t.Skip("measurement")
 	}
 	const n, batchSize = 10000, 100
-	batch := voteBatch(0, n)
+	batch := archivetest.VoteBatch(0, n)
 	rows := rowsOf(t, batch)
 
 	whole, err := archiveparquet.Marshal(rows)
@@ -144,20 +146,6 @@ func mustJSON(tb testing.TB, v any) []byte {
 	return b
 }
 
-// BenchmarkArchive measures the archiver's records per second for batches
-// of 100 vote records (conversion, Parquet encoding, an in-memory put).
-func BenchmarkArchive(b *testing.B) {
-	batch := voteBatch(0, 100)
-	a := newArchiver(newMemS3(), nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		if res := a.Archive(b.Context(), batch); res.Err != nil {
-			b.Fatal(res.Err)
-		}
-	}
-	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "records/s")
-}
-
 // v1Row is the archive's row as the first encoder wrote it: the same
 // schema, with parquet-go's default page statistics on every column.
 type v1Row struct {
@@ -174,7 +162,7 @@ type v1Row struct {
 }
 
 func TestDecodeFilesWithStatistics(t *testing.T) {
-	rows := rowsOf(t, voteBatch(0, 50))
+	rows := rowsOf(t, archivetest.VoteBatch(0, 50))
 	old := make([]v1Row, len(rows))
 	for i, r := range rows {
 		img := r.NewImage

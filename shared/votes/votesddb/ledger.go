@@ -240,7 +240,9 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 
 // LedgerKeySchema is a ledger table's key: pk (hash) and sk (range), both
 // strings (see votes.Entry.LedgerKey). The counter creates a month's table
-// with it on first use, and the rotator (shared/archive/archiveddb) ahead of time.
+// with it on first use; the rotator creates tables ahead of time with its
+// own copy (shared/archive/archiveddb), held equal to this one by
+// tests/rotation_test.go, so that neither flow links the other.
 func LedgerKeySchema() ([]types.AttributeDefinition, []types.KeySchemaElement) {
 	return []types.AttributeDefinition{
 			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},

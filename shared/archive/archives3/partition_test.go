@@ -1,8 +1,9 @@
-package archiveparquet_test
+package archives3_test
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
 )
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
 
 // crashS3 fails the calls fail picks: a crash at that point of a compaction.
 type crashS3 struct {
@@ -42,22 +47,22 @@ func (c crashS3) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, o
 // before the manifest, and one before the deletes, each leave an archive
 // that replays to the same state, and the next Compact finishes the job.
 func TestIntegrationCompactSurvivesCrashes(t *testing.T) {
-	client, name := mustBucket(t)
+	client, name := archivetest.MustBucket(t)
 	ctx := t.Context()
-	a := newArchiver(client, nil)
-	a.Bucket = name
+	// The month's files, as the archiver writes them.
+	a := &archivelambda.Archiver{Files: archives3.Writer{S3: client, Bucket: name}, Log: slog.New(slog.DiscardHandler)}
 	for b := range 6 {
-		if resp, err := a.Handle(ctx, events.DynamoDBEvent{Records: voteBatch(b*100, 100)}); err != nil || len(resp.BatchItemFailures) > 0 {
+		if resp, err := a.Handle(ctx, events.DynamoDBEvent{Records: archivetest.VoteBatch(b*100, 100)}); err != nil || len(resp.BatchItemFailures) > 0 {
 			t.Fatalf("batch %d: %+v %v", b, resp, err)
 		}
 	}
 	p := archive.Partition{Table: "ddbpipe-votes", Month: "2026-11"}
-	parts := &archiveparquet.Partitions{S3: client, Bucket: name}
+	parts := &archives3.Partitions{S3: client, Bucket: name}
 	before, err := parts.Read(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(before.Files) != 6 || before.Rows != 600 || len(before.State) != 600 || !before.Has(strings.TrimLeft(voteRecord(599).Change.SequenceNumber, "0")) {
+	if len(before.Files) != 6 || before.Rows != 600 || len(before.State) != 600 || !before.Has(strings.TrimLeft(archivetest.VoteRecord(599).Change.SequenceNumber, "0")) {
 		t.Fatalf("read %d files, %d rows, %d items", len(before.Files), before.Rows, len(before.State))
 	}
 	sameState := func(when string) {
@@ -73,17 +78,17 @@ func TestIntegrationCompactSurvivesCrashes(t *testing.T) {
 	v := archive.Verification{At: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC), TableItems: 600, ArchivedItems: 600, OK: true}
 
 	// Crash after the merged file, before the manifest.
-	crash := &archiveparquet.Partitions{S3: crashS3{client, func(op, key string) bool { return op == "put" && strings.HasSuffix(key, "_manifest.json") }}, Bucket: name}
+	crash := &archives3.Partitions{S3: crashS3{client, func(op, key string) bool { return op == "put" && strings.HasSuffix(key, "_manifest.json") }}, Bucket: name}
 	if _, err := crash.Compact(ctx, p, archive.DefaultCompactionPolicy, "ddbpipe-votes-2026-11", v); !errors.Is(err, errCrash) {
 		t.Fatalf("compact: %v, want the injected crash", err)
 	}
-	if files, _ := archiveparquet.ListFiles(ctx, client, name, p.Prefix()); len(files) != 7 {
+	if files, _ := archives3.ListFiles(ctx, client, name, p.Prefix()); len(files) != 7 {
 		t.Errorf("after a crash before the manifest: %d objects, want 7 (6 inputs and the merged file)", len(files))
 	}
 	sameState("crash before the manifest")
 
 	// Crash after the manifest, before the deletes.
-	crash = &archiveparquet.Partitions{S3: crashS3{client, func(op, _ string) bool { return op == "delete" }}, Bucket: name}
+	crash = &archives3.Partitions{S3: crashS3{client, func(op, _ string) bool { return op == "delete" }}, Bucket: name}
 	if _, err := crash.Compact(ctx, p, archive.DefaultCompactionPolicy, "ddbpipe-votes-2026-11", v); !errors.Is(err, errCrash) {
 		t.Fatalf("compact: %v, want the injected crash", err)
 	}
@@ -93,7 +98,7 @@ func TestIntegrationCompactSurvivesCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, _ := archiveparquet.ListFiles(ctx, client, name, p.Prefix())
+	files, _ := archives3.ListFiles(ctx, client, name, p.Prefix())
 	if len(files) != 2 || res.FilesAfter != 1 || res.Manifest.Rows != 600 {
 		t.Errorf("after compaction: %d objects (want the merged file and the manifest), result %+v", len(files), res)
 	}
@@ -111,19 +116,19 @@ func TestIntegrationCompactSurvivesCrashes(t *testing.T) {
 
 // A snapshot export's rows land as one file and replay over the stream's.
 func TestIntegrationSnapshotWrite(t *testing.T) {
-	client, name := mustBucket(t)
+	client, name := archivetest.MustBucket(t)
 	ctx := t.Context()
 	p := archive.Partition{Table: "ddbpipe-votes", Month: "2026-11"}
-	parts := &archiveparquet.Partitions{S3: client, Bucket: name}
+	parts := &archives3.Partitions{S3: client, Bucket: name}
 	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	key := `{"pk":"a","sk":"1"}`
 	img := `{"n":"1","pk":"a","sk":"1"}`
-	scan := rotation.Scan{State: archive.State{key: archive.ChecksumJSON(img)}, Images: map[string]string{key: img}}
-	rows, err := rotation.SnapshotRows(p, scan, nil, at)
+	scan := archive.Scan{State: archive.State{key: archive.ChecksumJSON(img)}, Images: map[string]string{key: img}}
+	rows, err := archive.SnapshotRows(p, scan, nil, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := parts.Write(ctx, rotation.SnapshotKey(p, at), rows)
+	f, err := parts.Write(ctx, archive.SnapshotKey(p, at), rows)
 	if err != nil || f.Rows != 1 {
 		t.Fatalf("write: %+v %v", f, err)
 	}

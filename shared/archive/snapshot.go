@@ -1,11 +1,9 @@
-package rotation
+package archive
 
 import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
 // SnapshotSequence is the sequence number a snapshot export taken at t
@@ -19,7 +17,7 @@ func SnapshotSequence(t time.Time) string {
 
 // SnapshotKey is where the snapshot export taken at t is written:
 // table=<base>/month=<YYYY-MM>/snapshot-<sequence>.parquet.
-func SnapshotKey(p archive.Partition, t time.Time) string {
+func SnapshotKey(p Partition, t time.Time) string {
 	return p.Prefix() + "snapshot-" + SnapshotSequence(t) + ".parquet"
 }
 
@@ -27,7 +25,7 @@ func SnapshotKey(p archive.Partition, t time.Time) string {
 // archive replay to the table: a MODIFY with the scanned image for each item
 // of the table, and a REMOVE for each key the archive holds that the table
 // does not. Rows are sorted by key, and all carry SnapshotSequence(at).
-func SnapshotRows(p archive.Partition, scan Scan, archived archive.State, at time.Time) ([]archive.Row, error) {
+func SnapshotRows(p Partition, scan Scan, archived State, at time.Time) ([]Row, error) {
 	if len(scan.Images) != len(scan.State) {
 		return nil, fmt.Errorf("rotation: snapshot needs the scan's images (%d images for %d items)", len(scan.Images), len(scan.State))
 	}
@@ -44,19 +42,19 @@ func SnapshotRows(p archive.Partition, scan Scan, archived archive.State, at tim
 	}
 	sort.Strings(keys)
 	sort.Strings(gone)
-	rows := make([]archive.Row, 0, len(keys)+len(gone))
-	row := func(i int, name, keys, image string) archive.Row {
-		return archive.Row{
+	rows := make([]Row, 0, len(keys)+len(gone))
+	row := func(i int, name, keys, image string) Row {
+		return Row{
 			Table: p.Table, Month: p.Month, EventID: fmt.Sprintf("snapshot-%d-%d", at.UnixNano(), i),
 			EventName: name, SequenceNumber: seq, ApproximateCreationTime: at.UTC().Truncate(time.Second),
 			Keys: keys, NewImage: image,
 		}
 	}
 	for _, k := range keys {
-		rows = append(rows, row(len(rows), archive.EventModify, k, scan.Images[k]))
+		rows = append(rows, row(len(rows), EventModify, k, scan.Images[k]))
 	}
 	for _, k := range gone {
-		rows = append(rows, row(len(rows), archive.EventRemove, k, ""))
+		rows = append(rows, row(len(rows), EventRemove, k, ""))
 	}
 	return rows, nil
 }

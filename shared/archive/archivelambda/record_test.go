@@ -1,4 +1,4 @@
-package archiveparquet_test
+package archivelambda_test
 
 import (
 	"errors"
@@ -10,7 +10,9 @@ import (
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
 	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
 )
 
@@ -19,7 +21,7 @@ func TestStreamARN(t *testing.T) {
 		arn, table, label string
 		bad               bool
 	}{
-		{arn: ledgerARN, table: ledgerTable, label: "2026-11-01T00:00:00.000"},
+		{arn: archivetest.LedgerARN, table: archivetest.LedgerTable, label: "2026-11-01T00:00:00.000"},
 		{arn: "arn:aws-cn:dynamodb:cn-north-1:1:table/a.b_c-1/stream/L", table: "a.b_c-1", label: "L"},
 		{arn: "", bad: true},
 		{arn: "arn:aws:dynamodb:us-east-1:1:table/t", bad: true},
@@ -30,9 +32,9 @@ func TestStreamARN(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.arn, func(t *testing.T) {
-			table, label, err := archiveparquet.StreamARN(tt.arn)
+			table, label, err := archivelambda.StreamARN(tt.arn)
 			if tt.bad {
-				if !errors.Is(err, archiveparquet.ErrBadARN) {
+				if !errors.Is(err, archivelambda.ErrBadARN) {
 					t.Fatalf("StreamARN = %q, %q, %v; want ErrBadARN", table, label, err)
 				}
 				return
@@ -45,7 +47,7 @@ func TestStreamARN(t *testing.T) {
 }
 
 func TestFromLambdaFixture(t *testing.T) {
-	ev := mustLoadEvent(t, "testdata/stream-event.json")
+	ev := archivetest.MustLoadEvent(t, "testdata/stream-event.json")
 	want := []struct {
 		event, seq string
 		created    time.Time
@@ -58,18 +60,18 @@ func TestFromLambdaFixture(t *testing.T) {
 		{"REMOVE", "4421584500000000017450439100", time.Date(2026, 12, 1, 0, 1, 0, 0, time.UTC), true, false, true},
 	}
 	for i, r := range ev.Records {
-		got, err := archiveparquet.FromLambda(r)
+		got, err := archivelambda.FromLambda(r)
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 		w := want[i]
-		if got.Table != ledgerTable || got.Stream != "2026-11-01T00:00:00.000" || got.EventName != w.event ||
+		if got.Table != archivetest.LedgerTable || got.Stream != "2026-11-01T00:00:00.000" || got.EventName != w.event ||
 			got.SequenceNumber != w.seq || !got.CreatedAt.Equal(w.created) || got.TTLDelete != w.ttl ||
 			(got.NewImage != nil) != w.hasNew || (got.OldImage != nil) != w.hasOld || got.EventID != r.EventID {
 			t.Errorf("record %d = %+v", i, got)
 		}
 	}
-	first, _ := archiveparquet.FromLambda(ev.Records[0])
+	first, _ := archivelambda.FromLambda(ev.Records[0])
 	img := first.NewImage
 	checks := map[string]any{
 		"weight":  archive.Number("12345678901234567890.123456789"),
@@ -90,13 +92,13 @@ func TestFromLambdaFixture(t *testing.T) {
 }
 
 func TestFromLambdaPoison(t *testing.T) {
-	base := voteRecord(1)
+	base := archivetest.VoteRecord(1)
 	tests := []struct {
 		name    string
 		change  func(*events.DynamoDBEventRecord)
 		wantErr error
 	}{
-		{"no ARN", func(r *events.DynamoDBEventRecord) { r.EventSourceArn = "" }, archiveparquet.ErrBadARN},
+		{"no ARN", func(r *events.DynamoDBEventRecord) { r.EventSourceArn = "" }, archivelambda.ErrBadARN},
 		{"zero attribute value", func(r *events.DynamoDBEventRecord) {
 			r.Change.NewImage = map[string]events.DynamoDBAttributeValue{"x": {}}
 		}, ddbstream.ErrUnsupportedType},
@@ -114,7 +116,7 @@ func TestFromLambdaPoison(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := base
 			tt.change(&r)
-			if _, err := archiveparquet.FromLambda(r); !errors.Is(err, tt.wantErr) {
+			if _, err := archivelambda.FromLambda(r); !errors.Is(err, tt.wantErr) {
 				t.Errorf("FromLambda err = %v, want %v", err, tt.wantErr)
 			}
 		})
@@ -124,8 +126,8 @@ func TestFromLambdaPoison(t *testing.T) {
 // The same item read by a Scan and carried by a stream record gives the same
 // key and checksum, so the verification can compare them.
 func TestScanAndStreamAgree(t *testing.T) {
-	ev := mustLoadEvent(t, "testdata/stream-event.json")
-	rec, err := archiveparquet.FromLambda(ev.Records[0])
+	ev := archivetest.MustLoadEvent(t, "testdata/stream-event.json")
+	rec, err := archivelambda.FromLambda(ev.Records[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestScanAndStreamAgree(t *testing.T) {
 	}
 	// A Scan returns set members in its own order.
 	scanned["tags"] = &dynamotypes.AttributeValueMemberSS{Value: []string{"blue", "green"}}
-	item, err := archiveparquet.Plain(scanned)
+	item, err := archiveddb.Plain(scanned)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,45 +159,5 @@ func TestScanAndStreamAgree(t *testing.T) {
 	}
 	if rep := archive.Verify(replay.State(), archive.State{key: sum}); !rep.OK() {
 		t.Errorf("scan and stream disagree: %s %+v", rep, rep)
-	}
-}
-
-func TestPlain(t *testing.T) {
-	tests := []struct {
-		name string
-		in   map[string]dynamotypes.AttributeValue
-		want archive.Item
-		bad  bool
-	}{
-		{name: "nil", in: nil, want: nil},
-		{name: "empty", in: map[string]dynamotypes.AttributeValue{}, want: archive.Item{}},
-		{name: "every type", in: map[string]dynamotypes.AttributeValue{
-			"s": &dynamotypes.AttributeValueMemberS{Value: "x"}, "n": &dynamotypes.AttributeValueMemberN{Value: "-0.5"},
-			"b": &dynamotypes.AttributeValueMemberB{Value: []byte{1}}, "t": &dynamotypes.AttributeValueMemberBOOL{Value: true},
-			"z": &dynamotypes.AttributeValueMemberNULL{Value: true}, "ss": &dynamotypes.AttributeValueMemberSS{Value: []string{"a"}},
-			"ns": &dynamotypes.AttributeValueMemberNS{Value: []string{"1"}}, "bs": &dynamotypes.AttributeValueMemberBS{Value: [][]byte{{2}}},
-			"l": &dynamotypes.AttributeValueMemberL{Value: []dynamotypes.AttributeValue{&dynamotypes.AttributeValueMemberS{Value: "y"}}},
-			"m": &dynamotypes.AttributeValueMemberM{Value: map[string]dynamotypes.AttributeValue{"k": &dynamotypes.AttributeValueMemberN{Value: "3"}}},
-		}, want: archive.Item{
-			"s": "x", "n": archive.Number("-0.5"), "b": []byte{1}, "t": true, "z": nil, "ss": []string{"a"},
-			"ns": []archive.Number{"1"}, "bs": [][]byte{{2}}, "l": []any{"y"}, "m": map[string]any{"k": archive.Number("3")},
-		}},
-		{name: "unknown member", in: map[string]dynamotypes.AttributeValue{
-			"m": &dynamotypes.AttributeValueMemberM{Value: map[string]dynamotypes.AttributeValue{"u": &dynamotypes.UnknownUnionMember{Tag: "X"}}},
-		}, bad: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := archiveparquet.Plain(tt.in)
-			if tt.bad {
-				if !errors.Is(err, archive.ErrUnsupportedValue) {
-					t.Fatalf("Plain err = %v, want ErrUnsupportedValue", err)
-				}
-				return
-			}
-			if err != nil || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Plain = %#v, %v; want %#v", got, err, tt.want)
-			}
-		})
 	}
 }

@@ -1,4 +1,8 @@
-package archiveparquet
+// Package archives3 is the archive's adapter to S3: it writes and reads
+// archive files (Parquet, through archiveparquet) under the bucket's
+// Hive-style partitions, and reads, verifies and compacts whole partitions
+// for the rotator (Partitions implements archive's partition port).
+package archives3
 
 import (
 	"bytes"
@@ -13,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 )
 
 // PutObjectAPI is what writing the archive needs; *s3.Client satisfies it.
@@ -45,10 +50,25 @@ const (
 	MetaSchema        = "schema"
 )
 
+// Writer writes the archiver's objects to the bucket: the archive's
+// ObjectWriter over S3.
+type Writer struct {
+	S3     PutObjectAPI
+	Bucket string
+}
+
+var _ archive.ObjectWriter = Writer{}
+
+// WriteObject writes o's rows as one Parquet file at o.Key (PutRows),
+// replacing any object there, with o's sequence range in its metadata.
+func (w Writer) WriteObject(ctx context.Context, o archive.Object) (archive.File, error) {
+	return PutRows(ctx, w.S3, w.Bucket, o.Key, o.Rows, o.FirstSequence, o.LastSequence)
+}
+
 // PutRows encodes rows as Parquet and writes them to bucket/key, replacing
 // any object there. It returns the file as the manifest records it.
 func PutRows(ctx context.Context, api PutObjectAPI, bucket, key string, rows []archive.Row, first, last string) (archive.File, error) {
-	data, err := Marshal(rows)
+	data, err := archiveparquet.Marshal(rows)
 	if err != nil {
 		return archive.File{}, err
 	}
@@ -60,14 +80,14 @@ func PutRows(ctx context.Context, api PutObjectAPI, bucket, key string, rows []a
 		Key:           aws.String(key),
 		Body:          bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data))),
-		ContentType:   aws.String(ContentType),
+		ContentType:   aws.String(archiveparquet.ContentType),
 		Metadata: map[string]string{
 			MetaFirstSequence: first, MetaLastSequence: last,
-			MetaRows: strconv.Itoa(len(rows)), MetaSHA256: f.SHA256, MetaSchema: SchemaVersion,
+			MetaRows: strconv.Itoa(len(rows)), MetaSHA256: f.SHA256, MetaSchema: archiveparquet.SchemaVersion,
 		},
 	})
 	if err != nil {
-		return archive.File{}, fmt.Errorf("parquetarchive: put s3://%s/%s: %w", bucket, key, err)
+		return archive.File{}, fmt.Errorf("archives3: put s3://%s/%s: %w", bucket, key, err)
 	}
 	return f, nil
 }
@@ -76,14 +96,14 @@ func PutRows(ctx context.Context, api PutObjectAPI, bucket, key string, rows []a
 func ReadRows(ctx context.Context, api GetObjectAPI, bucket, key string) ([]archive.Row, error) {
 	out, err := api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: get s3://%s/%s: %w", bucket, key, err)
+		return nil, fmt.Errorf("archives3: get s3://%s/%s: %w", bucket, key, err)
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(out.Body)
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: read s3://%s/%s: %w", bucket, key, err)
+		return nil, fmt.Errorf("archives3: read s3://%s/%s: %w", bucket, key, err)
 	}
-	rows, err := Unmarshal(data)
+	rows, err := archiveparquet.Unmarshal(data)
 	if err != nil {
 		return nil, fmt.Errorf("s3://%s/%s: %w", bucket, key, err)
 	}
@@ -99,7 +119,7 @@ func ListFiles(ctx context.Context, api ListObjectsAPI, bucket, prefix string) (
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("parquetarchive: list s3://%s/%s: %w", bucket, prefix, err)
+			return nil, fmt.Errorf("archives3: list s3://%s/%s: %w", bucket, prefix, err)
 		}
 		for _, o := range page.Contents {
 			files = append(files, archive.File{Key: aws.ToString(o.Key), Bytes: aws.ToInt64(o.Size)})

@@ -1,4 +1,7 @@
-package archiveparquet_test
+// Package archivetest holds the archive flow's test fixtures: vote ledger
+// stream records as Lambda delivers them, and an in-memory S3 bucket with
+// real behaviour for the archive's S3 adapter. Only tests import it.
+package archivetest
 
 import (
 	"bytes"
@@ -19,12 +22,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 )
 
-// memS3 is an in-memory bucket with real behaviour (a put replaces, a get
+// MemS3 is an in-memory bucket with real behaviour (a put replaces, a get
 // of a missing key fails) and an optional failure hook.
-type memS3 struct {
+type MemS3 struct {
 	mu      sync.Mutex
 	objects map[string][]byte
 	meta    map[string]map[string]string
@@ -34,16 +38,24 @@ type memS3 struct {
 }
 
 var (
-	_ archiveparquet.PutObjectAPI   = (*memS3)(nil)
-	_ archiveparquet.GetObjectAPI   = (*memS3)(nil)
-	_ archiveparquet.ListObjectsAPI = (*memS3)(nil)
+	_ archives3.PutObjectAPI   = (*MemS3)(nil)
+	_ archives3.GetObjectAPI   = (*MemS3)(nil)
+	_ archives3.ListObjectsAPI = (*MemS3)(nil)
 )
 
-func newMemS3() *memS3 {
-	return &memS3{objects: map[string][]byte{}, meta: map[string]map[string]string{}}
+// NewMemS3 returns an empty bucket.
+func NewMemS3() *MemS3 {
+	return &MemS3{objects: map[string][]byte{}, meta: map[string]map[string]string{}}
 }
 
-func (m *memS3) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+// Meta returns the metadata the object at key was put with.
+func (m *MemS3) Meta(key string) map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.meta[key]
+}
+
+func (m *MemS3) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -64,7 +76,7 @@ func (m *memS3) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func(
 	return &s3.PutObjectOutput{}, nil
 }
 
-func (m *memS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+func (m *MemS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, ok := m.objects[aws.ToString(in.Key)]
@@ -74,7 +86,7 @@ func (m *memS3) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s
 	return &s3.GetObjectOutput{Body: io.NopCloser(bytes.NewReader(b)), ContentLength: aws.Int64(int64(len(b)))}, nil
 }
 
-func (m *memS3) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+func (m *MemS3) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := &s3.ListObjectsV2Output{}
@@ -86,13 +98,14 @@ func (m *memS3) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ ..
 	return out, nil
 }
 
-func (m *memS3) keys() []string {
+// Keys lists the objects, sorted.
+func (m *MemS3) Keys() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.keysLocked()
 }
 
-func (m *memS3) keysLocked() []string {
+func (m *MemS3) keysLocked() []string {
 	keys := make([]string, 0, len(m.objects))
 	for k := range m.objects {
 		keys = append(keys, k)
@@ -101,7 +114,8 @@ func (m *memS3) keysLocked() []string {
 	return keys
 }
 
-func mustLoadEvent(tb testing.TB, path string) events.DynamoDBEvent {
+// MustLoadEvent reads a Lambda DynamoDB stream event from a JSON file.
+func MustLoadEvent(tb testing.TB, path string) events.DynamoDBEvent {
 	tb.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -114,16 +128,17 @@ func mustLoadEvent(tb testing.TB, path string) events.DynamoDBEvent {
 	return ev
 }
 
+// The vote ledger table the fixtures' records come from, and its stream.
 const (
-	ledgerTable = "ddbpipe-votes-2026-11"
-	ledgerARN   = "arn:aws:dynamodb:us-east-1:000000000000:table/" + ledgerTable + "/stream/2026-11-01T00:00:00.000"
+	LedgerTable = "ddbpipe-votes-2026-11"
+	LedgerARN   = "arn:aws:dynamodb:us-east-1:000000000000:table/" + LedgerTable + "/stream/2026-11-01T00:00:00.000"
 )
 
 var voteTime = time.Date(2026, 11, 14, 9, 30, 0, 0, time.UTC)
 
-// voteRecord is the stream record of the i-th vote ledger item, shaped as
-// dynamostore writes it: pk <poll>#<hash mod 16>, sk <voter>#<voteId>.
-func voteRecord(i int) events.DynamoDBEventRecord {
+// VoteRecord is the stream record of the i-th vote ledger item, shaped as
+// votesddb writes it: pk <poll>#<hash mod 16>, sk <voter>#<voteId>.
+func VoteRecord(i int) events.DynamoDBEventRecord {
 	poll := []string{"color", "best-pet", "lunch"}[i%3]
 	option := []string{"red", "green", "blue", "cat", "dog"}[(i*7)%5]
 	voter := fmt.Sprintf("voter-%d", (i*7919)%5000)
@@ -134,11 +149,11 @@ func voteRecord(i int) events.DynamoDBEventRecord {
 	cast := voteTime.Add(time.Duration(i) * 1700 * time.Millisecond)
 	s := events.NewStringAttribute
 	return events.DynamoDBEventRecord{
-		AWSRegion: "us-east-1", EventSource: "aws:dynamodb", EventVersion: "1.1", EventSourceArn: ledgerARN,
+		AWSRegion: "us-east-1", EventSource: "aws:dynamodb", EventVersion: "1.1", EventSourceArn: LedgerARN,
 		EventID: fmt.Sprintf("%016x%016x", rnd.Uint64(), rnd.Uint64()), EventName: "INSERT",
 		Change: events.DynamoDBStreamRecord{
 			ApproximateCreationDateTime: events.SecondsEpochTime{Time: cast.Add(40 * time.Millisecond).Truncate(time.Second)},
-			SequenceNumber:              seq(i),
+			SequenceNumber:              Seq(i),
 			SizeBytes:                   180,
 			StreamViewType:              "NEW_AND_OLD_IMAGES",
 			Keys:                        map[string]events.DynamoDBAttributeValue{"pk": s(pk), "sk": s(sk)},
@@ -151,13 +166,36 @@ func voteRecord(i int) events.DynamoDBEventRecord {
 	}
 }
 
-// seq is the i-th vote's sequence number: 28 digits, growing by 3.
-func seq(i int) string { return fmt.Sprintf("44215845000000000%011d", 17450439091+3*i) }
+// Seq is the i-th vote's sequence number: 28 digits, growing by 3.
+func Seq(i int) string { return fmt.Sprintf("44215845000000000%011d", 17450439091+3*i) }
 
-func voteBatch(from, n int) []events.DynamoDBEventRecord {
+// VoteBatch is the stream records of votes from to from+n-1.
+func VoteBatch(from, n int) []events.DynamoDBEventRecord {
 	recs := make([]events.DynamoDBEventRecord, n)
 	for i := range recs {
-		recs[i] = voteRecord(from + i)
+		recs[i] = VoteRecord(from + i)
 	}
 	return recs
+}
+
+// MustBucket creates a fresh bucket on the local S3 server (versitygw) and
+// empties and removes it when the test ends.
+func MustBucket(t *testing.T) (*s3.Client, string) {
+	t.Helper()
+	st := stacktest.Need(t)
+	cfg := stacktest.Config(t, st, nil)
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+	name := fmt.Sprintf("archive-it-%d", time.Now().UnixNano())
+	if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("CreateBucket: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		files, _ := archives3.ListFiles(ctx, client, name, "")
+		for _, f := range files {
+			_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: aws.String(f.Key)})
+		}
+		_, _ = client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
+	})
+	return client, name
 }

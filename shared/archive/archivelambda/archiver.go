@@ -1,9 +1,4 @@
-// Package archiveparquet is the archive's adapter to Parquet, S3 and Lambda:
-// it converts DynamoDB stream records (aws-lambda-go events) into
-// shared/archive's rows, encodes them as zstd-compressed Parquet files
-// (schema in fileRow), writes and reads them on S3, and serves the
-// archiver's stream handler.
-package archiveparquet
+package archivelambda
 
 import (
 	"context"
@@ -18,21 +13,22 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 )
 
-// Archiver writes a DynamoDB stream's batches to the archive bucket. It
-// works for any table's stream (the monthly ledgers, the objects table):
-// the partition comes from the table name in each record's eventSourceARN.
+// Archiver writes a DynamoDB stream's batches to the archive. It works for
+// any table's stream (the monthly ledgers, the objects table): the
+// partition comes from the table name in each record's eventSourceARN.
+// It is the handler only: records in, archive.Group, one Files.WriteObject
+// per object, the batch-failure response out.
 type Archiver struct {
-	S3      PutObjectAPI
-	Bucket  string
+	Files   archive.ObjectWriter // archives3.Writer in the function
 	Log     *slog.Logger
 	Metrics *emf.Writer      // optional
 	Now     func() time.Time // optional, for the archive lag; time.Now by default
 }
 
-// Handler is the Lambda handler type the Archiver serves.
-type Handler = func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
+// StreamHandler is the Lambda handler type the Archiver serves.
+type StreamHandler = func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
 
-var _ Handler = (*Archiver)(nil).Handle
+var _ StreamHandler = (*Archiver)(nil).Handle
 
 // Result is what one batch came to.
 type Result struct {
@@ -84,10 +80,10 @@ func (a *Archiver) Archive(ctx context.Context, batch []events.DynamoDBEventReco
 	}
 	for _, o := range objs {
 		if err := ctx.Err(); err != nil {
-			res.FailedAt, res.Err = o.FirstSequence, fmt.Errorf("parquetarchive: batch stopped before %s: %w", o.Key, err)
+			res.FailedAt, res.Err = o.FirstSequence, fmt.Errorf("archivelambda: batch stopped before %s: %w", o.Key, err)
 			return res
 		}
-		f, err := PutRows(ctx, a.S3, a.Bucket, o.Key, o.Rows, o.FirstSequence, o.LastSequence)
+		f, err := a.Files.WriteObject(ctx, o)
 		if err != nil {
 			res.FailedAt, res.Err = o.FirstSequence, err
 			return res
@@ -97,7 +93,7 @@ func (a *Archiver) Archive(ctx context.Context, batch []events.DynamoDBEventReco
 	}
 	if poison >= 0 {
 		res.FailedAt, res.Poison = batch[poison].Change.SequenceNumber, true
-		res.Err = fmt.Errorf("parquetarchive: poison record %q at sequence %s: %w", batch[poison].EventID, res.FailedAt, poisonErr)
+		res.Err = fmt.Errorf("archivelambda: poison record %q at sequence %s: %w", batch[poison].EventID, res.FailedAt, poisonErr)
 	}
 	return res
 }

@@ -1,4 +1,4 @@
-package rotation
+package archive
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
 func date(y int, m time.Month, d, h int) time.Time { return time.Date(y, m, d, h, 0, 0, 0, time.UTC) }
@@ -46,7 +44,7 @@ func TestMonths(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	pol := Policy{Prefix: "app-votes", GraceDays: 2}
+	pol := RotationPolicy{Prefix: "app-votes", GraceDays: 2}
 	existing := []string{"app-votes-2026-10", "app-votes-2026-11", "app-votes-2026-12", "app-votes-objects", "app-votes-2026-13", "app-votes-x-2026-11"}
 	tests := []struct {
 		name               string
@@ -235,23 +233,23 @@ func TestColdProvisionedTableIsLowered(t *testing.T) {
 }
 
 func TestSnapshotRowsReplayToTheTable(t *testing.T) {
-	p := archive.Partition{Table: "app-votes", Month: "2026-11"}
-	a := archive.Item{"pk": "a", "sk": "1", "n": archive.Number("1")}
-	b := archive.Item{"pk": "b", "sk": "1", "n": archive.Number("2")}
-	ka, _ := archive.KeyJSON(a, "pk", "sk")
-	kb, _ := archive.KeyJSON(b, "pk", "sk")
-	ia, _ := archive.ImageJSON(a)
-	ib, _ := archive.ImageJSON(b)
-	sa, _ := archive.Checksum(a)
-	sb, _ := archive.Checksum(b)
-	scan := Scan{State: archive.State{ka: sa, kb: sb}, Images: map[string]string{ka: ia, kb: ib}}
+	p := Partition{Table: "app-votes", Month: "2026-11"}
+	a := Item{"pk": "a", "sk": "1", "n": Number("1")}
+	b := Item{"pk": "b", "sk": "1", "n": Number("2")}
+	ka, _ := KeyJSON(a, "pk", "sk")
+	kb, _ := KeyJSON(b, "pk", "sk")
+	ia, _ := ImageJSON(a)
+	ib, _ := ImageJSON(b)
+	sa, _ := Checksum(a)
+	sb, _ := Checksum(b)
+	scan := Scan{State: State{ka: sa, kb: sb}, Images: map[string]string{ka: ia, kb: ib}}
 	// The archive holds an old image of a, nothing of b, and a key the table lost.
-	stale := archive.Row{Table: p.Table, Month: p.Month, EventID: "1", EventName: archive.EventInsert, SequenceNumber: "100000000000000000001",
+	stale := Row{Table: p.Table, Month: p.Month, EventID: "1", EventName: EventInsert, SequenceNumber: "100000000000000000001",
 		Keys: ka, NewImage: `{"n":"0","pk":"a","sk":"1"}`}
-	extra := archive.Row{Table: p.Table, Month: p.Month, EventID: "2", EventName: archive.EventInsert, SequenceNumber: "100000000000000000002",
+	extra := Row{Table: p.Table, Month: p.Month, EventID: "2", EventName: EventInsert, SequenceNumber: "100000000000000000002",
 		Keys: `{"pk":"z","sk":"1"}`, NewImage: `{"pk":"z","sk":"1"}`}
-	replay := archive.NewReplay()
-	for _, r := range []archive.Row{stale, extra} {
+	replay := NewReplay()
+	for _, r := range []Row{stale, extra} {
 		_ = replay.Add(r)
 	}
 	rows, err := SnapshotRows(p, scan, replay.State(), date(2026, 12, 3, 0))
@@ -263,10 +261,10 @@ func TestSnapshotRowsReplayToTheTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rep := archive.Verify(replay.State(), scan.State); !rep.OK() {
+	if rep := Verify(replay.State(), scan.State); !rep.OK() {
 		t.Errorf("after the snapshot: %s", rep)
 	}
-	if len(rows) != 3 || rows[2].EventName != archive.EventRemove {
+	if len(rows) != 3 || rows[2].EventName != EventRemove {
 		t.Errorf("rows %+v, want two MODIFY and one REMOVE", rows)
 	}
 }

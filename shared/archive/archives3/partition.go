@@ -1,4 +1,4 @@
-package archiveparquet
+package archives3
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/rotation"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 )
 
 // PartitionAPI is what the partition operations need; *s3.Client satisfies it.
@@ -33,8 +33,8 @@ type PartitionAPI interface {
 }
 
 var (
-	_ PartitionAPI     = (*s3.Client)(nil)
-	_ rotation.Archive = (*Partitions)(nil)
+	_ PartitionAPI       = (*s3.Client)(nil)
+	_ archive.Partitions = (*Partitions)(nil)
 )
 
 // Partitions reads, verifies and compacts whole partitions of the archive
@@ -111,12 +111,12 @@ func (a *Partitions) dataFiles(ctx context.Context, p archive.Partition) ([]arch
 func (a *Partitions) get(ctx context.Context, key string) ([]byte, error) {
 	out, err := a.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(a.Bucket), Key: aws.String(key)})
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: get s3://%s/%s: %w", a.Bucket, key, err)
+		return nil, fmt.Errorf("archives3: get s3://%s/%s: %w", a.Bucket, key, err)
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: read s3://%s/%s: %w", a.Bucket, key, err)
+		return nil, fmt.Errorf("archives3: read s3://%s/%s: %w", a.Bucket, key, err)
 	}
 	return b, nil
 }
@@ -127,7 +127,7 @@ func (a *Partitions) readFile(ctx context.Context, key string) (archive.File, []
 	if err != nil {
 		return archive.File{}, nil, err
 	}
-	rows, err := Unmarshal(data)
+	rows, err := archiveparquet.Unmarshal(data)
 	if err != nil {
 		return archive.File{}, nil, fmt.Errorf("s3://%s/%s: %w", a.Bucket, key, err)
 	}
@@ -202,34 +202,34 @@ func (a *Partitions) readAll(ctx context.Context, keys []string, fn func(archive
 // rows: the archive's view of the table, for the drain check and the
 // verification. Files a half-done compaction left beside their merged file
 // are read too; the replay counts each record once.
-func (a *Partitions) Read(ctx context.Context, p archive.Partition) (rotation.Contents, error) {
+func (a *Partitions) Read(ctx context.Context, p archive.Partition) (archive.Contents, error) {
 	files, err := a.dataFiles(ctx, p)
 	if err != nil {
-		return rotation.Contents{}, err
+		return archive.Contents{}, err
 	}
 	keys := make([]string, len(files))
 	for i, f := range files {
 		keys[i] = f.Key
 	}
-	c := rotation.Contents{Sequences: map[string]bool{}}
+	c := archive.Contents{Sequences: map[string]bool{}}
 	replay := archive.NewReplay()
 	err = a.readAll(ctx, keys, func(f archive.File, rows []archive.Row) error {
 		c.Files = append(c.Files, f)
 		c.Rows += f.Rows
 		for _, r := range rows {
 			if err := replay.Add(r); err != nil {
-				return fmt.Errorf("parquetarchive: %s: %w", f.Key, err)
+				return fmt.Errorf("archives3: %s: %w", f.Key, err)
 			}
 			c.Sequences[strings.TrimLeft(r.SequenceNumber, "0")] = true
 		}
 		return nil
 	})
 	if err != nil {
-		return rotation.Contents{}, err
+		return archive.Contents{}, err
 	}
 	c.State = replay.State()
 	if m, err := a.manifest(ctx, p); err != nil {
-		return rotation.Contents{}, err
+		return archive.Contents{}, err
 	} else if m != nil {
 		c.Manifest = m
 	}
@@ -248,7 +248,7 @@ func (a *Partitions) manifest(ctx context.Context, p archive.Partition) (*archiv
 	}
 	m, err := archive.ParseManifest(data)
 	if err != nil {
-		return nil, fmt.Errorf("parquetarchive: s3://%s/%s: %w", a.Bucket, p.ManifestKey(), err)
+		return nil, fmt.Errorf("archives3: s3://%s/%s: %w", a.Bucket, p.ManifestKey(), err)
 	}
 	return &m, nil
 }
@@ -276,7 +276,7 @@ func seqRange(rows []archive.Row) (first, last string) {
 func (a *Partitions) describe(ctx context.Context, f archive.File) (archive.File, error) {
 	h, err := a.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(a.Bucket), Key: aws.String(f.Key)})
 	if err != nil {
-		return archive.File{}, fmt.Errorf("parquetarchive: head s3://%s/%s: %w", a.Bucket, f.Key, err)
+		return archive.File{}, fmt.Errorf("archives3: head s3://%s/%s: %w", a.Bucket, f.Key, err)
 	}
 	md := map[string]string{}
 	for k, v := range h.Metadata {
@@ -295,12 +295,12 @@ func (a *Partitions) describe(ctx context.Context, f archive.File) (archive.File
 // deletes the merged inputs, in the crash-safe order described on
 // Partitions. It first finishes what an earlier, interrupted compaction
 // left (inputs its manifest lists as replaced).
-func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archive.CompactionPolicy, sourceTable string, v archive.Verification) (rotation.Compaction, error) {
+func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archive.CompactionPolicy, sourceTable string, v archive.Verification) (archive.Compaction, error) {
 	files, err := a.dataFiles(ctx, p)
 	if err != nil {
-		return rotation.Compaction{}, err
+		return archive.Compaction{}, err
 	}
-	res := rotation.Compaction{FilesBefore: len(files)}
+	res := archive.Compaction{FilesBefore: len(files)}
 	if old, err := a.manifest(ctx, p); err != nil {
 		return res, err
 	} else if old != nil {
@@ -370,7 +370,7 @@ func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archi
 		Bucket: aws.String(a.Bucket), Key: aws.String(p.ManifestKey()), Body: bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
 	}); err != nil {
-		return res, fmt.Errorf("parquetarchive: put s3://%s/%s: %w", a.Bucket, p.ManifestKey(), err)
+		return res, fmt.Errorf("archives3: put s3://%s/%s: %w", a.Bucket, p.ManifestKey(), err)
 	}
 	if err := a.delete(ctx, gone); err != nil {
 		return res, err
@@ -390,11 +390,11 @@ func (a *Partitions) delete(ctx context.Context, keys []string) error {
 		}
 		out, err := a.S3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(a.Bucket), Delete: &s3types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
 		if err != nil {
-			return fmt.Errorf("parquetarchive: delete %d objects in s3://%s: %w", len(objs), a.Bucket, err)
+			return fmt.Errorf("archives3: delete %d objects in s3://%s: %w", len(objs), a.Bucket, err)
 		}
 		if len(out.Errors) > 0 {
 			e := out.Errors[0]
-			return fmt.Errorf("parquetarchive: delete s3://%s/%s: %s %s (%d failed)", a.Bucket, aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors))
+			return fmt.Errorf("archives3: delete s3://%s/%s: %s %s (%d failed)", a.Bucket, aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors))
 		}
 	}
 	return nil

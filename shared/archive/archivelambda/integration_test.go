@@ -1,11 +1,8 @@
-package archiveparquet_test
+package archivelambda_test
 
 import (
-	"context"
-	"fmt"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,39 +10,19 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
 
-// mustBucket creates a fresh bucket on the local S3 server (versitygw) and
-// empties and removes it when the test ends.
-func mustBucket(t *testing.T) (*s3.Client, string) {
-	t.Helper()
-	st := stacktest.Need(t)
-	cfg := stacktest.Config(t, st, nil)
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	name := fmt.Sprintf("archive-it-%d", time.Now().UnixNano())
-	if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatalf("CreateBucket: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		files, _ := archiveparquet.ListFiles(ctx, client, name, "")
-		for _, f := range files {
-			_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: aws.String(f.Key)})
-		}
-		_, _ = client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
-	})
-	return client, name
-}
-
 func TestIntegrationArchiveToS3(t *testing.T) {
-	client, name := mustBucket(t)
+	client, name := archivetest.MustBucket(t)
 	ctx := t.Context()
-	a := newArchiver(client, nil)
-	a.Bucket = name
-	batch := voteBatch(0, 250)
+	a := newArchiver(client, name, nil)
+	batch := archivetest.VoteBatch(0, 250)
 	prefix := archive.Partition{Table: "ddbpipe-votes", Month: "2026-11"}.Prefix()
 
 	// The same batch twice (a retry after a timeout, or a redelivery): one object.
@@ -55,23 +32,23 @@ func TestIntegrationArchiveToS3(t *testing.T) {
 			t.Fatalf("attempt %d: Handle = %+v, %v", attempt, resp, err)
 		}
 	}
-	files, err := archiveparquet.ListFiles(ctx, client, name, prefix)
+	files, err := archives3.ListFiles(ctx, client, name, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKey := prefix + "stream-2026-11-01T000000.000-" + archive.PadSequence(seq(0)) + ".parquet"
+	wantKey := prefix + "stream-2026-11-01T000000.000-" + archive.PadSequence(archivetest.Seq(0)) + ".parquet"
 	if len(files) != 1 || files[0].Key != wantKey {
 		t.Fatalf("objects after two deliveries: %+v, want one at %s", files, wantKey)
 	}
 
 	// Read back: the rows are the batch's rows, in order.
-	got, err := archiveparquet.ReadRows(ctx, client, name, wantKey)
+	got, err := archives3.ReadRows(ctx, client, name, wantKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var recs []archive.Record
 	for _, r := range batch {
-		rec, err := archiveparquet.FromLambda(r)
+		rec, err := archivelambda.FromLambda(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,41 +65,40 @@ func TestIntegrationArchiveToS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if aws.ToString(head.ContentType) != archiveparquet.ContentType || head.Metadata[archiveparquet.MetaRows] != "250" ||
-		head.Metadata[archiveparquet.MetaLastSequence] != seq(249) {
+	if aws.ToString(head.ContentType) != archiveparquet.ContentType || head.Metadata[archives3.MetaRows] != "250" ||
+		head.Metadata[archives3.MetaLastSequence] != archivetest.Seq(249) {
 		t.Errorf("HeadObject content type %q metadata %v", aws.ToString(head.ContentType), head.Metadata)
 	}
 }
 
 func TestIntegrationPoisonRecord(t *testing.T) {
-	client, name := mustBucket(t)
+	client, name := archivetest.MustBucket(t)
 	ctx := t.Context()
-	a := newArchiver(client, nil)
-	a.Bucket = name
-	batch := voteBatch(1000, 20)
+	a := newArchiver(client, name, nil)
+	batch := archivetest.VoteBatch(1000, 20)
 	batch[12].Change.NewImage["bad"] = events.NewNumberAttribute("12abc") // a record no converter accepts
 
 	resp, err := a.Handle(ctx, events.DynamoDBEvent{Records: batch})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []events.DynamoDBBatchItemFailure{{ItemIdentifier: seq(1012)}}
+	want := []events.DynamoDBBatchItemFailure{{ItemIdentifier: archivetest.Seq(1012)}}
 	if !reflect.DeepEqual(resp.BatchItemFailures, want) {
 		t.Fatalf("failures %+v, want %+v (the poison record's sequence number)", resp.BatchItemFailures, want)
 	}
-	files, err := archiveparquet.ListFiles(ctx, client, name, "table=ddbpipe-votes/")
+	files, err := archives3.ListFiles(ctx, client, name, "table=ddbpipe-votes/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) != 1 {
 		t.Fatalf("objects %+v, want the one holding the 12 records before the poison", files)
 	}
-	rows, err := archiveparquet.ReadRows(ctx, client, name, files[0].Key)
+	rows, err := archives3.ReadRows(ctx, client, name, files[0].Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 12 || rows[11].SequenceNumber != seq(1011) {
-		t.Errorf("%d rows archived before the poison, want 12 ending at %s", len(rows), seq(1011))
+	if len(rows) != 12 || rows[11].SequenceNumber != archivetest.Seq(1011) {
+		t.Errorf("%d rows archived before the poison, want 12 ending at %s", len(rows), archivetest.Seq(1011))
 	}
 
 	// Once the event source has sent the poison record to the on-failure
@@ -131,7 +107,7 @@ func TestIntegrationPoisonRecord(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("rest of the shard: %+v, %v", resp, err)
 	}
-	files, _ = archiveparquet.ListFiles(ctx, client, name, "table=ddbpipe-votes/")
+	files, _ = archives3.ListFiles(ctx, client, name, "table=ddbpipe-votes/")
 	if len(files) != 2 {
 		t.Errorf("objects %+v, want 2", files)
 	}

@@ -1,15 +1,13 @@
-package rotation
+package archive
 
 import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
 // ErrNotFound: the table (or stream) does not exist.
-var ErrNotFound = errors.New("rotation: not found")
+var ErrNotFound = errors.New("archive: not found")
 
 // Table is a ledger table as the control plane describes it.
 type Table struct {
@@ -62,8 +60,8 @@ type Tables interface {
 // Scan is a table's content as the verification compares it.
 type Scan struct {
 	// State maps each item's key JSON to the checksum of its image, as
-	// archive.Replay computes them from the archive.
-	State archive.State
+	// Replay computes them from the
+	State State
 	// Images maps key JSON to the item's image JSON (only when asked for:
 	// the snapshot export writes them).
 	Images   map[string]string
@@ -97,14 +95,14 @@ type Subscriptions interface {
 // Contents is a partition of the archive, read in full.
 type Contents struct {
 	// Files are the data files, with rows and checksums as read.
-	Files []archive.File
+	Files []File
 	Rows  int64
-	// State is the rows replayed (archive.Replay): the table they describe.
-	State archive.State
+	// State is the rows replayed (Replay): the table they describe.
+	State State
 	// Sequences holds every archived sequence number (leading zeros
 	// trimmed), for the drain check.
 	Sequences map[string]bool
-	Manifest  *archive.Manifest // the partition's manifest, if any
+	Manifest  *Manifest // the partition's manifest, if any
 }
 
 // Has reports whether a sequence number is archived.
@@ -115,19 +113,19 @@ type Compaction struct {
 	FilesBefore int
 	FilesAfter  int
 	Merged      int // input files merged away
-	Manifest    archive.Manifest
+	Manifest    Manifest
 }
 
-// Archive is the partition side of retirement.
-type Archive interface {
+// Partitions is the partition side of retirement.
+type Partitions interface {
 	// Read lists and reads every data file of the partition.
-	Read(ctx context.Context, p archive.Partition) (Contents, error)
-	// Compact merges the partition's small files (archive.PlanCompaction),
+	Read(ctx context.Context, p Partition) (Contents, error)
+	// Compact merges the partition's small files (PlanCompaction),
 	// writes the manifest describing the files that remain (with v as its
 	// verification), then deletes the merged inputs.
-	Compact(ctx context.Context, p archive.Partition, pol archive.CompactionPolicy, sourceTable string, v archive.Verification) (Compaction, error)
+	Compact(ctx context.Context, p Partition, pol CompactionPolicy, sourceTable string, v Verification) (Compaction, error)
 	// Write puts rows into the partition as one file at key.
-	Write(ctx context.Context, key string, rows []archive.Row) (archive.File, error)
+	Write(ctx context.Context, key string, rows []Row) (File, error)
 }
 
 func trimZeros(s string) string {

@@ -1,4 +1,4 @@
-package rotation
+package archive
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
-// Policy is how the rotator treats the ledger tables.
-type Policy struct {
+// RotationPolicy is how the rotator treats the ledger tables.
+type RotationPolicy struct {
 	// Prefix names the tables: <Prefix>-YYYY-MM.
 	Prefix string
 	// GraceDays after a month's end before it is cold (at least 1).
@@ -30,14 +30,14 @@ type Policy struct {
 	// ColdCapacity is what a provisioned table is lowered to once cold
 	// (default 1 read, 1 write unit). On-demand tables are left alone.
 	ColdCapacity Capacity
-	// Compaction is the small-file policy (archive.DefaultCompactionPolicy
+	// Compaction is the small-file policy (DefaultCompactionPolicy
 	// when zero).
-	Compaction archive.CompactionPolicy
+	Compaction CompactionPolicy
 	// Tags are put on every table created or kept.
 	Tags map[string]string
 }
 
-func (p Policy) withDefaults() Policy {
+func (p RotationPolicy) withDefaults() RotationPolicy {
 	if p.Ahead <= 0 {
 		p.Ahead = 1
 	}
@@ -54,14 +54,14 @@ func (p Policy) withDefaults() Policy {
 		p.ColdCapacity = Capacity{Read: 1, Write: 1}
 	}
 	if p.Compaction.TargetBytes <= 0 {
-		p.Compaction = archive.DefaultCompactionPolicy
+		p.Compaction = DefaultCompactionPolicy
 	}
 	return p
 }
 
-// Plan is what a run should do at a given time, decided from the table
+// RotationPlan is what a run should do at a given time, decided from the table
 // names alone.
-type Plan struct {
+type RotationPlan struct {
 	Now time.Time
 	// Ensure: the current month and the months ahead, in order.
 	Ensure []string
@@ -75,9 +75,9 @@ type Plan struct {
 // Plan decides which tables must exist and which are cold at now, given
 // the names of the existing tables (others' tables and names that are not
 // <Prefix>-YYYY-MM are ignored).
-func (p Policy) Plan(now time.Time, existing []string) Plan {
+func (p RotationPolicy) Plan(now time.Time, existing []string) RotationPlan {
 	p = p.withDefaults()
-	pl := Plan{Now: now.UTC()}
+	pl := RotationPlan{Now: now.UTC()}
 	cur := MonthOf(now)
 	want := map[string]bool{}
 	for i := 0; i <= p.Ahead; i++ {
@@ -108,13 +108,13 @@ func (p Policy) Plan(now time.Time, existing []string) Plan {
 
 // Rotator runs the plan against the adapters.
 type Rotator struct {
-	Policy        Policy
+	Policy        RotationPolicy
 	Tables        Tables
 	Streams       Streams
 	Subscriptions Subscriptions
-	Archive       Archive
+	Archive       Partitions
 	Now           func() time.Time
-	// Sleep pauses between drain checks (time.Sleep honouring ctx by default).
+	// Sleep pauses between drain checks (retry.Sleep, honouring ctx, by default).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Log   *slog.Logger
 	// OnStep, when set, hears of each step as it ends (the CLI's progress).
@@ -166,13 +166,13 @@ const (
 // Retirement is what happened to one cold table.
 type Retirement struct {
 	Table     string
-	Partition archive.Partition
+	Partition Partition
 	Outcome   Outcome
 	Steps     []StepResult
 	// Verification is the first check; Reverification the one after a
 	// snapshot export (nil when none ran).
-	Verification   *archive.Report
-	Reverification *archive.Report
+	Verification   *Report
+	Reverification *Report
 	Compaction     *Compaction
 	// LagSeconds is the age of the oldest stream record not yet archived at
 	// the last drain check (0 once drained).
@@ -183,8 +183,8 @@ type Retirement struct {
 	Err         error
 }
 
-// Report is what a run did.
-type Report struct {
+// RotationReport is what a run did.
+type RotationReport struct {
 	Now         time.Time
 	Created     []string
 	Subscribed  []string
@@ -194,12 +194,12 @@ type Report struct {
 }
 
 // Retired counts the tables deleted.
-func (r Report) Retired() int { return r.count(Retired) }
+func (r RotationReport) Retired() int { return r.count(Retired) }
 
 // Alarms counts retirements that alarmed.
-func (r Report) Alarms() int { return r.count(Alarm) }
+func (r RotationReport) Alarms() int { return r.count(Alarm) }
 
-func (r Report) count(o Outcome) int {
+func (r RotationReport) count(o Outcome) int {
 	n := 0
 	for _, t := range r.Retirements {
 		if t.Outcome == o {
@@ -210,7 +210,7 @@ func (r Report) count(o Outcome) int {
 }
 
 // Err joins every failure of the run.
-func (r Report) Err() error {
+func (r RotationReport) Err() error {
 	errs := append([]error{}, r.Errors...)
 	for _, t := range r.Retirements {
 		if t.Err != nil {
@@ -238,24 +238,17 @@ func (r *Rotator) sleep(ctx context.Context, d time.Duration) error {
 	if r.Sleep != nil {
 		return r.Sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return retry.Sleep(ctx, d)
 }
 
 // Run does one rotation: the current and coming months' tables exist and
 // are subscribed, tables in their grace period stay subscribed, and cold
 // tables are retired one after the other. A failure with one table does not
 // stop the others; the report holds every outcome.
-func (r *Rotator) Run(ctx context.Context) Report {
+func (r *Rotator) Run(ctx context.Context) RotationReport {
 	pol := r.Policy.withDefaults()
 	now := r.now()
-	rep := Report{Now: now}
+	rep := RotationReport{Now: now}
 	tables, err := r.Tables.List(ctx, pol.Prefix+"-")
 	if err != nil {
 		rep.Errors = append(rep.Errors, err)
@@ -338,8 +331,8 @@ func (r *Rotator) step(table string, s StepResult) {
 // documentation) as far as it safely can.
 func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 	pol := r.Policy.withDefaults()
-	base, month, ok := archive.MonthlyTable(t.Name)
-	ret = Retirement{Table: t.Name, Partition: archive.Partition{Table: base, Month: month}}
+	base, month, ok := MonthlyTable(t.Name)
+	ret = Retirement{Table: t.Name, Partition: Partition{Table: base, Month: month}}
 	if !ok {
 		ret.Outcome, ret.Err = Failed, fmt.Errorf("rotation: %s is not a monthly table", t.Name)
 		return ret
@@ -435,7 +428,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 
 	// verify: the archive against a parallel Scan of the table.
 	var scan Scan
-	var report archive.Report
+	var report Report
 	if !run(StepVerify, func() (string, error) {
 		var err error
 		start := time.Now()
@@ -443,14 +436,14 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			return "", err
 		}
 		ret.ScanTook = scan.Took
-		report = archive.Verify(contents.State, scan.State)
+		report = Verify(contents.State, scan.State)
 		ret.VerifyTook = time.Since(start)
 		ret.Verification = &report
 		return report.String(), nil
 	}) {
 		return ret
 	}
-	verification := archive.Verification{At: r.now(), TableItems: report.TableItems, ArchivedItems: report.ArchivedItems, OK: report.OK()}
+	verification := Verification{At: r.now(), TableItems: report.TableItems, ArchivedItems: report.ArchivedItems, OK: report.OK()}
 
 	if !report.OK() {
 		// snapshot: the table's items, as rows that supersede the stream's.
@@ -471,7 +464,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 		}) {
 			return ret
 		}
-		var again archive.Report
+		var again Report
 		if !run(StepReverify, func() (string, error) {
 			c, err := r.Archive.Read(ctx, p)
 			if err != nil {
@@ -481,7 +474,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			if err != nil {
 				return "", err
 			}
-			again = archive.Verify(c.State, s.State)
+			again = Verify(c.State, s.State)
 			ret.Reverification = &again
 			return again.String(), nil
 		}) {
@@ -496,7 +489,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 		}
 		// The archive is complete now: compact it, but keep the table this
 		// run; a later run that verifies it without a snapshot retires it.
-		verification = archive.Verification{At: r.now(), TableItems: again.TableItems, ArchivedItems: again.ArchivedItems, OK: true, Snapshot: true}
+		verification = Verification{At: r.now(), TableItems: again.TableItems, ArchivedItems: again.ArchivedItems, OK: true, Snapshot: true}
 		run(StepCompact, func() (string, error) { return r.compact(ctx, &ret, p, pol, t.Name, verification) })
 		if ret.Err == nil {
 			ret.Outcome = Alarm
@@ -534,7 +527,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 	return ret
 }
 
-func (r *Rotator) compact(ctx context.Context, ret *Retirement, p archive.Partition, pol Policy, table string, v archive.Verification) (string, error) {
+func (r *Rotator) compact(ctx context.Context, ret *Retirement, p Partition, pol RotationPolicy, table string, v Verification) (string, error) {
 	c, err := r.Archive.Compact(ctx, p, pol.Compaction, table, v)
 	if err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package archiveparquet_test
+package archivelambda_test
 
 import (
 	"bytes"
@@ -19,7 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 )
 
@@ -27,23 +29,25 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 const bucket = "archive-test"
 
-func newArchiver(s3 archiveparquet.PutObjectAPI, logs *bytes.Buffer) *archiveparquet.Archiver {
+// newArchiver is the archiver as SetupArchiver wires it, over the bucket
+// named name of api.
+func newArchiver(api archives3.PutObjectAPI, name string, logs *bytes.Buffer) *archivelambda.Archiver {
 	if logs == nil {
 		logs = &bytes.Buffer{}
 	}
-	return &archiveparquet.Archiver{
-		S3: s3, Bucket: bucket, Log: slog.New(slog.NewJSONHandler(logs, nil)),
+	return &archivelambda.Archiver{
+		Files: archives3.Writer{S3: api, Bucket: name}, Log: slog.New(slog.NewJSONHandler(logs, nil)),
 		Metrics: emf.New(logs, "ddbpipe", map[string]string{"Function": "ArchiverFunction"}),
 		Now:     func() time.Time { return time.Date(2026, 12, 1, 0, 2, 0, 0, time.UTC) },
 	}
 }
 
 // readAll reads every archived object back, by key.
-func readAll(t *testing.T, m *memS3) map[string][]archive.Row {
+func readAll(t *testing.T, m *archivetest.MemS3) map[string][]archive.Row {
 	t.Helper()
 	out := map[string][]archive.Row{}
-	for _, k := range m.keys() {
-		rows, err := archiveparquet.ReadRows(t.Context(), m, bucket, k)
+	for _, k := range m.Keys() {
+		rows, err := archives3.ReadRows(t.Context(), m, bucket, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,19 +59,19 @@ func readAll(t *testing.T, m *memS3) map[string][]archive.Row {
 // The fixture goes through the handler as Lambda would deliver it (JSON),
 // and the rows read back from the Parquet file match the golden file.
 func TestHandleFixture(t *testing.T) {
-	ev := mustLoadEvent(t, "testdata/stream-event.json")
-	store := newMemS3()
+	ev := archivetest.MustLoadEvent(t, "testdata/stream-event.json")
+	store := archivetest.NewMemS3()
 	var logs bytes.Buffer
-	resp, err := newArchiver(store, &logs).Handle(t.Context(), ev)
+	resp, err := newArchiver(store, bucket, &logs).Handle(t.Context(), ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v; want success", resp, err)
 	}
 	wantKey := "table=ddbpipe-votes/month=2026-11/stream-2026-11-01T000000.000-0000000000004421584500000000017450439091.parquet"
-	if got := store.keys(); !reflect.DeepEqual(got, []string{wantKey}) {
+	if got := store.Keys(); !reflect.DeepEqual(got, []string{wantKey}) {
 		t.Fatalf("objects %v, want [%s]", got, wantKey)
 	}
-	meta := store.meta[wantKey]
-	if meta[archiveparquet.MetaFirstSequence] != "4421584500000000017450439091" || meta[archiveparquet.MetaLastSequence] != "4421584500000000017450439100" || meta[archiveparquet.MetaRows] != "3" {
+	meta := store.Meta(wantKey)
+	if meta[archives3.MetaFirstSequence] != "4421584500000000017450439091" || meta[archives3.MetaLastSequence] != "4421584500000000017450439100" || meta[archives3.MetaRows] != "3" {
 		t.Errorf("object metadata %v", meta)
 	}
 	got, err := json.MarshalIndent(readAll(t, store)[wantKey], "", "  ")
@@ -94,7 +98,7 @@ func TestHandleFixture(t *testing.T) {
 
 // objectsRecord is voteRecord moved to a non-monthly table, created at t.
 func objectsRecord(i int, at time.Time) events.DynamoDBEventRecord {
-	r := voteRecord(i)
+	r := archivetest.VoteRecord(i)
 	r.EventSourceArn = "arn:aws:dynamodb:us-east-1:000000000000:table/ddbpipe-objects/stream/2026-01-01T00:00:00.000"
 	r.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: at}
 	return r
@@ -115,8 +119,8 @@ func TestArchiveBatch(t *testing.T) {
 		}
 		return b
 	}
-	novKey := "table=ddbpipe-objects/month=2026-11/stream-2026-01-01T000000.000-" + archive.PadSequence(seq(0)) + ".parquet"
-	decKey := "table=ddbpipe-objects/month=2026-12/stream-2026-01-01T000000.000-" + archive.PadSequence(seq(5)) + ".parquet"
+	novKey := "table=ddbpipe-objects/month=2026-11/stream-2026-01-01T000000.000-" + archive.PadSequence(archivetest.Seq(0)) + ".parquet"
+	decKey := "table=ddbpipe-objects/month=2026-12/stream-2026-01-01T000000.000-" + archive.PadSequence(archivetest.Seq(5)) + ".parquet"
 	failOn := func(key string) func(string) error {
 		return func(k string) error {
 			if k == key {
@@ -141,16 +145,16 @@ func TestArchiveBatch(t *testing.T) {
 		poison   bool
 	}{
 		{name: "two months, two objects", wantKeys: []string{novKey, decKey}, wantRows: 10},
-		{name: "second object fails", failPut: failOn(decKey), wantKeys: []string{novKey}, wantRows: 5, failedAt: seq(5)},
-		{name: "first object fails: nothing after it is written", failPut: failOn(novKey), failedAt: seq(0)},
-		{name: "poison in the second run", change: poisonAt(7), wantKeys: []string{novKey, decKey}, wantRows: 7, failedAt: seq(7), poison: true},
-		{name: "poison first", change: poisonAt(0), failedAt: seq(0), poison: true},
+		{name: "second object fails", failPut: failOn(decKey), wantKeys: []string{novKey}, wantRows: 5, failedAt: archivetest.Seq(5)},
+		{name: "first object fails: nothing after it is written", failPut: failOn(novKey), failedAt: archivetest.Seq(0)},
+		{name: "poison in the second run", change: poisonAt(7), wantKeys: []string{novKey, decKey}, wantRows: 7, failedAt: archivetest.Seq(7), poison: true},
+		{name: "poison first", change: poisonAt(0), failedAt: archivetest.Seq(0), poison: true},
 		{name: "bad ARN is poison", change: func(b []events.DynamoDBEventRecord) { b[3].EventSourceArn = "arn:aws:sqs:x" },
-			wantKeys: []string{novKey}, wantRows: 3, failedAt: seq(3), poison: true},
+			wantKeys: []string{novKey}, wantRows: 3, failedAt: archivetest.Seq(3), poison: true},
 		{name: "unknown event name is poison", change: func(b []events.DynamoDBEventRecord) { b[9].EventName = "TRUNCATE" },
-			wantKeys: []string{novKey, decKey}, wantRows: 9, failedAt: seq(9), poison: true},
-		{name: "write failure before the poison wins", change: poisonAt(8), failPut: failOn(novKey), failedAt: seq(0)},
-		{name: "cancelled", cancel: true, failedAt: seq(0)},
+			wantKeys: []string{novKey, decKey}, wantRows: 9, failedAt: archivetest.Seq(9), poison: true},
+		{name: "write failure before the poison wins", change: poisonAt(8), failPut: failOn(novKey), failedAt: archivetest.Seq(0)},
+		{name: "cancelled", cancel: true, failedAt: archivetest.Seq(0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,7 +162,7 @@ func TestArchiveBatch(t *testing.T) {
 			if tt.change != nil {
 				tt.change(b)
 			}
-			store := newMemS3()
+			store := archivetest.NewMemS3()
 			store.FailPut = tt.failPut
 			ctx := t.Context()
 			if tt.cancel {
@@ -166,7 +170,7 @@ func TestArchiveBatch(t *testing.T) {
 				cancel()
 				ctx = c
 			}
-			a := newArchiver(store, nil)
+			a := newArchiver(store, bucket, nil)
 			res := a.Archive(ctx, b)
 			if res.FailedAt != tt.failedAt || res.Poison != tt.poison || (res.Err != nil) != (tt.failedAt != "") {
 				t.Errorf("Archive failedAt %q poison %v err %v; want %q, %v", res.FailedAt, res.Poison, res.Err, tt.failedAt, tt.poison)
@@ -174,7 +178,7 @@ func TestArchiveBatch(t *testing.T) {
 			if res.Archived != tt.wantRows || res.Records != 10 {
 				t.Errorf("archived %d of %d, want %d of 10", res.Archived, res.Records, tt.wantRows)
 			}
-			if got := store.keys(); !reflect.DeepEqual(got, tt.wantKeys) && len(got)+len(tt.wantKeys) > 0 {
+			if got := store.Keys(); !reflect.DeepEqual(got, tt.wantKeys) && len(got)+len(tt.wantKeys) > 0 {
 				t.Errorf("objects %v, want %v", got, tt.wantKeys)
 			}
 			rows := 0
@@ -186,7 +190,7 @@ func TestArchiveBatch(t *testing.T) {
 			}
 
 			// The handler reports the same record, by sequence number.
-			resp, err := newArchiver(newMemS3WithFail(tt.failPut), nil).Handle(ctx, events.DynamoDBEvent{Records: b})
+			resp, err := newArchiver(newMemS3WithFail(tt.failPut), bucket, nil).Handle(ctx, events.DynamoDBEvent{Records: b})
 			if err != nil {
 				t.Fatalf("Handle returned an error: %v", err)
 			}
@@ -201,14 +205,14 @@ func TestArchiveBatch(t *testing.T) {
 	}
 }
 
-func newMemS3WithFail(f func(string) error) *memS3 {
-	m := newMemS3()
+func newMemS3WithFail(f func(string) error) *archivetest.MemS3 {
+	m := archivetest.NewMemS3()
 	m.FailPut = f
 	return m
 }
 
 func TestHandleEmptyBatch(t *testing.T) {
-	resp, err := newArchiver(newMemS3(), nil).Handle(t.Context(), events.DynamoDBEvent{})
+	resp, err := newArchiver(archivetest.NewMemS3(), bucket, nil).Handle(t.Context(), events.DynamoDBEvent{})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Errorf("Handle(empty) = %+v, %v", resp, err)
 	}
@@ -221,11 +225,11 @@ func TestHandleEmptyBatch(t *testing.T) {
 // exactly once.
 func TestRetriesArchiveEachRecordOnce(t *testing.T) {
 	const total = 300
-	stream := voteBatch(0, total)
+	stream := archivetest.VoteBatch(0, total)
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(seed, 7))
-			store := newMemS3()
+			store := archivetest.NewMemS3()
 			landedButFailed := false
 			store.FailPut = func(string) error {
 				switch rnd.IntN(5) {
@@ -243,7 +247,7 @@ func TestRetriesArchiveEachRecordOnce(t *testing.T) {
 				}
 				return nil
 			}}
-			a := newArchiver(wrapped, nil)
+			a := newArchiver(wrapped, bucket, nil)
 			pos := 0
 			for steps := 0; pos < total; steps++ {
 				if steps > 10*total {
@@ -274,8 +278,8 @@ func TestRetriesArchiveEachRecordOnce(t *testing.T) {
 				}
 			}
 			for i := range total {
-				if n := seen[seq(i)]; n != 1 {
-					t.Fatalf("record %d archived %d times (%d objects)", i, n, len(store.keys()))
+				if n := seen[archivetest.Seq(i)]; n != 1 {
+					t.Fatalf("record %d archived %d times (%d objects)", i, n, len(store.Keys()))
 				}
 			}
 		})
@@ -284,14 +288,14 @@ func TestRetriesArchiveEachRecordOnce(t *testing.T) {
 
 // putAfterHook fails a put after it has landed, when after says so.
 type putAfterHook struct {
-	*memS3
+	*archivetest.MemS3
 	after func() error
 }
 
-var _ archiveparquet.PutObjectAPI = putAfterHook{}
+var _ archives3.PutObjectAPI = putAfterHook{}
 
 func (p putAfterHook) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
-	out, err := p.memS3.PutObject(ctx, in, opts...)
+	out, err := p.MemS3.PutObject(ctx, in, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -299,4 +303,18 @@ func (p putAfterHook) PutObject(ctx context.Context, in *s3.PutObjectInput, opts
 		return nil, err
 	}
 	return out, nil
+}
+
+// BenchmarkArchive measures the archiver's records per second for batches
+// of 100 vote records (conversion, Parquet encoding, an in-memory put).
+func BenchmarkArchive(b *testing.B) {
+	batch := archivetest.VoteBatch(0, 100)
+	a := newArchiver(archivetest.NewMemS3(), bucket, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := a.Archive(b.Context(), batch); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "records/s")
 }

@@ -1,4 +1,4 @@
-package rotation
+package archive
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
 // world is an in-memory DynamoDB, stream, Lambda and S3 with the behaviour
@@ -21,7 +19,7 @@ type world struct {
 	tables  map[string]*memTable
 	streams map[string][]streamRec // by stream ARN
 	subs    map[string]int         // stream ARN → mappings
-	files   map[string][]archive.Row
+	files   map[string][]Row
 	seq     int64
 	// deliver: subscriptions move stream records into the archive on pump.
 	deliver bool
@@ -30,17 +28,17 @@ type world struct {
 
 type memTable struct {
 	Table
-	items map[string]archive.Item // key JSON → item
+	items map[string]Item // key JSON → item
 }
 
 type streamRec struct {
 	StreamRecord
-	row       archive.Row
+	row       Row
 	delivered bool
 }
 
 func newWorld() *world {
-	return &world{tables: map[string]*memTable{}, streams: map[string][]streamRec{}, subs: map[string]int{}, files: map[string][]archive.Row{}, deliver: true}
+	return &world{tables: map[string]*memTable{}, streams: map[string][]streamRec{}, subs: map[string]int{}, files: map[string][]Row{}, deliver: true}
 }
 
 func (w *world) call(format string, a ...any) {
@@ -52,12 +50,12 @@ func (w *world) put(table, pk, sk string, votes int, t time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	mt := w.tables[table]
-	item := archive.Item{"pk": pk, "sk": sk, "votes": archive.Number(fmt.Sprint(votes))}
-	key, _ := archive.KeyJSON(item, "pk", "sk")
-	img, _ := archive.ImageJSON(item)
-	name := archive.EventInsert
+	item := Item{"pk": pk, "sk": sk, "votes": Number(fmt.Sprint(votes))}
+	key, _ := KeyJSON(item, "pk", "sk")
+	img, _ := ImageJSON(item)
+	name := EventInsert
 	if _, ok := mt.items[key]; ok {
-		name = archive.EventModify
+		name = EventModify
 	}
 	mt.items[key] = item
 	if !mt.StreamEnabled {
@@ -65,10 +63,10 @@ func (w *world) put(table, pk, sk string, votes int, t time.Time) {
 	}
 	w.seq++
 	seq := fmt.Sprintf("1%020d", w.seq)
-	p := archive.PartitionOf(table, t)
+	p := PartitionOf(table, t)
 	w.streams[mt.StreamARN] = append(w.streams[mt.StreamARN], streamRec{
 		StreamRecord: StreamRecord{Shard: "shard-0", SequenceNumber: seq, CreatedAt: t},
-		row: archive.Row{Table: p.Table, Month: p.Month, EventID: "e" + seq, EventName: name, SequenceNumber: seq,
+		row: Row{Table: p.Table, Month: p.Month, EventID: "e" + seq, EventName: name, SequenceNumber: seq,
 			ApproximateCreationTime: t, Keys: key, NewImage: img},
 	})
 }
@@ -85,7 +83,7 @@ func (w *world) pump() {
 		if w.subs[arn] == 0 {
 			continue
 		}
-		var rows []archive.Row
+		var rows []Row
 		for i := range recs {
 			if !recs[i].delivered {
 				recs[i].delivered = true
@@ -93,8 +91,8 @@ func (w *world) pump() {
 			}
 		}
 		if len(rows) > 0 {
-			p := archive.Partition{Table: rows[0].Table, Month: rows[0].Month}
-			w.files[archive.ObjectKey(p, "label", rows[0].SequenceNumber)] = rows
+			p := Partition{Table: rows[0].Table, Month: rows[0].Month}
+			w.files[ObjectKey(p, "label", rows[0].SequenceNumber)] = rows
 		}
 	}
 }
@@ -146,7 +144,7 @@ func (m memTables) Ensure(_ context.Context, s Spec) (Table, bool, error) {
 	}
 	m.w.call("create %s", s.Name)
 	t := &memTable{Table: Table{Name: s.Name, Status: "ACTIVE", StreamARN: "arn:stream/" + s.Name, StreamEnabled: true,
-		DeletionProtection: true, Capacity: s.Capacity}, items: map[string]archive.Item{}}
+		DeletionProtection: true, Capacity: s.Capacity}, items: map[string]Item{}}
 	m.w.tables[s.Name] = t
 	return t.Table, true, nil
 }
@@ -197,18 +195,18 @@ func (m memTables) Scan(_ context.Context, name string, keepImages bool) (Scan, 
 	if !ok {
 		return Scan{}, ErrNotFound
 	}
-	s := Scan{State: archive.State{}, Segments: 1}
+	s := Scan{State: State{}, Segments: 1}
 	if keepImages {
 		s.Images = map[string]string{}
 	}
 	for k, item := range t.items {
-		sum, err := archive.Checksum(item)
+		sum, err := Checksum(item)
 		if err != nil {
 			return Scan{}, err
 		}
 		s.State[k] = sum
 		if keepImages {
-			s.Images[k], _ = archive.ImageJSON(item)
+			s.Images[k], _ = ImageJSON(item)
 		}
 	}
 	return s, nil
@@ -259,22 +257,22 @@ func (m memSubs) Remove(_ context.Context, arn string) (int, error) {
 	return n, nil
 }
 
-// Archive.
+// Partitions.
 
 type memArchive struct{ w *world }
 
-var _ Archive = memArchive{}
+var _ Partitions = memArchive{}
 
-func (m memArchive) Read(_ context.Context, p archive.Partition) (Contents, error) {
+func (m memArchive) Read(_ context.Context, p Partition) (Contents, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
 	c := Contents{Sequences: map[string]bool{}}
-	replay := archive.NewReplay()
+	replay := NewReplay()
 	for k, rows := range m.w.files {
 		if !strings.HasPrefix(k, p.Prefix()) {
 			continue
 		}
-		c.Files = append(c.Files, archive.File{Key: k, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))})
+		c.Files = append(c.Files, File{Key: k, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))})
 		c.Rows += int64(len(rows))
 		for _, r := range rows {
 			if err := replay.Add(r); err != nil {
@@ -287,37 +285,37 @@ func (m memArchive) Read(_ context.Context, p archive.Partition) (Contents, erro
 	return c, nil
 }
 
-func (m memArchive) Compact(_ context.Context, p archive.Partition, pol archive.CompactionPolicy, table string, v archive.Verification) (Compaction, error) {
+func (m memArchive) Compact(_ context.Context, p Partition, pol CompactionPolicy, table string, v Verification) (Compaction, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
-	var files []archive.File
+	var files []File
 	for k, rows := range m.w.files {
 		if strings.HasPrefix(k, p.Prefix()) {
-			files = append(files, archive.File{Key: k, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))})
+			files = append(files, File{Key: k, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))})
 		}
 	}
 	c := Compaction{FilesBefore: len(files)}
-	live := map[string]archive.File{}
+	live := map[string]File{}
 	for _, f := range files {
 		live[f.Key] = f
 	}
 	var replaced []string
-	for _, mg := range archive.PlanCompaction(p, files, pol) {
-		var sets [][]archive.Row
+	for _, mg := range PlanCompaction(p, files, pol) {
+		var sets [][]Row
 		for _, in := range mg.Inputs {
 			sets = append(sets, m.w.files[in.Key])
 			delete(live, in.Key)
 			replaced = append(replaced, in.Key)
 		}
-		rows := archive.MergeRows(sets...)
+		rows := MergeRows(sets...)
 		m.w.files[mg.Output] = rows
-		live[mg.Output] = archive.File{Key: mg.Output, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))}
+		live[mg.Output] = File{Key: mg.Output, Rows: int64(len(rows)), Bytes: int64(100 * len(rows))}
 	}
-	var keep []archive.File
+	var keep []File
 	for _, f := range live {
 		keep = append(keep, f)
 	}
-	c.Manifest = archive.NewManifest(p, keep, replaced, v.At)
+	c.Manifest = NewManifest(p, keep, replaced, v.At)
 	c.Manifest.SourceTable, c.Manifest.Verification = table, &v
 	for _, k := range replaced {
 		delete(m.w.files, k)
@@ -327,18 +325,18 @@ func (m memArchive) Compact(_ context.Context, p archive.Partition, pol archive.
 	return c, nil
 }
 
-func (m memArchive) Write(_ context.Context, key string, rows []archive.Row) (archive.File, error) {
+func (m memArchive) Write(_ context.Context, key string, rows []Row) (File, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
 	m.w.files[key] = rows
-	return archive.File{Key: key, Rows: int64(len(rows))}, nil
+	return File{Key: key, Rows: int64(len(rows))}, nil
 }
 
 // rotator builds a rotator over the world with a pinned clock and no real
 // sleeping (each pause pumps the world, as time passing would).
 func (w *world) rotator(now time.Time) *Rotator {
 	return &Rotator{
-		Policy: Policy{Prefix: "app-votes", GraceDays: 2, DrainWait: time.Minute, DrainPoll: time.Second},
+		Policy: RotationPolicy{Prefix: "app-votes", GraceDays: 2, DrainWait: time.Minute, DrainPoll: time.Second},
 		Tables: memTables{w}, Streams: memStreams{w}, Subscriptions: memSubs{w}, Archive: memArchive{w},
 		Now:   func() time.Time { return now },
 		Sleep: func(ctx context.Context, d time.Duration) error { w.pump(); return ctx.Err() },
