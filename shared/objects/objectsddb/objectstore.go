@@ -1,6 +1,6 @@
 // Package objectsddb keeps the objects domain's table in DynamoDB: the
 // version items of each object (objects.Items) and the chunk items of
-// chunked payloads (objects.Chunks). Blobs live in S3 (package s3blob).
+// chunked payloads (objects.Chunks). Blobs live in S3 (package objectss3).
 //
 // # Items
 //

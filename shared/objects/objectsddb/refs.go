@@ -22,30 +22,18 @@ type SweepAPI interface {
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
-var _ SweepAPI = (*dynamodb.Client)(nil)
+var (
+	_ SweepAPI           = (*dynamodb.Client)(nil)
+	_ objects.SweepTable = (*Refs)(nil)
+)
 
 // attrUnreferencedSince is set on a chunk item by a sweep that found no
 // manifest naming it (MarkChunk): chunk items carry no time of their own,
 // and the mark is an upper bound of the time the chunk was written.
 const attrUnreferencedSince = "unreferencedSince"
 
-// Entry is one item of the table as a sweep sees it: the payloads a
-// version item references, or a chunk item.
-type Entry struct {
-	PK, SK string
-	// BlobKey is the bucket key an item's blob attribute names (a version
-	// item of an S3 placement; any other item naming a blob the same way,
-	// such as a pending upload, protects it too).
-	BlobKey string
-	// Manifest names a chunked version's chunks (WriteID and Count).
-	Manifest *objects.Manifest
-	// Chunk is set for a chunk item, with the mark of an earlier sweep
-	// (zero if none).
-	Chunk             *objects.ChunkOf
-	UnreferencedSince time.Time
-}
-
-// Refs reads the table for the orphan sweeper.
+// Refs reads the table's references for the orphan sweeper and for
+// objects.Check (objects.SweepTable).
 type Refs struct {
 	db    SweepAPI
 	table string
@@ -59,15 +47,15 @@ type Refs struct {
 // NewRefs returns a reader of the table's references.
 func NewRefs(db SweepAPI, table string) *Refs { return &Refs{db: db, table: table, Segments: 4} }
 
-// Scan reads every item of the table with a strongly consistent, parallel
+// Scan implements objects.RefScanner. It reads every item of the table with a strongly consistent, parallel
 // Scan that projects only the keys and the references (the payloads stay
 // on the server; DynamoDB still bills the whole items), and calls fn for
 // each, one call at a time. A reference committed before Scan began is
 // seen (consistent reads), unless its item is removed meanwhile.
-func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
+func (r *Refs) Scan(ctx context.Context, fn func(objects.ItemRef)) error {
 	names := map[string]string{
 		"#pk": attrPK, "#sk": attrSK, "#b": attrBlob, "#k": attrKey, "#m": attrManifest, "#n": attrCount,
-		"#w": attrWriteID, "#u": attrUnreferencedSince,
+		"#w": attrWriteID, "#u": attrUnreferencedSince, "#v": attrVersion, "#d": attrDeleted,
 	}
 	segments := max(r.Segments, 1)
 	ctx, cancel := context.WithCancel(ctx)
@@ -81,7 +69,7 @@ func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
 		wg.Go(func() {
 			in := &dynamodb.ScanInput{
 				TableName:                aws.String(r.table),
-				ProjectionExpression:     aws.String("#pk, #sk, #b.#k, #m.#n, #w, #u"),
+				ProjectionExpression:     aws.String("#pk, #sk, #b.#k, #m.#n, #w, #u, #v, #d"),
 				ExpressionAttributeNames: names,
 				ConsistentRead:           aws.Bool(true),
 				Segment:                  aws.Int32(int32(seg)),
@@ -102,7 +90,7 @@ func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
 					cancel()
 					return
 				}
-				entries := make([]Entry, 0, len(page.Items))
+				entries := make([]objects.ItemRef, 0, len(page.Items))
 				for _, item := range page.Items {
 					if e, ok := entry(item); ok {
 						entries = append(entries, e)
@@ -122,16 +110,16 @@ func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
 
 // entry reads a projected item; ok is false for an item without a string
 // key (never written by us).
-func entry(item map[string]types.AttributeValue) (Entry, bool) {
+func entry(item map[string]types.AttributeValue) (objects.ItemRef, bool) {
 	a := &attrs{m: item}
-	e := Entry{PK: a.str(attrPK), SK: a.str(attrSK)}
+	e := objects.ItemRef{PK: a.str(attrPK), SK: a.str(attrSK)}
 	if a.err != nil || e.PK == "" {
-		return Entry{}, false
+		return objects.ItemRef{}, false
 	}
 	if e.SK == objects.ChunkSortKey {
 		c, ok := objects.ParseChunkKey(e.PK)
 		if !ok {
-			return Entry{}, false
+			return objects.ItemRef{}, false
 		}
 		e.Chunk = &c
 		if t := a.str(attrUnreferencedSince); t != "" {
@@ -141,6 +129,7 @@ func entry(item map[string]types.AttributeValue) (Entry, bool) {
 		}
 		return e, true
 	}
+	e.Version, e.WriteID, e.Deleted = a.num(attrVersion), a.str(attrWriteID), a.bool(attrDeleted)
 	if b, ok := a.sub(attrBlob); ok {
 		e.BlobKey = b.str(attrKey)
 	}

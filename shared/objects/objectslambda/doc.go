@@ -1,8 +1,11 @@
-// Package objectslambda serves the large-object store: the HTTP API's
-// /objects routes (HTTP) and the bucket's ObjectCreated events that finalize
-// presigned uploads (Finalize). Both are adapters: the request is read,
-// the objects domain does the work, and errors become responses in one
-// place (HTTP.fail, Finalize.Handle).
+// Package objectslambda is the objects flow's Lambda handlers and their
+// Setups: the HTTP API's /objects routes (HTTP), the bucket's
+// ObjectCreated events that finalize presigned uploads (Finalize), the
+// table's stream whose removed versions free their payloads (Reaper), and
+// the schedule of the orphan sweeper (Sweeper). All are adapters: the
+// event is read, the objects domain does the work, and errors become
+// responses in one place (HTTP.fail, Finalize.Handle, Reaper.report,
+// Sweeper.report).
 //
 // # HTTP contract
 //

@@ -1,8 +1,9 @@
 // Package objectss3 keeps the objects domain's blobs in S3: write-once puts
 // (If-None-Match: *) carrying their SHA-256 for S3 to check, reads verified
-// against the reference, deletes of the exact version, listings for the
-// orphan sweeper, and presigned URLs for uploads and downloads that are too
-// big for a Lambda payload.
+// against the reference, deletes of the exact version, presigned URLs for
+// uploads and downloads that are too big for a Lambda payload, and (Bucket)
+// the listing and deleting of every version that the orphan sweeper and
+// objects.Check need.
 //
 // Blob metadata (x-amz-meta-*):
 //
