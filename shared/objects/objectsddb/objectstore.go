@@ -1,6 +1,11 @@
-// Package objectsddb keeps the objects domain's table in DynamoDB: the
-// version items of each object (objects.Items) and the chunk items of
-// chunked payloads (objects.Chunks). Blobs live in S3 (package objectss3).
+// Package objectsddb is the objects domain's one DynamoDB adapter, for the
+// objects table and every item kind it holds: the version items of each
+// object (objects.Items) and the chunk items of chunked payloads
+// (objects.Chunks), both kept by Store; the presigned uploads' intents
+// (objects.Uploads), kept by Uploads; and the references the orphan
+// sweeper and objects.Check read (objects.SweepTable), by Refs. Each type
+// declares the few client calls it makes, so each function's policy can
+// grant just those. Blobs live in S3 (package objectss3).
 //
 // # Items
 //

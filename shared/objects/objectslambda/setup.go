@@ -8,7 +8,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
-	"github.com/ddbpipe/ddbpipe/shared/objects/uploadsddb"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
@@ -47,7 +46,7 @@ func objectsServices(env lambdafn.Env, c objectsConfig) (*objects.Uploader, *obj
 	table := objectsddb.New(db, c.table)
 	store := &objects.Store{Items: table, Chunks: table, Blobs: blobs, Policy: c.policy, MaxVersions: c.maxVersions, Log: env.Log}
 	transfers := objectss3.TransfersFromClient(s3c, blobs)
-	up := &objects.Uploader{Store: store, Uploads: uploadsddb.New(db, c.table), Bucket: transfers, Log: env.Log}
+	up := &objects.Uploader{Store: store, Uploads: objectsddb.NewUploads(db, c.table), Bucket: transfers, Log: env.Log}
 	return up, transfers
 }
 

@@ -1,5 +1,34 @@
-// Package uploadsddb keeps the objects domain's upload intents
-// (objects.Uploads) in the objects table in DynamoDB, one item per upload:
+package objectsddb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+)
+
+// UploadsAPI is the part of the DynamoDB client Uploads uses;
+// *dynamodb.Client satisfies it.
+type UploadsAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+var (
+	_ UploadsAPI      = (*dynamodb.Client)(nil)
+	_ objects.Uploads = (*Uploads)(nil)
+)
+
+// Uploads keeps the objects domain's upload intents (objects.Uploads) in
+// the objects table, one item per upload:
 //
 //	pk = upload#<id>   sk = u
 //
@@ -28,63 +57,27 @@
 //	createdAt    S, deadline S   RFC 3339
 //	expiresAt    N  epoch seconds (TTL)
 //	claimedUntil N  epoch milliseconds: a finalizer's lease
-package uploadsddb
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
-)
-
-// API is the part of the DynamoDB client the store uses; *dynamodb.Client
-// satisfies it.
-type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
-var (
-	_ API             = (*dynamodb.Client)(nil)
-	_ objects.Uploads = (*Store)(nil)
-)
-
-// Store keeps upload intents in one table.
-type Store struct {
-	api   API
+type Uploads struct {
+	api   UploadsAPI
 	table string
 }
 
-// New returns a store over the objects table.
-func New(api API, table string) *Store { return &Store{api: api, table: table} }
+// NewUploads returns the upload intents of the objects table.
+func NewUploads(api UploadsAPI, table string) *Uploads { return &Uploads{api: api, table: table} }
 
-// PartitionPrefix and SortKey name upload items.
+// UploadPartitionPrefix and UploadSortKey name upload items.
 const (
-	PartitionPrefix = "upload#"
-	SortKey         = "u"
+	UploadPartitionPrefix = "upload#"
+	UploadSortKey         = "u"
 )
 
 // IsUploadItem reports whether a table key is an upload item's.
 func IsUploadItem(pk, sk string) bool {
-	return sk == SortKey && len(pk) > len(PartitionPrefix) && pk[:len(PartitionPrefix)] == PartitionPrefix
+	return sk == UploadSortKey && len(pk) > len(UploadPartitionPrefix) && pk[:len(UploadPartitionPrefix)] == UploadPartitionPrefix
 }
 
-func itemKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": str(PartitionPrefix + id), "sk": str(SortKey)}
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+func uploadKey(id string) map[string]types.AttributeValue {
+	return key(UploadPartitionPrefix+id, UploadSortKey)
 }
 
 func isCondFailed(err error) bool {
@@ -92,16 +85,8 @@ func isCondFailed(err error) bool {
 	return errors.As(err, &ccf)
 }
 
-// classify marks refusals for load as the domain's throttling.
-func classify(err error) error {
-	if awserr.IsDynamoDBThrottle(err) {
-		return fmt.Errorf("%w: %w", objects.ErrThrottled, err)
-	}
-	return err
-}
-
-func encode(u objects.Upload) map[string]types.AttributeValue {
-	item := itemKey(u.ID)
+func encodeUpload(u objects.Upload) map[string]types.AttributeValue {
+	item := uploadKey(u.ID)
 	item["key"] = str(u.Key)
 	item["size"] = num(u.Size)
 	item["sha256"] = str(u.SHA256.String())
@@ -122,7 +107,7 @@ func encode(u objects.Upload) map[string]types.AttributeValue {
 	return item
 }
 
-func decode(item map[string]types.AttributeValue) (objects.Upload, error) {
+func decodeUpload(item map[string]types.AttributeValue) (objects.Upload, error) {
 	var u objects.Upload
 	var errs []error
 	s := func(name string) string {
@@ -151,9 +136,9 @@ func decode(item map[string]types.AttributeValue) (objects.Upload, error) {
 	}
 	pk := s("pk")
 	if !IsUploadItem(pk, s("sk")) {
-		return u, fmt.Errorf("uploadstore: item %q/%q is not an upload", pk, s("sk"))
+		return u, fmt.Errorf("objectsddb: item %q/%q is not an upload", pk, s("sk"))
 	}
-	u.ID = pk[len(PartitionPrefix):]
+	u.ID = pk[len(UploadPartitionPrefix):]
 	u.Key = s("key")
 	u.Size, _ = n("size")
 	sum, err := objects.ParseSum(s("sha256"))
@@ -186,43 +171,43 @@ func decode(item map[string]types.AttributeValue) (objects.Upload, error) {
 		u.ClaimedUntil = time.UnixMilli(v).UTC()
 	}
 	if len(errs) > 0 {
-		return u, fmt.Errorf("uploadstore: upload %s: %w", u.ID, errors.Join(errs...))
+		return u, fmt.Errorf("objectsddb: upload %s: %w", u.ID, errors.Join(errs...))
 	}
 	return u, nil
 }
 
 // CreateUpload implements objects.Uploads.
-func (s *Store) CreateUpload(ctx context.Context, u objects.Upload) error {
+func (s *Uploads) CreateUpload(ctx context.Context, u objects.Upload) error {
 	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: encode(u),
+		TableName: aws.String(s.table), Item: encodeUpload(u),
 		ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
 	if isCondFailed(err) {
-		return fmt.Errorf("uploadstore: create %s: %w", u.ID, objects.ErrUploadExists)
+		return fmt.Errorf("objectsddb: create %s: %w", u.ID, objects.ErrUploadExists)
 	}
 	if err != nil {
-		return fmt.Errorf("uploadstore: create %s: %w", u.ID, classify(err))
+		return fmt.Errorf("objectsddb: create %s: %w", u.ID, classify(err))
 	}
 	return nil
 }
 
 // GetUpload implements objects.Uploads.
-func (s *Store) GetUpload(ctx context.Context, id string) (objects.Upload, bool, error) {
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: itemKey(id), ConsistentRead: aws.Bool(true)})
+func (s *Uploads) GetUpload(ctx context.Context, id string) (objects.Upload, bool, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: uploadKey(id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return objects.Upload{}, false, fmt.Errorf("uploadstore: get %s: %w", id, classify(err))
+		return objects.Upload{}, false, fmt.Errorf("objectsddb: get %s: %w", id, classify(err))
 	}
 	if len(out.Item) == 0 {
 		return objects.Upload{}, false, nil
 	}
-	u, err := decode(out.Item)
+	u, err := decodeUpload(out.Item)
 	return u, err == nil, err
 }
 
 // ClaimUpload implements objects.Uploads with one conditional update.
-func (s *Store) ClaimUpload(ctx context.Context, id string, now, until time.Time) (objects.Upload, bool, error) {
+func (s *Uploads) ClaimUpload(ctx context.Context, id string, now, until time.Time) (objects.Upload, bool, error) {
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: itemKey(id),
+		TableName: aws.String(s.table), Key: uploadKey(id),
 		UpdateExpression:         aws.String("SET claimedUntil = :until"),
 		ConditionExpression:      aws.String("attribute_exists(pk) AND #state = :pending AND (attribute_not_exists(claimedUntil) OR claimedUntil < :now)"),
 		ExpressionAttributeNames: map[string]string{"#state": "state"},
@@ -233,35 +218,35 @@ func (s *Store) ClaimUpload(ctx context.Context, id string, now, until time.Time
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		u, err := decode(out.Attributes)
+		u, err := decodeUpload(out.Attributes)
 		return u, err == nil, err
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return objects.Upload{}, false, fmt.Errorf("uploadstore: claim %s: %w", id, classify(err))
+		return objects.Upload{}, false, fmt.Errorf("objectsddb: claim %s: %w", id, classify(err))
 	}
 	if len(ccf.Item) == 0 {
-		return objects.Upload{}, false, fmt.Errorf("uploadstore: claim %s: %w", id, objects.ErrNotFound)
+		return objects.Upload{}, false, fmt.Errorf("objectsddb: claim %s: %w", id, objects.ErrNotFound)
 	}
-	u, err := decode(ccf.Item)
+	u, err := decodeUpload(ccf.Item)
 	if err != nil {
 		return objects.Upload{}, false, err
 	}
 	if u.State == objects.UploadPending {
-		return u, false, fmt.Errorf("uploadstore: claim %s: held until %s: %w", id, u.ClaimedUntil.Format(time.RFC3339), objects.ErrUploadBusy)
+		return u, false, fmt.Errorf("objectsddb: claim %s: held until %s: %w", id, u.ClaimedUntil.Format(time.RFC3339), objects.ErrUploadBusy)
 	}
 	return u, false, nil
 }
 
 // SettleUpload implements objects.Uploads.
-func (s *Store) SettleUpload(ctx context.Context, u objects.Upload) error {
+func (s *Uploads) SettleUpload(ctx context.Context, u objects.Upload) error {
 	vals := map[string]types.AttributeValue{
 		":state": str(string(u.State)), ":pending": str(string(objects.UploadPending)),
 		":version": num(u.Version), ":current": num(u.Current),
 		":reason": str(u.Reason), ":detail": str(u.Detail),
 	}
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: itemKey(u.ID),
+		TableName: aws.String(s.table), Key: uploadKey(u.ID),
 		UpdateExpression:    aws.String("SET #state = :state, #version = :version, #current = :current, #reason = :reason, #detail = :detail REMOVE claimedUntil"),
 		ConditionExpression: aws.String("#state = :pending"),
 		ExpressionAttributeNames: map[string]string{
@@ -270,7 +255,7 @@ func (s *Store) SettleUpload(ctx context.Context, u objects.Upload) error {
 		ExpressionAttributeValues: vals,
 	})
 	if err != nil && !isCondFailed(err) {
-		return fmt.Errorf("uploadstore: settle %s: %w", u.ID, classify(err))
+		return fmt.Errorf("objectsddb: settle %s: %w", u.ID, classify(err))
 	}
 	return nil
 }
