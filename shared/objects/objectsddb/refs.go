@@ -2,16 +2,17 @@ package objectsddb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
 // SweepAPI is the part of the DynamoDB client the orphan sweeper uses;
@@ -53,9 +54,14 @@ func NewRefs(db SweepAPI, table string) *Refs { return &Refs{db: db, table: tabl
 // each, one call at a time. A reference committed before Scan began is
 // seen (consistent reads), unless its item is removed meanwhile.
 func (r *Refs) Scan(ctx context.Context, fn func(objects.ItemRef)) error {
-	names := map[string]string{
-		"#pk": attrPK, "#sk": attrSK, "#b": attrBlob, "#k": attrKey, "#m": attrManifest, "#n": attrCount,
-		"#w": attrWriteID, "#u": attrUnreferencedSince, "#v": attrVersion, "#d": attrDeleted,
+	// The keys and the references only, with the blob's key and the
+	// manifest's count (nested paths).
+	proj := expression.NamesList(expression.Name(attrPK), expression.Name(attrSK),
+		expression.Name(attrBlob+"."+attrKey), expression.Name(attrManifest+"."+attrCount),
+		expression.Name(attrWriteID), expression.Name(attrUnreferencedSince), expression.Name(attrVersion), expression.Name(attrDeleted))
+	expr, err := expression.NewBuilder().WithProjection(proj).Build()
+	if err != nil {
+		return fmt.Errorf("objectsddb: scan %s: %w", r.table, err)
 	}
 	segments := max(r.Segments, 1)
 	ctx, cancel := context.WithCancel(ctx)
@@ -69,8 +75,8 @@ func (r *Refs) Scan(ctx context.Context, fn func(objects.ItemRef)) error {
 		wg.Go(func() {
 			in := &dynamodb.ScanInput{
 				TableName:                aws.String(r.table),
-				ProjectionExpression:     aws.String("#pk, #sk, #b.#k, #m.#n, #w, #u, #v, #d"),
-				ExpressionAttributeNames: names,
+				ProjectionExpression:     expr.Projection(),
+				ExpressionAttributeNames: expr.Names(),
 				ConsistentRead:           aws.Bool(true),
 				Segment:                  aws.Int32(int32(seg)),
 				TotalSegments:            aws.Int32(int32(segments)),
@@ -84,7 +90,7 @@ func (r *Refs) Scan(ctx context.Context, fn func(objects.ItemRef)) error {
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
-						firstErr = fmt.Errorf("objectstore: scan %s segment %d: %w", r.table, seg, classify(err))
+						firstErr = fmt.Errorf("objectsddb: scan %s segment %d: %w", r.table, seg, classify(err))
 					}
 					mu.Unlock()
 					cancel()
@@ -152,12 +158,11 @@ func (r *Refs) MarkChunk(ctx context.Context, pk string, at time.Time) (marked b
 		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#u": attrUnreferencedSince},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(at.UTC().Format(time.RFC3339Nano))},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if awserr.IsConditionFailed(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("objectstore: mark chunk %s: %w", pk, classify(err))
+		return false, fmt.Errorf("objectsddb: mark chunk %s: %w", pk, classify(err))
 	}
 	return true, nil
 }
@@ -172,12 +177,11 @@ func (r *Refs) DeleteChunk(ctx context.Context, pk string, markedAt time.Time) (
 		ExpressionAttributeNames:  map[string]string{"#u": attrUnreferencedSince},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(markedAt.UTC().Format(time.RFC3339Nano))},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if awserr.IsConditionFailed(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("objectstore: delete chunk %s: %w", pk, classify(err))
+		return false, fmt.Errorf("objectsddb: delete chunk %s: %w", pk, classify(err))
 	}
 	return true, nil
 }

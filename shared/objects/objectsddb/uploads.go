@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
 // UploadsAPI is the part of the DynamoDB client Uploads uses;
@@ -73,102 +76,90 @@ const (
 
 // IsUploadItem reports whether a table key is an upload item's.
 func IsUploadItem(pk, sk string) bool {
-	return sk == UploadSortKey && len(pk) > len(UploadPartitionPrefix) && pk[:len(UploadPartitionPrefix)] == UploadPartitionPrefix
+	return sk == UploadSortKey && len(pk) > len(UploadPartitionPrefix) && strings.HasPrefix(pk, UploadPartitionPrefix)
 }
 
 func uploadKey(id string) map[string]types.AttributeValue {
 	return key(UploadPartitionPrefix+id, UploadSortKey)
 }
 
-func isCondFailed(err error) bool {
-	var ccf *types.ConditionalCheckFailedException
-	return errors.As(err, &ccf)
+// uploadItem is an upload item as the table holds it (the attributes
+// above), marshalled with attributevalue.
+type uploadItem struct {
+	PK           string    `dynamodbav:"pk"`
+	SK           string    `dynamodbav:"sk"`
+	Key          string    `dynamodbav:"key"`
+	Size         int64     `dynamodbav:"size"`
+	SHA256       string    `dynamodbav:"sha256"`
+	ContentType  string    `dynamodbav:"contentType"`
+	IfMatch      *int64    `dynamodbav:"ifMatch,omitempty"`
+	Blob         blobName  `dynamodbav:"blob"`
+	MultipartID  string    `dynamodbav:"multipartId,omitempty"`
+	PartSize     int64     `dynamodbav:"partSize,omitempty"`
+	Parts        int       `dynamodbav:"parts,omitempty"`
+	State        string    `dynamodbav:"state"`
+	Version      int64     `dynamodbav:"version,omitempty"`
+	Reason       string    `dynamodbav:"reason,omitempty"`
+	Detail       string    `dynamodbav:"detail,omitempty"`
+	Current      int64     `dynamodbav:"current,omitempty"`
+	CreatedAt    string    `dynamodbav:"createdAt"`
+	Deadline     string    `dynamodbav:"deadline"`
+	ExpiresAt    time.Time `dynamodbav:"expiresAt,unixtime"`
+	ClaimedUntil *int64    `dynamodbav:"claimedUntil,omitempty"` // epoch milliseconds
 }
 
-func encodeUpload(u objects.Upload) map[string]types.AttributeValue {
-	item := uploadKey(u.ID)
-	item["key"] = str(u.Key)
-	item["size"] = num(u.Size)
-	item["sha256"] = str(u.SHA256.String())
-	item["contentType"] = str(u.ContentType)
-	if u.IfMatch != nil {
-		item["ifMatch"] = num(*u.IfMatch)
+// blobName names a blob the way version items do (blob.key).
+type blobName struct {
+	Key string `dynamodbav:"key"`
+}
+
+func encodeUpload(u objects.Upload) (map[string]types.AttributeValue, error) {
+	it := uploadItem{
+		PK: UploadPartitionPrefix + u.ID, SK: UploadSortKey,
+		Key: u.Key, Size: u.Size, SHA256: u.SHA256.String(), ContentType: u.ContentType, IfMatch: u.IfMatch,
+		Blob: blobName{Key: u.BlobKey}, State: string(u.State),
+		CreatedAt: u.CreatedAt.UTC().Format(time.RFC3339Nano), Deadline: u.Deadline.UTC().Format(time.RFC3339Nano),
+		ExpiresAt: u.ExpiresAt,
 	}
-	item["blob"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"key": str(u.BlobKey)}}
 	if u.MultipartID != "" {
-		item["multipartId"] = str(u.MultipartID)
-		item["partSize"] = num(u.PartSize)
-		item["parts"] = num(int64(u.Parts))
+		it.MultipartID, it.PartSize, it.Parts = u.MultipartID, u.PartSize, u.Parts
 	}
-	item["state"] = str(string(u.State))
-	item["createdAt"] = str(u.CreatedAt.UTC().Format(time.RFC3339Nano))
-	item["deadline"] = str(u.Deadline.UTC().Format(time.RFC3339Nano))
-	item["expiresAt"] = num(u.ExpiresAt.Unix())
-	return item
+	item, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, fmt.Errorf("objectsddb: upload %s: %w", u.ID, err)
+	}
+	return item, nil
 }
 
 func decodeUpload(item map[string]types.AttributeValue) (objects.Upload, error) {
-	var u objects.Upload
+	var it uploadItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return objects.Upload{}, fmt.Errorf("objectsddb: upload item: %w", err)
+	}
+	if !IsUploadItem(it.PK, it.SK) {
+		return objects.Upload{}, fmt.Errorf("objectsddb: item %q/%q is not an upload", it.PK, it.SK)
+	}
+	u := objects.Upload{
+		ID: it.PK[len(UploadPartitionPrefix):], Key: it.Key, Size: it.Size, ContentType: it.ContentType, IfMatch: it.IfMatch,
+		BlobKey: it.Blob.Key, MultipartID: it.MultipartID, PartSize: it.PartSize, Parts: it.Parts,
+		State: objects.UploadState(it.State), Version: it.Version, Reason: it.Reason, Detail: it.Detail, Current: it.Current,
+	}
 	var errs []error
-	s := func(name string) string {
-		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
-			return v.Value
-		}
-		return ""
-	}
-	n := func(name string) (int64, bool) {
-		v, ok := item[name].(*types.AttributeValueMemberN)
-		if !ok {
-			return 0, false
-		}
-		x, err := strconv.ParseInt(v.Value, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
-		return x, true
-	}
-	t := func(name string) time.Time {
-		x, err := time.Parse(time.RFC3339Nano, s(name))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
-		return x
-	}
-	pk := s("pk")
-	if !IsUploadItem(pk, s("sk")) {
-		return u, fmt.Errorf("objectsddb: item %q/%q is not an upload", pk, s("sk"))
-	}
-	u.ID = pk[len(UploadPartitionPrefix):]
-	u.Key = s("key")
-	u.Size, _ = n("size")
-	sum, err := objects.ParseSum(s("sha256"))
-	if err != nil {
+	var err error
+	if u.SHA256, err = objects.ParseSum(it.SHA256); err != nil {
 		errs = append(errs, err)
 	}
-	u.SHA256 = sum
-	u.ContentType = s("contentType")
-	if v, ok := n("ifMatch"); ok {
-		u.IfMatch = &v
+	if u.CreatedAt, err = time.Parse(time.RFC3339Nano, it.CreatedAt); err != nil {
+		errs = append(errs, fmt.Errorf("createdAt: %w", err))
 	}
-	if b, ok := item["blob"].(*types.AttributeValueMemberM); ok {
-		if k, ok := b.Value["key"].(*types.AttributeValueMemberS); ok {
-			u.BlobKey = k.Value
-		}
+	if u.Deadline, err = time.Parse(time.RFC3339Nano, it.Deadline); err != nil {
+		errs = append(errs, fmt.Errorf("deadline: %w", err))
 	}
-	u.MultipartID = s("multipartId")
-	u.PartSize, _ = n("partSize")
-	parts, _ := n("parts")
-	u.Parts = int(parts)
-	u.State = objects.UploadState(s("state"))
-	u.Version, _ = n("version")
-	u.Reason, u.Detail = s("reason"), s("detail")
-	u.Current, _ = n("current")
-	u.CreatedAt, u.Deadline = t("createdAt"), t("deadline")
-	if v, ok := n("expiresAt"); ok {
-		u.ExpiresAt = time.Unix(v, 0).UTC()
+	if _, ok := item["expiresAt"]; ok {
+		u.ExpiresAt = it.ExpiresAt.UTC()
 	}
-	if v, ok := n("claimedUntil"); ok {
-		u.ClaimedUntil = time.UnixMilli(v).UTC()
+	if it.ClaimedUntil != nil {
+		u.ClaimedUntil = time.UnixMilli(*it.ClaimedUntil).UTC()
 	}
 	if len(errs) > 0 {
 		return u, fmt.Errorf("objectsddb: upload %s: %w", u.ID, errors.Join(errs...))
@@ -178,15 +169,20 @@ func decodeUpload(item map[string]types.AttributeValue) (objects.Upload, error) 
 
 // CreateUpload implements objects.Uploads.
 func (s *Uploads) CreateUpload(ctx context.Context, u objects.Upload) error {
-	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: encodeUpload(u),
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	item, err := encodeUpload(u)
+	if err != nil {
+		return err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item,
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 	})
-	if isCondFailed(err) {
-		return fmt.Errorf("objectsddb: create %s: %w", u.ID, objects.ErrUploadExists)
+	if awserr.IsConditionFailed(err) {
+		return fmt.Errorf("objectsddb: create upload %s: %w", u.ID, objects.ErrUploadExists)
 	}
 	if err != nil {
-		return fmt.Errorf("objectsddb: create %s: %w", u.ID, classify(err))
+		return fmt.Errorf("objectsddb: create upload %s: %w", u.ID, classify(err))
 	}
 	return nil
 }
@@ -195,7 +191,7 @@ func (s *Uploads) CreateUpload(ctx context.Context, u objects.Upload) error {
 func (s *Uploads) GetUpload(ctx context.Context, id string) (objects.Upload, bool, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: uploadKey(id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return objects.Upload{}, false, fmt.Errorf("objectsddb: get %s: %w", id, classify(err))
+		return objects.Upload{}, false, fmt.Errorf("objectsddb: get upload %s: %w", id, classify(err))
 	}
 	if len(out.Item) == 0 {
 		return objects.Upload{}, false, nil
@@ -204,16 +200,24 @@ func (s *Uploads) GetUpload(ctx context.Context, id string) (objects.Upload, boo
 	return u, err == nil, err
 }
 
-// ClaimUpload implements objects.Uploads with one conditional update.
+// ClaimUpload implements objects.Uploads with one conditional update: the
+// lease is taken only from a pending upload whose lease is over.
 func (s *Uploads) ClaimUpload(ctx context.Context, id string, now, until time.Time) (objects.Upload, bool, error) {
+	claimed := expression.Name("claimedUntil")
+	cond := expression.AttributeExists(expression.Name(attrPK)).
+		And(expression.Name("state").Equal(expression.Value(string(objects.UploadPending)))).
+		And(expression.Or(expression.AttributeNotExists(claimed), claimed.LessThan(expression.Value(now.UnixMilli()))))
+	expr, err := expression.NewBuilder().
+		WithUpdate(expression.Set(claimed, expression.Value(until.UnixMilli()))).
+		WithCondition(cond).
+		Build()
+	if err != nil {
+		return objects.Upload{}, false, fmt.Errorf("objectsddb: claim upload %s: %w", id, err)
+	}
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: uploadKey(id),
-		UpdateExpression:         aws.String("SET claimedUntil = :until"),
-		ConditionExpression:      aws.String("attribute_exists(pk) AND #state = :pending AND (attribute_not_exists(claimedUntil) OR claimedUntil < :now)"),
-		ExpressionAttributeNames: map[string]string{"#state": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":until": num(until.UnixMilli()), ":now": num(now.UnixMilli()), ":pending": str(string(objects.UploadPending)),
-		},
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -222,40 +226,43 @@ func (s *Uploads) ClaimUpload(ctx context.Context, id string, now, until time.Ti
 		return u, err == nil, err
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return objects.Upload{}, false, fmt.Errorf("objectsddb: claim %s: %w", id, classify(err))
+	if !errors.As(err, &ccf) { // the typed error: it carries the item as it is
+		return objects.Upload{}, false, fmt.Errorf("objectsddb: claim upload %s: %w", id, classify(err))
 	}
 	if len(ccf.Item) == 0 {
-		return objects.Upload{}, false, fmt.Errorf("objectsddb: claim %s: %w", id, objects.ErrNotFound)
+		return objects.Upload{}, false, fmt.Errorf("objectsddb: claim upload %s: %w", id, objects.ErrNotFound)
 	}
 	u, err := decodeUpload(ccf.Item)
 	if err != nil {
 		return objects.Upload{}, false, err
 	}
 	if u.State == objects.UploadPending {
-		return u, false, fmt.Errorf("objectsddb: claim %s: held until %s: %w", id, u.ClaimedUntil.Format(time.RFC3339), objects.ErrUploadBusy)
+		return u, false, fmt.Errorf("objectsddb: claim upload %s: held until %s: %w", id, u.ClaimedUntil.Format(time.RFC3339), objects.ErrUploadBusy)
 	}
 	return u, false, nil
 }
 
-// SettleUpload implements objects.Uploads.
+// SettleUpload implements objects.Uploads: the outcome is written only on
+// a pending upload, and its lease is dropped.
 func (s *Uploads) SettleUpload(ctx context.Context, u objects.Upload) error {
-	vals := map[string]types.AttributeValue{
-		":state": str(string(u.State)), ":pending": str(string(objects.UploadPending)),
-		":version": num(u.Version), ":current": num(u.Current),
-		":reason": str(u.Reason), ":detail": str(u.Detail),
+	upd := expression.Set(expression.Name("state"), expression.Value(string(u.State))).
+		Set(expression.Name("version"), expression.Value(u.Version)).
+		Set(expression.Name("current"), expression.Value(u.Current)).
+		Set(expression.Name("reason"), expression.Value(u.Reason)).
+		Set(expression.Name("detail"), expression.Value(u.Detail)).
+		Remove(expression.Name("claimedUntil"))
+	cond := expression.Name("state").Equal(expression.Value(string(objects.UploadPending)))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return fmt.Errorf("objectsddb: settle upload %s: %w", u.ID, err)
 	}
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: uploadKey(u.ID),
-		UpdateExpression:    aws.String("SET #state = :state, #version = :version, #current = :current, #reason = :reason, #detail = :detail REMOVE claimedUntil"),
-		ConditionExpression: aws.String("#state = :pending"),
-		ExpressionAttributeNames: map[string]string{
-			"#state": "state", "#version": "version", "#current": "current", "#reason": "reason", "#detail": "detail",
-		},
-		ExpressionAttributeValues: vals,
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
-	if err != nil && !isCondFailed(err) {
-		return fmt.Errorf("objectsddb: settle %s: %w", u.ID, classify(err))
+	if err != nil && !awserr.IsConditionFailed(err) {
+		return fmt.Errorf("objectsddb: settle upload %s: %w", u.ID, classify(err))
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("PutBucketVersioning: %v", err)
 	}
 	e.items = objectsddb.New(e.db, e.table)
-	e.items.Backoff = func(int) time.Duration { return time.Millisecond }
+	e.items.Backoff.Base, e.items.Backoff.Max = time.Millisecond, time.Millisecond
 	e.blobs = objectss3.FromClient(e.s3, e.bucket)
 	var ids atomic.Int64
 	e.store = &objects.Store{
