@@ -23,7 +23,7 @@ import (
 )
 
 // The domain's own proofs (objects' store_test.go), rerun with objects.Store
-// over this adapter on DynamoDB Local and s3blob on the local S3 server.
+// over this adapter on DynamoDB Local and objectss3 on the local S3 server.
 
 type domain struct {
 	store *objects.Store

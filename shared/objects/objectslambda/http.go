@@ -39,7 +39,7 @@ type Uploads interface {
 	Complete(ctx context.Context, key, id string, parts []objects.Part) (objects.Upload, error)
 }
 
-// Links presigns downloads; *s3blob.Store satisfies it through DownloadLinks.
+// Links presigns downloads; *objectss3.Transfers satisfies it.
 type Links interface {
 	PresignGet(ctx context.Context, ref objects.BlobRef, ttl time.Duration) (objects.SignedRequest, error)
 }
