@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsmaint"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 )
 
@@ -90,10 +91,10 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	// The invariant: once the reaper has caught up, no reference names a
 	// missing payload and no payload lacks a reference.
 	refs := objectsddb.NewRefs(env.Clients.DynamoDB, v["OBJECTS_TABLE_NAME"])
-	bucket := objectsmaint.NewBucket(env.Clients.S3, v["OBJECTS_BUCKET_NAME"])
+	bucket := objectss3.NewBucket(env.Clients.S3, v["OBJECTS_BUCKET_NAME"])
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		rep, err := objectsmaint.Check(ctx, refs, bucket)
+		rep, err := objects.Check(ctx, refs, bucket)
 		if err != nil {
 			return fmt.Errorf("check objects: %w", err)
 		}

@@ -4,8 +4,8 @@
 // verified, and the Store service that writes and reads documents in the
 // order that never leaves a reference to a missing payload. It imports no
 // AWS package: the table is reached through Items and Chunks, the bucket
-// through Blobs, all declared here and implemented by adapters (the
-// DynamoDB adapter, s3blob) and by the in-memory fakes of objectstest.
+// through Blobs, all declared here and implemented by adapters
+// (objectsddb, objectss3) and by the in-memory fakes of objectstest.
 //
 // # The objects table
 //
@@ -39,6 +39,10 @@
 // long as item vN: v0 is a copy that is always backed by vN (they commit
 // together, and a delete tombstones v0 and removes vN together). Payloads
 // left behind by a crash are orphans, which the sweeper removes (Orphans).
+//
+// The Reaper frees the payloads of removed history items (the table's
+// stream), the Sweeper removes orphans (a schedule), and Check proves the
+// invariants over the same ports (RefScanner, VersionLister).
 package objects
 
 import (

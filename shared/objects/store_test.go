@@ -65,61 +65,22 @@ func (e *env) mustPut(t *testing.T, key string, body []byte, o objects.PutOption
 	return r
 }
 
-// check asserts the store's invariants: every live reference's payload
-// exists, and v0 is a copy of its vN. It returns the orphans: blobs and
-// chunks no item references.
+// check asserts the store's invariants with objects.Check: every live
+// reference's payload exists, and v0 is a copy of its vN. It returns the
+// orphans: blobs and chunks no item references.
 func (e *env) check(t *testing.T) (orphanBlobs, orphanChunks []string) {
 	t.Helper()
-	blobs := map[string]bool{}
-	for _, b := range e.bucket.List() {
-		blobs[b.Key] = true
+	r, err := objects.Check(context.Background(), e.table, e.bucket)
+	if err != nil {
+		t.Fatal(err)
 	}
-	chunks := map[string]bool{}
-	for _, k := range e.table.ChunkKeys() {
-		chunks[k] = true
+	for _, d := range r.Dangling {
+		t.Errorf("dangling reference: %s", d)
 	}
-	refBlobs, refChunks := map[string]bool{}, map[string]bool{}
-	byKey := map[objects.ItemKey]objects.Record{}
-	for _, r := range e.table.Records() {
-		sk := objects.SortKey(r.Version)
-		if r.Deleted {
-			continue
-		}
-		switch {
-		case r.Blob != nil:
-			refBlobs[r.Blob.Key] = true
-			if !blobs[r.Blob.Key] {
-				t.Errorf("dangling reference: %s v%d names blob %s, which is missing", r.Key, r.Version, r.Blob.Key)
-			}
-		case r.Manifest != nil:
-			for _, k := range r.Manifest.ChunkKeys(r.Key) {
-				refChunks[k.PK] = true
-				if !chunks[k.PK] {
-					t.Errorf("dangling reference: %s v%d names chunk %s, which is missing", r.Key, r.Version, k.PK)
-				}
-			}
-		}
-		byKey[objects.ItemKey{PK: r.Key, SK: sk}] = r
+	for _, v := range r.OrphanBlobs {
+		orphanBlobs = append(orphanBlobs, v.Key)
 	}
-	for _, r := range e.table.Records() {
-		if r.Deleted {
-			continue
-		}
-		if vn, ok := byKey[objects.ItemKey{PK: r.Key, SK: objects.SortKey(r.Version)}]; !ok || vn.WriteID != r.WriteID {
-			t.Errorf("%s: v0 at version %d (write %s) has no matching history item", r.Key, r.Version, r.WriteID)
-		}
-	}
-	for k := range blobs {
-		if !refBlobs[k] {
-			orphanBlobs = append(orphanBlobs, k)
-		}
-	}
-	for k := range chunks {
-		if !refChunks[k] {
-			orphanChunks = append(orphanChunks, k)
-		}
-	}
-	return orphanBlobs, orphanChunks
+	return orphanBlobs, r.OrphanChunks
 }
 
 // reap runs the reaper over what the table's stream reports removed.

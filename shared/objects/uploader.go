@@ -14,16 +14,16 @@ import (
 // method, the URL and the headers it must send as they are (they are
 // signed), until Expires.
 type SignedRequest struct {
-	Method  string      `json:"method"`
-	URL     string      `json:"url"`
-	Header  http.Header `json:"headers,omitempty"`
-	Expires time.Time   `json:"expiresAt"`
+	Method  string
+	URL     string
+	Header  http.Header
+	Expires time.Time
 }
 
 // Part is a finished part of a multipart upload, as the client reports it.
 type Part struct {
-	Number int32  `json:"partNumber"`
-	ETag   string `json:"etag"`
+	Number int32
+	ETag   string
 }
 
 // Transfers is what the Uploader needs from the bucket besides Blobs:

@@ -1,5 +1,5 @@
-// Package objectsclient is the Go client of the objects HTTP API (see
-// package objectslambda for the contract): put, get (following presigned
+// Package objectsclient is the Go client of the objects HTTP API (the
+// contract is package objectsapi): put, get (following presigned
 // downloads and verifying them), versions, delete, presigned uploads
 // (single PUT or multipart, waiting for the finalizer's verdict) and
 // read-modify-write with retries on conflict. The ddbpipe CLI uses it.
@@ -20,14 +20,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 )
 
 // Types of the wire format.
 type (
-	Meta         = objectslambda.Meta
-	UploadStatus = objectslambda.UploadStatus
+	Meta         = objectsapi.Meta
+	UploadStatus = objectsapi.UploadStatus
 )
 
 // Client talks to one API.
@@ -57,7 +56,7 @@ func New(baseURL string, hc *http.Client) *Client {
 // Error is a response the API refused.
 type Error struct {
 	Status int
-	objectslambda.ErrorBody
+	objectsapi.ErrorBody
 }
 
 func (e *Error) Error() string {
@@ -68,7 +67,7 @@ func (e *Error) Error() string {
 // object's version then.
 func IsConflict(err error) (current int64, ok bool) {
 	var e *Error
-	if errors.As(err, &e) && e.Status == http.StatusConflict && e.ErrorBody.Error == "conflict" {
+	if errors.As(err, &e) && e.Status == http.StatusConflict && e.ErrorBody.Error == objectsapi.ReasonConflict {
 		if e.CurrentVersion != nil {
 			current = *e.CurrentVersion
 		}
@@ -121,7 +120,7 @@ func decode(resp *http.Response, out any, ok ...int) error {
 	if !good {
 		e := &Error{Status: resp.StatusCode}
 		if json.Unmarshal(raw, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
-			e.ErrorBody = objectslambda.ErrorBody{Error: http.StatusText(resp.StatusCode), Message: truncate(string(raw), 200)}
+			e.ErrorBody = objectsapi.ErrorBody{Error: http.StatusText(resp.StatusCode), Message: truncate(string(raw), 200)}
 		}
 		return e
 	}
@@ -152,7 +151,7 @@ func (c *Client) Put(ctx context.Context, key string, body []byte, o PutOptions)
 	h := http.Header{}
 	ct := o.ContentType
 	if ct == "" {
-		ct = objects.DefaultContentType
+		ct = objectsapi.DefaultContentType
 	}
 	h.Set("Content-Type", ct)
 	if o.IfMatch != nil {
@@ -188,7 +187,7 @@ func (c *Client) Get(ctx context.Context, key string, version int64) (Object, er
 		return Object{}, err
 	}
 	if resp.StatusCode == http.StatusSeeOther {
-		var l objectslambda.Link
+		var l objectsapi.Link
 		if err := decode(resp, &l, http.StatusSeeOther); err != nil {
 			return Object{}, err
 		}
@@ -217,7 +216,7 @@ func metaFromHeader(key string, h http.Header) Meta {
 	return m
 }
 
-func (c *Client) download(ctx context.Context, key string, l objectslambda.Link, h http.Header) (Object, error) {
+func (c *Client) download(ctx context.Context, key string, l objectsapi.Link, h http.Header) (Object, error) {
 	resp, err := c.do(ctx, http.MethodGet, l.URL, nil, nil)
 	if err != nil {
 		return Object{}, err
@@ -244,7 +243,7 @@ func (c *Client) Versions(ctx context.Context, key string) ([]Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	var l objectslambda.VersionList
+	var l objectsapi.VersionList
 	return l.Versions, decode(resp, &l)
 }
 
@@ -259,7 +258,7 @@ func (c *Client) Delete(ctx context.Context, key string, ifMatch *int64) (int64,
 	if err != nil {
 		return 0, err
 	}
-	var d objectslambda.Deleted
+	var d objectsapi.Deleted
 	return d.Version, decode(resp, &d)
 }
 

@@ -13,8 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 )
 
 // UploadOptions describe a presigned upload.
@@ -60,19 +59,19 @@ func (c *Client) Upload(ctx context.Context, key string, r io.ReaderAt, size int
 }
 
 // BeginUpload asks for a presigned upload.
-func (c *Client) BeginUpload(ctx context.Context, key string, size int64, o UploadOptions) (objectslambda.Granted, error) {
-	in, _ := json.Marshal(objectslambda.UploadRequest{Size: &size, SHA256: o.SHA256, ContentType: o.ContentType, IfMatch: o.IfMatch})
+func (c *Client) BeginUpload(ctx context.Context, key string, size int64, o UploadOptions) (objectsapi.Granted, error) {
+	in, _ := json.Marshal(objectsapi.UploadRequest{Size: &size, SHA256: o.SHA256, ContentType: o.ContentType, IfMatch: o.IfMatch})
 	resp, err := c.do(ctx, http.MethodPost, c.path(key, "uploads"), bytes.NewReader(in), http.Header{"Content-Type": {"application/json"}})
 	if err != nil {
-		return objectslambda.Granted{}, err
+		return objectsapi.Granted{}, err
 	}
-	var g objectslambda.Granted
+	var g objectsapi.Granted
 	return g, decode(resp, &g)
 }
 
 // send makes a presigned request with its signed headers and returns the
 // ETag the bucket answered.
-func (c *Client) send(ctx context.Context, s objects.SignedRequest, body io.Reader, n int64) (string, error) {
+func (c *Client) send(ctx context.Context, s objectsapi.SignedRequest, body io.Reader, n int64) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, s.Method, s.URL, body)
 	if err != nil {
 		return "", err
@@ -99,12 +98,12 @@ func (c *Client) send(ctx context.Context, s objects.SignedRequest, body io.Read
 	return resp.Header.Get("ETag"), nil
 }
 
-func (c *Client) sendParts(ctx context.Context, g objectslambda.Granted, r io.ReaderAt, size int64) error {
+func (c *Client) sendParts(ctx context.Context, g objectsapi.Granted, r io.ReaderAt, size int64) error {
 	mp := g.Multipart
 	if mp == nil || len(mp.Parts) == 0 {
 		return errors.New("objects API: the grant has neither a PUT nor parts")
 	}
-	parts := make([]objects.Part, len(mp.Parts))
+	parts := make([]objectsapi.Part, len(mp.Parts))
 	errs := make([]error, len(mp.Parts))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -125,14 +124,14 @@ func (c *Client) sendParts(ctx context.Context, g objectslambda.Granted, r io.Re
 				cancel()
 				return
 			}
-			parts[i] = objects.Part{Number: int32(i + 1), ETag: etag}
+			parts[i] = objectsapi.Part{Number: int32(i + 1), ETag: etag}
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	in, _ := json.Marshal(objectslambda.CompleteRequest{Parts: parts})
+	in, _ := json.Marshal(objectsapi.CompleteRequest{Parts: parts})
 	resp, err := c.do(ctx, http.MethodPost, c.base+mp.Complete, bytes.NewReader(in), http.Header{"Content-Type": {"application/json"}})
 	if err != nil {
 		return err
@@ -163,9 +162,9 @@ func (c *Client) Wait(ctx context.Context, key, id string) (UploadStatus, error)
 			return s, err
 		}
 		switch s.State {
-		case string(objects.UploadCommitted):
+		case objectsapi.StateCommitted:
 			return s, nil
-		case string(objects.UploadFailed):
+		case objectsapi.StateFailed:
 			return s, &UploadError{Status: s}
 		}
 		select {

@@ -26,10 +26,10 @@ func chunkItemKey(k objects.ItemKey) map[string]types.AttributeValue { return ke
 // domain deletes them (DeleteChunks) or leaves them to the sweeper.
 func (s *Store) PutChunks(ctx context.Context, key string, m objects.Manifest, chunks [][]byte) error {
 	if err := m.Validate(); err != nil {
-		return fmt.Errorf("objectstore: put chunks of %s: %w", key, err)
+		return fmt.Errorf("objectsddb: put chunks of %s: %w", key, err)
 	}
 	if len(chunks) != m.Count {
-		return fmt.Errorf("objectstore: put chunks of %s: %d chunks for a manifest of %d", key, len(chunks), m.Count)
+		return fmt.Errorf("objectsddb: put chunks of %s: %d chunks for a manifest of %d", key, len(chunks), m.Count)
 	}
 	reqs := make([]types.WriteRequest, m.Count)
 	for i, k := range m.ChunkKeys(key) {
@@ -38,7 +38,7 @@ func (s *Store) PutChunks(ctx context.Context, key string, m objects.Manifest, c
 		reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
 	}
 	if err := s.batchWrite(ctx, reqs); err != nil {
-		return fmt.Errorf("objectstore: put %d chunks of %s (write %s): %w", m.Count, key, m.WriteID, err)
+		return fmt.Errorf("objectsddb: put %d chunks of %s (write %s): %w", m.Count, key, m.WriteID, err)
 	}
 	return nil
 }
@@ -47,14 +47,14 @@ func (s *Store) PutChunks(ctx context.Context, key string, m objects.Manifest, c
 // parallel batches; missing chunks are no error.
 func (s *Store) DeleteChunks(ctx context.Context, key string, m objects.Manifest) error {
 	if err := m.Validate(); err != nil {
-		return fmt.Errorf("objectstore: delete chunks of %s: %w", key, err)
+		return fmt.Errorf("objectsddb: delete chunks of %s: %w", key, err)
 	}
 	reqs := make([]types.WriteRequest, m.Count)
 	for i, k := range m.ChunkKeys(key) {
 		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: chunkItemKey(k)}}
 	}
 	if err := s.batchWrite(ctx, reqs); err != nil {
-		return fmt.Errorf("objectstore: delete %d chunks of %s (write %s): %w", m.Count, key, m.WriteID, err)
+		return fmt.Errorf("objectsddb: delete %d chunks of %s (write %s): %w", m.Count, key, m.WriteID, err)
 	}
 	return nil
 }
@@ -66,7 +66,7 @@ func (s *Store) DeleteChunks(ctx context.Context, key string, m objects.Manifest
 // objects.ErrBlobNotFound.
 func (s *Store) GetChunks(ctx context.Context, key string, m objects.Manifest) ([][]byte, error) {
 	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("objectstore: get chunks of %s: %w", key, err)
+		return nil, fmt.Errorf("objectsddb: get chunks of %s: %w", key, err)
 	}
 	keys := m.ChunkKeys(key)
 	out := make([][]byte, m.Count)
@@ -88,11 +88,11 @@ func (s *Store) GetChunks(ctx context.Context, key string, m objects.Manifest) (
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("objectstore: get %d chunks of %s (write %s): %w", m.Count, key, m.WriteID, err)
+		return nil, fmt.Errorf("objectsddb: get %d chunks of %s (write %s): %w", m.Count, key, m.WriteID, err)
 	}
 	for i, ok := range found {
 		if !ok {
-			return nil, fmt.Errorf("objectstore: chunk %s of %s: %w", keys[i].PK, key, objects.ErrBlobNotFound)
+			return nil, fmt.Errorf("objectsddb: chunk %s of %s: %w", keys[i].PK, key, objects.ErrBlobNotFound)
 		}
 	}
 	return out, nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -24,13 +23,14 @@ import (
 )
 
 // The domain's own proofs (objects' store_test.go), rerun with objects.Store
-// over this adapter on DynamoDB Local and s3blob on the local S3 server.
+// over this adapter on DynamoDB Local and objectss3 on the local S3 server.
 
 type domain struct {
 	store *objects.Store
 	table *Store
 	db    *dynamodb.Client
 	blobs *objectss3.Store
+	lst   *objectss3.Bucket
 }
 
 func newDomain(t *testing.T, configure ...func(*objects.Store)) *domain {
@@ -48,7 +48,7 @@ func newDomain(t *testing.T, configure ...func(*objects.Store)) *domain {
 	}); err != nil {
 		t.Fatalf("PutBucketVersioning: %v", err)
 	}
-	d := &domain{table: table, db: db, blobs: objectss3.FromClient(c, bucket)}
+	d := &domain{table: table, db: db, blobs: objectss3.FromClient(c, bucket), lst: objectss3.NewBucket(c, bucket)}
 	var ids atomic.Int64
 	d.store = &objects.Store{
 		Items: table, Chunks: table, Blobs: d.blobs,
@@ -66,69 +66,21 @@ type payloads struct {
 	orphanBlobs, orphanChunks []string // that no item references
 }
 
-// check asserts the store's invariants on the real table and bucket: every
-// live reference's payload exists and v0 is a copy of its vN.
+// check asserts the store's invariants on the real table and bucket with
+// objects.Check: every live reference's payload exists and v0 is a copy
+// of its vN.
 func (d *domain) check(t *testing.T) payloads {
 	t.Helper()
-	ctx := context.Background()
-	blobs := map[string]bool{}
-	for b, err := range d.blobs.List(ctx, objects.BlobPrefix, 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		blobs[b.Key] = true
+	r, err := objects.Check(context.Background(), NewRefs(d.db, d.table.table), d.lst)
+	if err != nil {
+		t.Fatal(err)
 	}
-	chunks := map[string]bool{}
-	var recs []objects.Record
-	history := map[objects.ItemKey]objects.Record{}
-	for _, item := range scan(t, d.db, d.table.table) {
-		sk := item[attrSK].(*types.AttributeValueMemberS).Value
-		if sk == objects.ChunkSortKey {
-			chunks[item[attrPK].(*types.AttributeValueMemberS).Value] = true
-			continue
-		}
-		r, err := decode(item)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sk != objects.LatestSortKey {
-			history[objects.ItemKey{PK: r.Key, SK: sk}] = r
-		}
-		recs = append(recs, r)
+	for _, s := range r.Dangling {
+		t.Errorf("dangling reference: %s", s)
 	}
-	refBlobs, refChunks := map[string]bool{}, map[string]bool{}
-	for _, r := range recs {
-		if r.Deleted {
-			continue
-		}
-		if vn, ok := history[objects.ItemKey{PK: r.Key, SK: objects.SortKey(r.Version)}]; !ok || vn.WriteID != r.WriteID {
-			t.Errorf("%s: v%d (write %s) has no matching history item", r.Key, r.Version, r.WriteID)
-		}
-		switch {
-		case r.Blob != nil:
-			refBlobs[r.Blob.Key] = true
-			if !blobs[r.Blob.Key] {
-				t.Errorf("dangling reference: %s v%d names blob %s", r.Key, r.Version, r.Blob.Key)
-			}
-		case r.Manifest != nil:
-			for _, k := range r.Manifest.ChunkKeys(r.Key) {
-				refChunks[k.PK] = true
-				if !chunks[k.PK] {
-					t.Errorf("dangling reference: %s v%d names chunk %s", r.Key, r.Version, k.PK)
-				}
-			}
-		}
-	}
-	p := payloads{blobs: len(blobs), chunks: len(chunks)}
-	for k := range blobs {
-		if !refBlobs[k] {
-			p.orphanBlobs = append(p.orphanBlobs, k)
-		}
-	}
-	for k := range chunks {
-		if !refChunks[k] {
-			p.orphanChunks = append(p.orphanChunks, k)
-		}
+	p := payloads{blobs: r.Blobs, chunks: r.Chunks, orphanChunks: r.OrphanChunks}
+	for _, v := range r.OrphanBlobs {
+		p.orphanBlobs = append(p.orphanBlobs, v.Key)
 	}
 	return p
 }

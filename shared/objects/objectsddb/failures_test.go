@@ -147,7 +147,7 @@ func TestCommitFailureIsNotAppliedOnlyWhenCertain(t *testing.T) {
 				})
 			})
 			s := New(db, table)
-			s.Backoff = func(int) time.Duration { return 0 }
+			s.Backoff.Base, s.Backoff.Max = 0, 0 // no pause
 			key := fmt.Sprint("k", i)
 			err := s.Commit(context.Background(), objects.Commit{Record: inline(key, 1, []byte(tt.name))})
 			if (err != nil) != tt.wantErr {

@@ -66,7 +66,7 @@ func newStore(t *testing.T) (*Store, *dynamodb.Client) {
 	t.Helper()
 	db := newClient(t)
 	s := New(db, newTable(t, db))
-	s.Backoff = func(int) time.Duration { return time.Millisecond }
+	s.Backoff.Base, s.Backoff.Max = time.Millisecond, time.Millisecond
 	return s, db
 }
 

@@ -193,7 +193,7 @@ func (a *attrs) sub(name string) (sub *attrs, ok bool) {
 }
 
 // errNotVersion marks an item that is not a version item.
-var errNotVersion = errors.New("objectstore: not a version item")
+var errNotVersion = errors.New("objectsddb: not a version item")
 
 // decode reads a version item. The record's version is the item's version
 // attribute; a history item's sort key must name the same version.
@@ -201,7 +201,7 @@ func decode(item map[string]types.AttributeValue) (objects.Record, error) {
 	a := &attrs{m: item}
 	pk, sk := a.str(attrPK), a.str(attrSK)
 	if a.err != nil {
-		return objects.Record{}, fmt.Errorf("objectstore: item %q %q: %w", pk, sk, a.err)
+		return objects.Record{}, fmt.Errorf("objectsddb: item %q %q: %w", pk, sk, a.err)
 	}
 	skVersion, err := objects.ParseSortKey(sk)
 	if err != nil {
@@ -256,7 +256,7 @@ func decode(item map[string]types.AttributeValue) (objects.Record, error) {
 		a.fail(attrVersion, "%d under sort key %s", r.Version, sk)
 	}
 	if a.err != nil {
-		return objects.Record{}, fmt.Errorf("objectstore: item %q %q: %w", pk, sk, a.err)
+		return objects.Record{}, fmt.Errorf("objectsddb: item %q %q: %w", pk, sk, a.err)
 	}
 	return r, nil
 }

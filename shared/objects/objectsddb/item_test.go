@@ -102,8 +102,8 @@ func TestDecodeRejects(t *testing.T) {
 			item := good()
 			tt.change(item)
 			_, err := decode(item)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "objectstore: ") {
-				t.Errorf("got %v, want an objectstore error about %q", err, tt.want)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "objectsddb: ") {
+				t.Errorf("got %v, want an objectsddb error about %q", err, tt.want)
 			}
 		})
 	}

@@ -5,25 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
 // Item implements objects.Items: one strongly consistent GetItem.
 func (s *Store) Item(ctx context.Context, key string, version int64) (objects.Record, bool, error) {
 	if version < 0 || version > objects.MaxVersion {
-		return objects.Record{}, false, fmt.Errorf("objectstore: get %s: version %d is out of range (0 to %d)", key, version, int64(objects.MaxVersion))
+		return objects.Record{}, false, fmt.Errorf("objectsddb: get %s: version %d is out of range (0 to %d)", key, version, int64(objects.MaxVersion))
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: versionKey(key, version), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return objects.Record{}, false, fmt.Errorf("objectstore: get %s %s: %w", key, objects.SortKey(version), classify(err))
+		return objects.Record{}, false, fmt.Errorf("objectsddb: get %s %s: %w", key, objects.SortKey(version), classify(err))
 	}
 	if out.Item == nil {
 		return objects.Record{}, false, nil
@@ -35,38 +36,34 @@ func (s *Store) Item(ctx context.Context, key string, version int64) (objects.Re
 	return r, true, nil
 }
 
-// listProjection is the projection of a listing (every attribute but the
-// payload) and its names: all go through placeholders, since some of them
-// (size, data, …) are reserved words.
-func listProjection() (string, map[string]string) {
-	names := make(map[string]string, len(metaAttrs))
-	ph := make([]string, len(metaAttrs))
-	for i, a := range metaAttrs {
-		ph[i] = fmt.Sprintf("#a%d", i)
-		names[ph[i]] = a
-	}
-	return strings.Join(ph, ", "), names
-}
-
 // List implements objects.Items: a strongly consistent Query on
 // begins_with(sk, "v"), every page, without the payload attribute (which
 // saves bytes on the wire, not read units: DynamoDB bills the whole item).
 func (s *Store) List(ctx context.Context, key string) (objects.Listing, error) {
-	proj, names := listProjection()
-	names["#pk"], names["#sk"] = attrPK, attrSK
+	names := make([]expression.NameBuilder, len(metaAttrs))
+	for i, a := range metaAttrs {
+		names[i] = expression.Name(a) // every name a placeholder: size, data, … are reserved words
+	}
+	expr, err := expression.NewBuilder().
+		WithKeyCondition(expression.Key(attrPK).Equal(expression.Value(key)).And(expression.Key(attrSK).BeginsWith(objects.VersionPrefix))).
+		WithProjection(expression.NamesList(names[0], names[1:]...)).
+		Build()
+	if err != nil {
+		return objects.Listing{}, fmt.Errorf("objectsddb: list %s: %w", key, err)
+	}
 	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
 		TableName:                 aws.String(s.table),
-		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :v)"),
-		ProjectionExpression:      aws.String(proj),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(key), ":v": str(objects.VersionPrefix)},
+		KeyConditionExpression:    expr.KeyCondition(),
+		ProjectionExpression:      expr.Projection(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	})
 	var l objects.Listing
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return objects.Listing{}, fmt.Errorf("objectstore: list %s: %w", key, classify(err))
+			return objects.Listing{}, fmt.Errorf("objectsddb: list %s: %w", key, classify(err))
 		}
 		for _, item := range page.Items {
 			r, err := decode(item)
@@ -74,7 +71,7 @@ func (s *Store) List(ctx context.Context, key string) (objects.Listing, error) {
 				continue // not ours to list
 			}
 			if err != nil {
-				return objects.Listing{}, fmt.Errorf("objectstore: list %s: %w", key, err)
+				return objects.Listing{}, fmt.Errorf("objectsddb: list %s: %w", key, err)
 			}
 			if sk, _ := item[attrSK].(*types.AttributeValueMemberS); sk != nil && sk.Value == objects.LatestSortKey {
 				l.Latest, l.Exists = r, true
@@ -90,27 +87,29 @@ func (s *Store) List(ctx context.Context, key string) (objects.Listing, error) {
 // baseCondition is the condition on v0 that a write based on b needs, as
 // the domain defines it: no item for version 0; otherwise that version, a
 // tombstone or not as b says.
-func baseCondition(b objects.Base) (string, map[string]string, map[string]types.AttributeValue) {
+func baseCondition(b objects.Base) expression.ConditionBuilder {
 	if b.Version == 0 {
-		return "attribute_not_exists(#pk)", map[string]string{"#pk": attrPK}, nil
+		return expression.AttributeNotExists(expression.Name(attrPK))
 	}
-	names := map[string]string{"#ver": attrVersion, "#del": attrDeleted}
-	values := map[string]types.AttributeValue{":base": num(b.Version), ":true": &types.AttributeValueMemberBOOL{Value: true}}
+	version, deleted := expression.Name(attrVersion).Equal(expression.Value(b.Version)), expression.Name(attrDeleted)
 	if b.Deleted {
-		return "#ver = :base AND #del = :true", names, values
+		return version.And(deleted.Equal(expression.Value(true)))
 	}
-	return "#ver = :base AND (attribute_not_exists(#del) OR #del <> :true)", names, values
+	return version.And(expression.Or(expression.AttributeNotExists(deleted), deleted.NotEqual(expression.Value(true))))
 }
 
 // conditionalPut is a transaction's Put of v0 conditioned on the base,
 // returning the item as it was when the condition fails.
-func (s *Store) conditionalPut(item map[string]types.AttributeValue, b objects.Base) types.TransactWriteItem {
-	cond, names, values := baseCondition(b)
+func (s *Store) conditionalPut(item map[string]types.AttributeValue, b objects.Base) (types.TransactWriteItem, error) {
+	expr, err := expression.NewBuilder().WithCondition(baseCondition(b)).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
 	return types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(s.table), Item: item,
-		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}}
+	}}, nil
 }
 
 // Commit implements objects.Items: v0 (conditioned on the base) and vN (on
@@ -118,17 +117,21 @@ func (s *Store) conditionalPut(item map[string]types.AttributeValue, b objects.B
 func (s *Store) Commit(ctx context.Context, c objects.Commit) error {
 	r := c.Record
 	if r.Version != c.Base.Version+1 || r.Deleted || r.Version > objects.MaxVersion {
-		return fmt.Errorf("objectstore: commit %s: version %d on base %d (deleted %t): %w", r.Key, r.Version, c.Base.Version, r.Deleted, objects.ErrNotApplied)
+		return fmt.Errorf("objectsddb: commit %s: version %d on base %d (deleted %t): %w", r.Key, r.Version, c.Base.Version, r.Deleted, objects.ErrNotApplied)
+	}
+	latest, err := s.conditionalPut(encode(r, objects.LatestSortKey), c.Base)
+	if err != nil {
+		return fmt.Errorf("objectsddb: commit %s v%d: %w: %w", r.Key, r.Version, objects.ErrNotApplied, err)
 	}
 	actions := []types.TransactWriteItem{
-		s.conditionalPut(encode(r, objects.LatestSortKey), c.Base),
+		latest,
 		{Put: &types.Put{
 			TableName: aws.String(s.table), Item: encode(r, objects.SortKey(r.Version)),
 			ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 		}},
 	}
 	if err := s.transact(ctx, r.Key, c.Base, actions); err != nil {
-		return fmt.Errorf("objectstore: commit %s v%d: %w", r.Key, r.Version, err)
+		return fmt.Errorf("objectsddb: commit %s v%d: %w", r.Key, r.Version, err)
 	}
 	return nil
 }
@@ -139,20 +142,24 @@ func (s *Store) Commit(ctx context.Context, c objects.Commit) error {
 func (s *Store) Remove(ctx context.Context, rm objects.Removal) error {
 	hist, err := historyKeys(rm.History)
 	if err != nil {
-		return fmt.Errorf("objectstore: remove %s: %w", rm.Key, err)
+		return fmt.Errorf("objectsddb: remove %s: %w", rm.Key, err)
 	}
 	if len(hist) > objects.MaxRemoveHistory {
-		return fmt.Errorf("objectstore: remove %s: %d history items with the tombstone are over the transaction limit of %d actions: %w",
+		return fmt.Errorf("objectsddb: remove %s: %d history items with the tombstone are over the transaction limit of %d actions: %w",
 			rm.Key, len(hist), objects.MaxRemoveHistory+1, objects.ErrNotApplied)
 	}
 	tomb := rm.Tombstone
 	tomb.Key, tomb.Deleted = rm.Key, true
-	actions := []types.TransactWriteItem{s.conditionalPut(encode(tomb, objects.LatestSortKey), rm.Base)}
+	latest, err := s.conditionalPut(encode(tomb, objects.LatestSortKey), rm.Base)
+	if err != nil {
+		return fmt.Errorf("objectsddb: remove %s v%d: %w: %w", rm.Key, rm.Base.Version, objects.ErrNotApplied, err)
+	}
+	actions := []types.TransactWriteItem{latest}
 	for _, v := range hist {
 		actions = append(actions, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: versionKey(rm.Key, v)}})
 	}
 	if err := s.transact(ctx, rm.Key, rm.Base, actions); err != nil {
-		return fmt.Errorf("objectstore: remove %s v%d: %w", rm.Key, rm.Base.Version, err)
+		return fmt.Errorf("objectsddb: remove %s v%d: %w", rm.Key, rm.Base.Version, err)
 	}
 	return nil
 }
@@ -185,24 +192,20 @@ func (s *Store) transact(ctx context.Context, key string, base objects.Base, act
 		if err == nil {
 			return nil
 		}
-		var tc *types.TransactionCanceledException
-		if !errors.As(err, &tc) {
+		codes, cancelled := awserr.CancellationCodes(err)
+		if !cancelled {
 			if at.refused(err) {
 				return fmt.Errorf("%w: %w", objects.ErrNotApplied, classify(err))
 			}
 			return classify(err) // the outcome is unknown
 		}
-		if ce := conflict(key, base, tc.CancellationReasons); ce != nil {
-			return ce
+		if i := slices.Index(codes, "ConditionalCheckFailed"); i >= 0 {
+			return conflict(key, base, i, err)
 		}
-		throttled := false
-		for _, r := range tc.CancellationReasons {
-			switch aws.ToString(r.Code) {
-			case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
-				throttled = true
-			}
-		}
-		retry := throttled || hasReason(tc, "TransactionConflict")
+		throttled := slices.ContainsFunc(codes, func(c string) bool {
+			return c == "ThrottlingError" || c == "ProvisionedThroughputExceeded" || c == "RequestLimitExceeded"
+		})
+		retry := throttled || slices.Contains(codes, "TransactionConflict")
 		if !retry || attempt >= s.maxTxAttempts() {
 			switch {
 			case throttled:
@@ -225,35 +228,22 @@ func (s *Store) token() string {
 	return randomToken()
 }
 
-func hasReason(tc *types.TransactionCanceledException, code string) bool {
-	for _, r := range tc.CancellationReasons {
-		if aws.ToString(r.Code) == code {
-			return true
-		}
+// conflict is the failed condition of action i of a cancelled
+// transaction. The first action is v0's conditional write: when its
+// condition fails, its cancellation reason carries v0 as it is (no item:
+// the object does not exist). When another action's condition fails (vN
+// exists), v0 held the base.
+func conflict(key string, base objects.Base, i int, err error) *objects.ConflictError {
+	if i > 0 {
+		return &objects.ConflictError{Key: key, Current: base.Version, Deleted: base.Deleted}
 	}
-	return false
-}
-
-// conflict reads a failed condition from the cancellation reasons. The
-// first action is v0's conditional write: when its condition fails, its
-// reason carries v0 as it is (no item: the object does not exist). When
-// another action's condition fails (vN exists), v0 held the base.
-func conflict(key string, base objects.Base, reasons []types.CancellationReason) *objects.ConflictError {
-	for i, r := range reasons {
-		if aws.ToString(r.Code) != "ConditionalCheckFailed" {
-			continue
-		}
-		if i > 0 {
-			return &objects.ConflictError{Key: key, Current: base.Version, Deleted: base.Deleted}
-		}
-		ce := &objects.ConflictError{Key: key}
-		if r.Item != nil {
-			a := &attrs{m: r.Item}
-			ce.Current, ce.Deleted = a.num(attrVersion), a.bool(attrDeleted)
-		}
-		return ce
+	ce := &objects.ConflictError{Key: key}
+	var tc *types.TransactionCanceledException
+	if errors.As(err, &tc) && len(tc.CancellationReasons) > 0 && tc.CancellationReasons[0].Item != nil {
+		a := &attrs{m: tc.CancellationReasons[0].Item}
+		ce.Current, ce.Deleted = a.num(attrVersion), a.bool(attrDeleted)
 	}
-	return nil
+	return ce
 }
 
 // DeleteHistory implements objects.Items with BatchWriteItem deletes, 25
@@ -263,14 +253,14 @@ func conflict(key string, base objects.Base, reasons []types.CancellationReason)
 func (s *Store) DeleteHistory(ctx context.Context, key string, versions []int64) error {
 	hist, err := historyKeys(versions)
 	if err != nil {
-		return fmt.Errorf("objectstore: delete history of %s: %w", key, err)
+		return fmt.Errorf("objectsddb: delete history of %s: %w", key, err)
 	}
 	reqs := make([]types.WriteRequest, len(hist))
 	for i, v := range hist {
 		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: versionKey(key, v)}}
 	}
 	if err := s.batchWrite(ctx, reqs); err != nil {
-		return fmt.Errorf("objectstore: delete %d history items of %s: %w", len(hist), key, err)
+		return fmt.Errorf("objectsddb: delete %d history items of %s: %w", len(hist), key, err)
 	}
 	return nil
 }

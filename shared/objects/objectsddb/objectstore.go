@@ -1,6 +1,11 @@
-// Package objectsddb keeps the objects domain's table in DynamoDB: the
-// version items of each object (objects.Items) and the chunk items of
-// chunked payloads (objects.Chunks). Blobs live in S3 (package s3blob).
+// Package objectsddb is the objects domain's one DynamoDB adapter, for the
+// objects table and every item kind it holds: the version items of each
+// object (objects.Items) and the chunk items of chunked payloads
+// (objects.Chunks), both kept by Store; the presigned uploads' intents
+// (objects.Uploads), kept by Uploads; and the references the orphan
+// sweeper and objects.Check read (objects.SweepTable), by Refs. Each type
+// declares the few client calls it makes, so each function's policy can
+// grant just those. Blobs live in S3 (package objectss3).
 //
 // # Items
 //
@@ -57,7 +62,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -65,6 +69,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // API is the part of the DynamoDB client the store uses; *dynamodb.Client
@@ -87,7 +92,7 @@ var (
 // ErrTransactionConflict: DynamoDB kept cancelling a transaction because
 // other transactions held its items. Nothing was written; it wraps
 // objects.ErrNotApplied.
-var ErrTransactionConflict = errors.New("objectstore: transaction conflict")
+var ErrTransactionConflict = errors.New("objectsddb: transaction conflict")
 
 // Store is the objects table.
 type Store struct {
@@ -106,9 +111,8 @@ type Store struct {
 	// (default 4).
 	MaxTxAttempts int
 	// Backoff is the pause before retry n (1, 2, …) of unprocessed batch
-	// items or a cancelled transaction (default: exponential from 20 ms
-	// to 1 s, with jitter).
-	Backoff func(n int) time.Duration
+	// items or a cancelled transaction (default DefaultBackoff).
+	Backoff retry.Backoff
 	// NewToken returns a transaction's client request token: unique, at
 	// most 36 characters (default 128 random bits, hex).
 	NewToken func() string
@@ -130,12 +134,9 @@ func New(db API, table string) *Store {
 	}
 }
 
-// DefaultBackoff is the pause before retry n unless Store.Backoff says
-// otherwise: 20 ms doubling up to 1 s, drawn from its upper half.
-func DefaultBackoff(n int) time.Duration {
-	d := min(20*time.Millisecond<<min(max(n-1, 0), 6), time.Second)
-	return d/2 + mrand.N(d/2+1)
-}
+// DefaultBackoff is Store.Backoff's default: 20 ms doubling up to 1 s,
+// each pause drawn from the upper half of its step.
+var DefaultBackoff = retry.Backoff{Base: 20 * time.Millisecond, Max: time.Second}
 
 func randomToken() string {
 	var b [16]byte
@@ -148,20 +149,7 @@ func (s *Store) maxBatchAttempts() int { return max(s.MaxBatchAttempts, 1) }
 func (s *Store) maxTxAttempts() int    { return max(s.MaxTxAttempts, 1) }
 
 // pause sleeps before retry n, or returns the context's error.
-func (s *Store) pause(ctx context.Context, n int) error {
-	backoff := s.Backoff
-	if backoff == nil {
-		backoff = DefaultBackoff
-	}
-	t := time.NewTimer(backoff(n))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func (s *Store) pause(ctx context.Context, n int) error { return s.Backoff.Wait(ctx, n) }
 
 // refusedCodes are answers to a request that DynamoDB rejected before
 // applying anything: a malformed or oversized request, a missing table, no
@@ -188,7 +176,7 @@ type attempts struct{ errs []error }
 // from just after the SDK's retry middleware.
 func (a *attempts) observe(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
-		m := middleware.FinalizeMiddlewareFunc("objectstore.attempts", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		m := middleware.FinalizeMiddlewareFunc("objectsddb.attempts", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 			out, md, err := next.HandleFinalize(ctx, in)
 			a.errs = append(a.errs, err)
 			return out, md, err

@@ -2,16 +2,17 @@ package objectsddb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
 // SweepAPI is the part of the DynamoDB client the orphan sweeper uses;
@@ -22,30 +23,18 @@ type SweepAPI interface {
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
-var _ SweepAPI = (*dynamodb.Client)(nil)
+var (
+	_ SweepAPI           = (*dynamodb.Client)(nil)
+	_ objects.SweepTable = (*Refs)(nil)
+)
 
 // attrUnreferencedSince is set on a chunk item by a sweep that found no
 // manifest naming it (MarkChunk): chunk items carry no time of their own,
 // and the mark is an upper bound of the time the chunk was written.
 const attrUnreferencedSince = "unreferencedSince"
 
-// Entry is one item of the table as a sweep sees it: the payloads a
-// version item references, or a chunk item.
-type Entry struct {
-	PK, SK string
-	// BlobKey is the bucket key an item's blob attribute names (a version
-	// item of an S3 placement; any other item naming a blob the same way,
-	// such as a pending upload, protects it too).
-	BlobKey string
-	// Manifest names a chunked version's chunks (WriteID and Count).
-	Manifest *objects.Manifest
-	// Chunk is set for a chunk item, with the mark of an earlier sweep
-	// (zero if none).
-	Chunk             *objects.ChunkOf
-	UnreferencedSince time.Time
-}
-
-// Refs reads the table for the orphan sweeper.
+// Refs reads the table's references for the orphan sweeper and for
+// objects.Check (objects.SweepTable).
 type Refs struct {
 	db    SweepAPI
 	table string
@@ -59,15 +48,20 @@ type Refs struct {
 // NewRefs returns a reader of the table's references.
 func NewRefs(db SweepAPI, table string) *Refs { return &Refs{db: db, table: table, Segments: 4} }
 
-// Scan reads every item of the table with a strongly consistent, parallel
+// Scan implements objects.RefScanner. It reads every item of the table with a strongly consistent, parallel
 // Scan that projects only the keys and the references (the payloads stay
 // on the server; DynamoDB still bills the whole items), and calls fn for
 // each, one call at a time. A reference committed before Scan began is
 // seen (consistent reads), unless its item is removed meanwhile.
-func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
-	names := map[string]string{
-		"#pk": attrPK, "#sk": attrSK, "#b": attrBlob, "#k": attrKey, "#m": attrManifest, "#n": attrCount,
-		"#w": attrWriteID, "#u": attrUnreferencedSince,
+func (r *Refs) Scan(ctx context.Context, fn func(objects.ItemRef)) error {
+	// The keys and the references only, with the blob's key and the
+	// manifest's count (nested paths).
+	proj := expression.NamesList(expression.Name(attrPK), expression.Name(attrSK),
+		expression.Name(attrBlob+"."+attrKey), expression.Name(attrManifest+"."+attrCount),
+		expression.Name(attrWriteID), expression.Name(attrUnreferencedSince), expression.Name(attrVersion), expression.Name(attrDeleted))
+	expr, err := expression.NewBuilder().WithProjection(proj).Build()
+	if err != nil {
+		return fmt.Errorf("objectsddb: scan %s: %w", r.table, err)
 	}
 	segments := max(r.Segments, 1)
 	ctx, cancel := context.WithCancel(ctx)
@@ -81,8 +75,8 @@ func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
 		wg.Go(func() {
 			in := &dynamodb.ScanInput{
 				TableName:                aws.String(r.table),
-				ProjectionExpression:     aws.String("#pk, #sk, #b.#k, #m.#n, #w, #u"),
-				ExpressionAttributeNames: names,
+				ProjectionExpression:     expr.Projection(),
+				ExpressionAttributeNames: expr.Names(),
 				ConsistentRead:           aws.Bool(true),
 				Segment:                  aws.Int32(int32(seg)),
 				TotalSegments:            aws.Int32(int32(segments)),
@@ -96,13 +90,13 @@ func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
-						firstErr = fmt.Errorf("objectstore: scan %s segment %d: %w", r.table, seg, classify(err))
+						firstErr = fmt.Errorf("objectsddb: scan %s segment %d: %w", r.table, seg, classify(err))
 					}
 					mu.Unlock()
 					cancel()
 					return
 				}
-				entries := make([]Entry, 0, len(page.Items))
+				entries := make([]objects.ItemRef, 0, len(page.Items))
 				for _, item := range page.Items {
 					if e, ok := entry(item); ok {
 						entries = append(entries, e)
@@ -122,16 +116,16 @@ func (r *Refs) Scan(ctx context.Context, fn func(Entry)) error {
 
 // entry reads a projected item; ok is false for an item without a string
 // key (never written by us).
-func entry(item map[string]types.AttributeValue) (Entry, bool) {
+func entry(item map[string]types.AttributeValue) (objects.ItemRef, bool) {
 	a := &attrs{m: item}
-	e := Entry{PK: a.str(attrPK), SK: a.str(attrSK)}
+	e := objects.ItemRef{PK: a.str(attrPK), SK: a.str(attrSK)}
 	if a.err != nil || e.PK == "" {
-		return Entry{}, false
+		return objects.ItemRef{}, false
 	}
 	if e.SK == objects.ChunkSortKey {
 		c, ok := objects.ParseChunkKey(e.PK)
 		if !ok {
-			return Entry{}, false
+			return objects.ItemRef{}, false
 		}
 		e.Chunk = &c
 		if t := a.str(attrUnreferencedSince); t != "" {
@@ -141,6 +135,7 @@ func entry(item map[string]types.AttributeValue) (Entry, bool) {
 		}
 		return e, true
 	}
+	e.Version, e.WriteID, e.Deleted = a.num(attrVersion), a.str(attrWriteID), a.bool(attrDeleted)
 	if b, ok := a.sub(attrBlob); ok {
 		e.BlobKey = b.str(attrKey)
 	}
@@ -163,12 +158,11 @@ func (r *Refs) MarkChunk(ctx context.Context, pk string, at time.Time) (marked b
 		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#u": attrUnreferencedSince},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(at.UTC().Format(time.RFC3339Nano))},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if awserr.IsConditionFailed(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("objectstore: mark chunk %s: %w", pk, classify(err))
+		return false, fmt.Errorf("objectsddb: mark chunk %s: %w", pk, classify(err))
 	}
 	return true, nil
 }
@@ -183,12 +177,11 @@ func (r *Refs) DeleteChunk(ctx context.Context, pk string, markedAt time.Time) (
 		ExpressionAttributeNames:  map[string]string{"#u": attrUnreferencedSince},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(markedAt.UTC().Format(time.RFC3339Nano))},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if awserr.IsConditionFailed(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("objectstore: delete chunk %s: %w", pk, classify(err))
+		return false, fmt.Errorf("objectsddb: delete chunk %s: %w", pk, classify(err))
 	}
 	return true, nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
-	"github.com/ddbpipe/ddbpipe/shared/objects/uploadsddb"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
@@ -49,7 +48,7 @@ func TestUploadAfterDeadlineFails(t *testing.T) {
 	items := objectsddb.New(db, table)
 	late := &objects.Uploader{
 		Store:   &objects.Store{Items: items, Chunks: items},
-		Uploads: uploadsddb.New(db, table),
+		Uploads: objectsddb.NewUploads(db, table),
 		Bucket:  signer{},
 		Now:     func() time.Time { return time.Now().Add(-time.Hour) },
 	}

@@ -1,75 +1,14 @@
-// Package objectslambda serves the large-object store: the HTTP API's
-// /objects routes (HTTP) and the bucket's ObjectCreated events that finalize
-// presigned uploads (Finalize). Both are adapters: the request is read,
-// the objects domain does the work, and errors become responses in one
-// place (HTTP.fail, Finalize.Handle).
+// Package objectslambda is the objects flow's Lambda handlers and their
+// Setups: the HTTP API's /objects routes (HTTP), the bucket's
+// ObjectCreated events that finalize presigned uploads (Finalize), the
+// table's stream whose removed versions free their payloads (Reaper), and
+// the schedule of the orphan sweeper (Sweeper). All are adapters: the
+// event is read, the objects domain does the work, and errors become
+// responses in one place (HTTP.fail, Finalize.Handle, Reaper.report,
+// Sweeper.report).
 //
-// # HTTP contract
-//
-// One greedy route, ANY /objects/{key+}, carries the key and its
-// sub-resources; keys ending in versions, uploads, uploads/<id> or
-// uploads/<id>/complete are refused (key-reserved), so the path is never
-// ambiguous. Keys are percent-decoded by API Gateway; see
-// objects.ValidateKey for what a key may hold.
-//
-//	PUT    /objects/{key}                      store a document (the raw body)
-//	GET    /objects/{key}[?version=N]          read the latest version, or version N
-//	DELETE /objects/{key}                      delete the object and its history
-//	GET    /objects/{key}/versions             list versions, newest first
-//	POST   /objects/{key}/uploads              grant a presigned upload (big documents)
-//	GET    /objects/{key}/uploads/{id}         an upload's outcome
-//	POST   /objects/{key}/uploads/{id}/complete finish a multipart upload
-//
-// PUT takes the body as it is (base64 bodies are decoded) with its
-// Content-Type (default application/octet-stream). If-Match: <n> (or "n")
-// writes only if version n is the latest; If-None-Match: * only if the
-// object does not exist. ?placement=table keeps the document in DynamoDB
-// (chunked if need be) instead of S3. The answer is 201 for version 1 (or
-// with If-None-Match: *), else 200, with ETag: "<version>" and
-//
-//	{"key":"docs/a.txt","version":3,"size":12,"sha256":"…","contentType":"text/plain",
-//	 "kind":"inline","codec":"identity","modified":"2026-11-21T10:00:00Z"}
-//
-// Bodies over the limit (default 4 MiB: Lambda takes 6 MB of event, and
-// API Gateway base64-encodes binary bodies, a third more) get 413 too-large:
-// use an upload.
-//
-// GET answers with the document, its Content-Type, ETag, X-Object-Version,
-// X-Object-Sha256 and X-Object-Kind. A document in S3 bigger than a Lambda
-// response can carry (default 4 MiB) gets 303 See Other, Location: a
-// presigned GET valid for minutes, and {"url","expiresAt","size","sha256",
-// "version","contentType"}; `curl -L` follows it.
-//
-// POST …/uploads takes {"size":N,"sha256":"<hex>","contentType":"…",
-// "ifMatch":n} (ifMatch optional; 0 means create only) and answers 201 with
-// the upload's id, its status URL, and either "put" (one presigned PUT: send
-// the body with exactly the headers given) or "multipart" (partSize, one
-// presigned PUT per part in order, and the complete URL, to which the client
-// POSTs {"parts":[{"partNumber":1,"etag":"…"},…]} with the ETags S3 returned).
-// When the object lands in the bucket, the finalizer verifies its size and
-// SHA-256 and commits it (honouring ifMatch); GET …/uploads/{id} then says
-// {"state":"committed","version":n} or {"state":"failed","reason":…}.
-//
-// Errors are {"error":"<reason>","message":"…"}: 400 for bad keys
-// (empty-key, key-bad-char, key-reserved, …), bad-version, bad-if-match,
-// bad-placement, invalid-json, missing-body, bad-sha256, bad-parts; 404
-// not-found; 405 method-not-allowed; 409 conflict (with "currentVersion")
-// and upload-closed; 413 too-large; 415 bad-content-type; 503 throttled
-// (retry); 500 internal (details are logged, never returned).
-//
-// # With curl
-//
-//	API=http://127.0.0.1:8080   # API_URL in .ddbpipe/local.env
-//	curl -i -X PUT --data-binary @report.pdf -H 'Content-Type: application/pdf' $API/objects/docs/report.pdf
-//	curl -i -X PUT --data-binary @report.pdf -H 'If-Match: 1' $API/objects/docs/report.pdf
-//	curl -L -o copy.pdf $API/objects/docs/report.pdf
-//	curl $API/objects/docs/report.pdf?version=1 -o v1.pdf
-//	curl $API/objects/docs/report.pdf/versions
-//	curl -X DELETE -H 'If-Match: 2' $API/objects/docs/report.pdf
-//	curl -X POST -H 'Content-Type: application/json' \
-//	  -d "{\"size\":$(stat -c%s big.bin),\"sha256\":\"$(sha256sum big.bin | cut -d' ' -f1)\"}" \
-//	  $API/objects/data/big.bin/uploads
-//	# then PUT the file to .put.url with .put.headers, and poll .status
+// The HTTP API's contract (routes, headers, status codes, JSON bodies) is
+// package objectsapi.
 //
 // # Metrics (EMF, namespace ddbpipe)
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 )
 
 func TestClassify(t *testing.T) {
@@ -23,7 +24,7 @@ func TestClassify(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"adapter refusal", refuse(http.StatusBadRequest, reasonBadIfMatch, "x"), 400, "bad-if-match"},
+		{"adapter refusal", refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "x"), 400, "bad-if-match"},
 		{"bad key", objects.ValidateKey("a//b"), 400, "key-empty-segment"},
 		{"reserved key", objects.ValidateKey("a/versions"), 400, "key-reserved"},
 		{"bad version", fmt.Errorf("wrapped: %w", &objects.InvalidError{Reason: objects.ReasonBadVersion, Detail: "d"}), 400, "bad-version"},
@@ -131,7 +132,7 @@ func TestHandlerAdapts(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Headers["etag"] != `"4"` || string(gotBody) != "\x00\x01\x02" || gotOpts.ContentType != "image/png" || *gotOpts.IfMatch != 3 {
 		t.Errorf("put: %d %v, body %q, options %+v", resp.StatusCode, resp.Headers, gotBody, gotOpts)
 	}
-	var m Meta
+	var m objectsapi.Meta
 	if err := json.Unmarshal([]byte(resp.Body), &m); err != nil || m.Version != 4 || m.Size != 3 || m.Kind != "inline" {
 		t.Errorf("put answer %s: %v", resp.Body, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 )
 
@@ -38,7 +39,7 @@ type Uploads interface {
 	Complete(ctx context.Context, key, id string, parts []objects.Part) (objects.Upload, error)
 }
 
-// Links presigns downloads; *s3blob.Store satisfies it through DownloadLinks.
+// Links presigns downloads; *objectss3.Transfers satisfies it.
 type Links interface {
 	PresignGet(ctx context.Context, ref objects.BlobRef, ttl time.Duration) (objects.SignedRequest, error)
 }
@@ -89,22 +90,6 @@ func (e *apiError) Error() string { return e.reason + ": " + e.msg }
 func refuse(status int, reason, format string, args ...any) *apiError {
 	return &apiError{status: status, reason: reason, msg: fmt.Sprintf(format, args...)}
 }
-
-// Adapter reasons (the domain's are objects.Reason values).
-const (
-	reasonBadIfMatch    = "bad-if-match"
-	reasonBadPlacement  = "bad-placement"
-	reasonBadBody       = "bad-body"
-	reasonInvalidJSON   = "invalid-json"
-	reasonMissingBody   = "missing-body"
-	reasonNotFound      = "not-found"
-	reasonNoMethod      = "method-not-allowed"
-	reasonConflict      = "conflict"
-	reasonThrottled     = "throttled"
-	reasonChecksum      = "checksum-mismatch"
-	reasonInternal      = "internal"
-	reasonUnsupportedIf = "unsupported-precondition"
-)
 
 // resource is what a path names.
 type resource int
@@ -168,7 +153,7 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	case res == complete && method == http.MethodPost:
 		resp, err = h.completeUpload(ctx, req, key, id)
 	default:
-		err = &apiError{status: http.StatusMethodNotAllowed, reason: reasonNoMethod,
+		err = &apiError{status: http.StatusMethodNotAllowed, reason: objectsapi.ReasonNoMethod,
 			msg: fmt.Sprintf("%s is not allowed here; allowed: %s", method, allowed[res]), header: map[string]string{"allow": allowed[res]}}
 	}
 	if err != nil {
@@ -196,7 +181,7 @@ func body(req events.APIGatewayV2HTTPRequest, limit int, hint string) ([]byte, e
 	}
 	b, err := base64.StdEncoding.DecodeString(req.Body)
 	if err != nil {
-		return nil, refuse(http.StatusBadRequest, reasonBadBody, "the body is marked base64 but does not decode")
+		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonBadBody, "the body is marked base64 but does not decode")
 	}
 	if len(b) > limit {
 		return nil, refuse(http.StatusRequestEntityTooLarge, string(objects.ReasonTooLarge), "the body is %d bytes, the limit is %d%s", len(b), limit, hint)
@@ -210,11 +195,11 @@ func ifMatch(v string) (*int64, error) {
 		return nil, nil
 	}
 	if v == "*" {
-		return nil, refuse(http.StatusBadRequest, reasonUnsupportedIf, "If-Match: * is not supported; send the version the change is based on")
+		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-Match: * is not supported; send the version the change is based on")
 	}
 	n, err := objects.ParseVersion(strings.Trim(strings.TrimPrefix(v, "W/"), `"`))
 	if err != nil {
-		return nil, refuse(http.StatusBadRequest, reasonBadIfMatch, "If-Match %q is not a version (1 to %d, as the ETag gives it)", truncate(v, 32), int64(objects.MaxVersion))
+		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "If-Match %q is not a version (1 to %d, as the ETag gives it)", truncate(v, 32), int64(objects.MaxVersion))
 	}
 	return &n, nil
 }
@@ -234,11 +219,11 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	create := false
 	switch v := header(req, "if-none-match"); {
 	case v == "*" && match != nil:
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, reasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
 	case v == "*":
 		create, match = true, new(int64)
 	case v != "":
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, reasonUnsupportedIf, "If-None-Match takes only * (create only)")
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-None-Match takes only * (create only)")
 	}
 	o := objects.PutOptions{IfMatch: match, ContentType: header(req, "content-type")}
 	switch p := req.QueryStringParameters["placement"]; p {
@@ -246,7 +231,7 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	case "table":
 		o.KeepInTable = true
 	default:
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, reasonBadPlacement, "placement %q: want auto or table", truncate(p, 32))
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadPlacement, "placement %q: want auto or table", truncate(p, 32))
 	}
 	doc, err := body(req, limit, fmt.Sprintf("; send bigger documents with POST /objects/%s/uploads", url.PathEscape(key)))
 	if err != nil {
@@ -304,7 +289,7 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
-		resp := jsonResponse(http.StatusSeeOther, Link{
+		resp := jsonResponse(http.StatusSeeOther, objectsapi.Link{
 			URL: link.URL, ExpiresAt: link.Expires.UTC(), Size: rec.Size, SHA256: rec.SHA256.String(),
 			Version: rec.Version, ContentType: rec.ContentType,
 		})
@@ -340,7 +325,7 @@ func (h *HTTP) delete(ctx context.Context, req events.APIGatewayV2HTTPRequest, k
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	return jsonResponse(http.StatusOK, Deleted{Key: key, Version: v}), nil
+	return jsonResponse(http.StatusOK, objectsapi.Deleted{Key: key, Version: v}), nil
 }
 
 func (h *HTTP) versions(ctx context.Context, key string) (events.APIGatewayV2HTTPResponse, error) {
@@ -348,7 +333,7 @@ func (h *HTTP) versions(ctx context.Context, key string) (events.APIGatewayV2HTT
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	out := VersionList{Key: key, Versions: make([]Meta, len(recs))}
+	out := objectsapi.VersionList{Key: key, Versions: make([]objectsapi.Meta, len(recs))}
 	for i, r := range recs {
 		out.Versions[i] = meta(r)
 	}
@@ -362,15 +347,15 @@ func decodeJSON(req events.APIGatewayV2HTTPRequest, v any, want string) error {
 		return err
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return refuse(http.StatusBadRequest, reasonMissingBody, "missing body: want %s", want)
+		return refuse(http.StatusBadRequest, objectsapi.ReasonMissingBody, "missing body: want %s", want)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return refuse(http.StatusBadRequest, reasonInvalidJSON, "malformed JSON (%s): want %s", jsonProblem(err), want)
+		return refuse(http.StatusBadRequest, objectsapi.ReasonInvalidJSON, "malformed JSON (%s): want %s", jsonProblem(err), want)
 	}
 	if dec.More() {
-		return refuse(http.StatusBadRequest, reasonInvalidJSON, "more than one JSON value: want %s", want)
+		return refuse(http.StatusBadRequest, objectsapi.ReasonInvalidJSON, "more than one JSON value: want %s", want)
 	}
 	return nil
 }
@@ -396,12 +381,12 @@ func (h *HTTP) beginUpload(ctx context.Context, req events.APIGatewayV2HTTPReque
 	if err := objects.ValidateKey(key); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	var in UploadRequest
+	var in objectsapi.UploadRequest
 	if err := decodeJSON(req, &in, uploadShape); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	if in.Size == nil {
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, reasonInvalidJSON, "size is missing: want %s", uploadShape)
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonInvalidJSON, "size is missing: want %s", uploadShape)
 	}
 	sum, err := objects.ParseSum(strings.ToLower(in.SHA256))
 	if err != nil {
@@ -412,11 +397,7 @@ func (h *HTTP) beginUpload(ctx context.Context, req events.APIGatewayV2HTTPReque
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	h.emit(emf.Metric{Name: "UploadsGranted", Unit: emf.Count, Value: 1})
-	out := Granted{UploadStatus: status(g.Upload), Put: g.Put}
-	if g.Upload.MultipartID != "" {
-		out.Multipart = &Multipart{PartSize: g.Upload.PartSize, Parts: g.Parts, Complete: uploadPath(key, g.Upload.ID) + "/complete"}
-	}
-	resp := jsonResponse(http.StatusCreated, out)
+	resp := jsonResponse(http.StatusCreated, granted(g, uploadPath(key, g.Upload.ID)+"/complete"))
 	resp.Headers["location"] = uploadPath(key, g.Upload.ID)
 	return resp, nil
 }
@@ -432,11 +413,11 @@ func (h *HTTP) uploadStatus(ctx context.Context, key, id string) (events.APIGate
 const completeShape = `{"parts":[{"partNumber":1,"etag":"…"},…]}`
 
 func (h *HTTP) completeUpload(ctx context.Context, req events.APIGatewayV2HTTPRequest, key, id string) (events.APIGatewayV2HTTPResponse, error) {
-	var in CompleteRequest
+	var in objectsapi.CompleteRequest
 	if err := decodeJSON(req, &in, completeShape); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	up, err := h.Uploads.Complete(ctx, key, id, in.Parts)
+	up, err := h.Uploads.Complete(ctx, key, id, parts(in.Parts))
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
@@ -474,9 +455,9 @@ func (h *HTTP) emit(ms ...emf.Metric) {
 func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err error) events.APIGatewayV2HTTPResponse {
 	st, e := classify(err)
 	switch {
-	case st == http.StatusConflict && e.Error == reasonConflict:
+	case st == http.StatusConflict && e.Error == objectsapi.ReasonConflict:
 		h.emit(emf.Metric{Name: "Conflicts", Unit: emf.Count, Value: 1})
-	case e.Error == reasonChecksum:
+	case e.Error == objectsapi.ReasonChecksum:
 		h.emit(emf.Metric{Name: "ChecksumFailures", Unit: emf.Count, Value: 1})
 	}
 	switch {
@@ -499,22 +480,22 @@ func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err
 }
 
 // classify is the error model: status and body for every error.
-func classify(err error) (int, ErrorBody) {
+func classify(err error) (int, objectsapi.ErrorBody) {
 	var ae *apiError
 	var ie *objects.InvalidError
 	var ce *objects.ConflictError
 	switch {
 	case errors.As(err, &ae):
-		return ae.status, ErrorBody{Error: ae.reason, Message: ae.msg}
+		return ae.status, objectsapi.ErrorBody{Error: ae.reason, Message: ae.msg}
 	case errors.As(err, &ce):
 		cur := ce.Current
-		body := ErrorBody{Error: reasonConflict, Message: conflictMessage(ce), CurrentVersion: &cur}
+		body := objectsapi.ErrorBody{Error: objectsapi.ReasonConflict, Message: conflictMessage(ce), CurrentVersion: &cur}
 		if ce.Deleted {
 			body.Deleted = true
 		}
 		return http.StatusConflict, body
 	case errors.As(err, &ie):
-		body := ErrorBody{Error: string(ie.Reason), Message: ie.Detail}
+		body := objectsapi.ErrorBody{Error: string(ie.Reason), Message: ie.Detail}
 		switch ie.Reason {
 		case objects.ReasonTooLarge, objects.ReasonTooLargeForTable:
 			return http.StatusRequestEntityTooLarge, body
@@ -525,13 +506,13 @@ func classify(err error) (int, ErrorBody) {
 		}
 		return http.StatusBadRequest, body
 	case errors.Is(err, objects.ErrNotFound):
-		return http.StatusNotFound, ErrorBody{Error: reasonNotFound, Message: "no such object, version or upload"}
+		return http.StatusNotFound, objectsapi.ErrorBody{Error: objectsapi.ReasonNotFound, Message: "no such object, version or upload"}
 	case errors.Is(err, objects.ErrThrottled), errors.Is(err, objects.ErrUploadBusy):
-		return http.StatusServiceUnavailable, ErrorBody{Error: reasonThrottled, Message: "busy; retry shortly"}
+		return http.StatusServiceUnavailable, objectsapi.ErrorBody{Error: objectsapi.ReasonThrottled, Message: "busy; retry shortly"}
 	case errors.Is(err, objects.ErrChecksum):
-		return http.StatusInternalServerError, ErrorBody{Error: reasonChecksum, Message: "the stored document failed verification; it is not returned"}
+		return http.StatusInternalServerError, objectsapi.ErrorBody{Error: objectsapi.ReasonChecksum, Message: "the stored document failed verification; it is not returned"}
 	}
-	return http.StatusInternalServerError, ErrorBody{Error: reasonInternal, Message: "internal error"}
+	return http.StatusInternalServerError, objectsapi.ErrorBody{Error: objectsapi.ReasonInternal, Message: "internal error"}
 }
 
 func conflictMessage(ce *objects.ConflictError) string {

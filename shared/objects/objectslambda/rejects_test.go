@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
@@ -21,7 +22,7 @@ import (
 
 type answer struct {
 	status int
-	body   objectslambda.ErrorBody
+	body   objectsapi.ErrorBody
 	raw    string
 }
 

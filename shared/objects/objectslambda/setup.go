@@ -7,9 +7,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsmaint"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
-	"github.com/ddbpipe/ddbpipe/shared/objects/uploadsddb"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
@@ -48,7 +46,7 @@ func objectsServices(env lambdafn.Env, c objectsConfig) (*objects.Uploader, *obj
 	table := objectsddb.New(db, c.table)
 	store := &objects.Store{Items: table, Chunks: table, Blobs: blobs, Policy: c.policy, MaxVersions: c.maxVersions, Log: env.Log}
 	transfers := objectss3.TransfersFromClient(s3c, blobs)
-	up := &objects.Uploader{Store: store, Uploads: uploadsddb.New(db, c.table), Bucket: transfers, Log: env.Log}
+	up := &objects.Uploader{Store: store, Uploads: objectsddb.NewUploads(db, c.table), Bucket: transfers, Log: env.Log}
 	return up, transfers
 }
 
@@ -108,9 +106,11 @@ func SetupReaper(_ context.Context, env lambdafn.Env) (any, error) {
 		return nil, err
 	}
 	items := objectsddb.New(awsenv.DynamoDB(env.AWS), table)
-	r := &objectsmaint.Reaper{
-		Store:   &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket), Log: env.Log},
-		Bucket:  bucket,
+	r := &Reaper{
+		Reaper: &objects.Reaper{
+			Store:  &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket), Log: env.Log},
+			Bucket: bucket,
+		},
 		Log:     env.Log,
 		Metrics: lambdafn.NewMetrics(env, "objects-reaper"),
 	}
@@ -127,11 +127,14 @@ func SetupSweeper(_ context.Context, env lambdafn.Env) (any, error) {
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	s := &objectsmaint.Sweeper{
-		Table:   objectsddb.NewRefs(awsenv.DynamoDB(env.AWS), table),
-		Blobs:   objectsmaint.NewBucket(awsenv.S3(env.AWS), bucket),
-		Grace:   time.Duration(grace) * time.Minute,
-		Now:     time.Now,
+	s := &Sweeper{
+		Sweeper: &objects.Sweeper{
+			Table: objectsddb.NewRefs(awsenv.DynamoDB(env.AWS), table),
+			Blobs: objectss3.NewBucket(awsenv.S3(env.AWS), bucket),
+			Grace: time.Duration(grace) * time.Minute,
+			Now:   time.Now,
+			Log:   env.Log,
+		},
 		Log:     env.Log,
 		Metrics: lambdafn.NewMetrics(env, "objects-sweeper"),
 	}

@@ -80,7 +80,7 @@ func (t *Transfers) CreateMultipart(ctx context.Context, blobKey, contentType st
 	}
 	out, err := t.api.CreateMultipartUpload(ctx, in)
 	if err != nil {
-		return "", fmt.Errorf("s3blob: create multipart upload s3://%s/%s: %w", t.store.bucket, blobKey, classify(err))
+		return "", fmt.Errorf("objectss3: create multipart upload s3://%s/%s: %w", t.store.bucket, blobKey, classify(err))
 	}
 	return aws.ToString(out.UploadId), nil
 }
@@ -97,7 +97,7 @@ func (t *Transfers) PresignPart(ctx context.Context, blobKey, multipartID string
 	}
 	r, err := t.presign.PresignUploadPart(ctx, in, s3.WithPresignExpires(ttl))
 	if err != nil {
-		return objects.SignedRequest{}, fmt.Errorf("s3blob: presign part %d of s3://%s/%s: %w", part, t.store.bucket, blobKey, err)
+		return objects.SignedRequest{}, fmt.Errorf("objectss3: presign part %d of s3://%s/%s: %w", part, t.store.bucket, blobKey, err)
 	}
 	return objects.SignedRequest(presigned(r, expires)), nil
 }
@@ -130,7 +130,7 @@ func (t *Transfers) CompleteMultipart(ctx context.Context, blobKey, multipartID 
 	case "InvalidPart", "InvalidPartOrder", "EntityTooSmall", "NoSuchUpload":
 		return &objects.InvalidError{Reason: objects.ReasonBadParts, Detail: fmt.Sprintf("S3 refused the parts (%s)", code)}
 	}
-	return fmt.Errorf("s3blob: complete multipart upload s3://%s/%s: %w", t.store.bucket, blobKey, classify(err))
+	return fmt.Errorf("objectss3: complete multipart upload s3://%s/%s: %w", t.store.bucket, blobKey, classify(err))
 }
 
 // AbortMultipart implements objects.Transfers; an upload already gone is
@@ -140,7 +140,7 @@ func (t *Transfers) AbortMultipart(ctx context.Context, blobKey, multipartID str
 		Bucket: aws.String(t.store.bucket), Key: aws.String(blobKey), UploadId: aws.String(multipartID),
 	})
 	if err != nil && awserr.Code(err) != "NoSuchUpload" && !errors.Is(classify(err), objects.ErrBlobNotFound) {
-		return fmt.Errorf("s3blob: abort multipart upload s3://%s/%s: %w", t.store.bucket, blobKey, classify(err))
+		return fmt.Errorf("objectss3: abort multipart upload s3://%s/%s: %w", t.store.bucket, blobKey, classify(err))
 	}
 	return nil
 }

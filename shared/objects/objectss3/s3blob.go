@@ -1,8 +1,9 @@
 // Package objectss3 keeps the objects domain's blobs in S3: write-once puts
 // (If-None-Match: *) carrying their SHA-256 for S3 to check, reads verified
-// against the reference, deletes of the exact version, listings for the
-// orphan sweeper, and presigned URLs for uploads and downloads that are too
-// big for a Lambda payload.
+// against the reference, deletes of the exact version, presigned URLs for
+// uploads and downloads that are too big for a Lambda payload, and (Bucket)
+// the listing and deleting of every version that the orphan sweeper and
+// objects.Check need.
 //
 // Blob metadata (x-amz-meta-*):
 //
@@ -151,7 +152,7 @@ func (s *Store) PutBlob(ctx context.Context, b objects.Blob) (objects.BlobRef, e
 		out, err = s.api.PutObject(ctx, in)
 	}
 	if err != nil {
-		return objects.BlobRef{}, fmt.Errorf("s3blob: put s3://%s/%s: %w", s.bucket, b.Key, classify(err))
+		return objects.BlobRef{}, fmt.Errorf("objectss3: put s3://%s/%s: %w", s.bucket, b.Key, classify(err))
 	}
 	return objects.BlobRef{
 		Bucket: s.bucket, Key: b.Key, VersionID: aws.ToString(out.VersionId),
@@ -170,7 +171,7 @@ func (s *Store) GetBlob(ctx context.Context, ref objects.BlobRef) (io.ReadCloser
 	}
 	out, err := s.api.GetObject(ctx, in)
 	if err != nil {
-		return nil, fmt.Errorf("s3blob: get s3://%s/%s: %w", s.bucketOf(ref), ref.Key, classify(err))
+		return nil, fmt.Errorf("objectss3: get s3://%s/%s: %w", s.bucketOf(ref), ref.Key, classify(err))
 	}
 	what := fmt.Sprintf("blob s3://%s/%s", s.bucketOf(ref), ref.Key)
 	if out.ContentLength != nil && *out.ContentLength != ref.Size {
@@ -199,7 +200,7 @@ func (s *Store) DeleteBlob(ctx context.Context, ref objects.BlobRef) error {
 	}
 	_, err := s.api.DeleteObject(ctx, in)
 	if err != nil && !errors.Is(classify(err), objects.ErrBlobNotFound) {
-		return fmt.Errorf("s3blob: delete s3://%s/%s: %w", s.bucketOf(ref), ref.Key, classify(err))
+		return fmt.Errorf("objectss3: delete s3://%s/%s: %w", s.bucketOf(ref), ref.Key, classify(err))
 	}
 	return nil
 }
@@ -226,7 +227,7 @@ func (s *Store) Head(ctx context.Context, key, versionID string) (Info, error) {
 	}
 	out, err := s.api.HeadObject(ctx, in)
 	if err != nil {
-		return Info{}, fmt.Errorf("s3blob: head s3://%s/%s: %w", s.bucket, key, classify(err))
+		return Info{}, fmt.Errorf("objectss3: head s3://%s/%s: %w", s.bucket, key, classify(err))
 	}
 	info := Info{
 		BlobInfo:    objects.BlobInfo{Key: key, Size: aws.ToInt64(out.ContentLength), LastModified: aws.ToTime(out.LastModified)},
@@ -259,7 +260,7 @@ func (s *Store) List(ctx context.Context, prefix string, pageSize int32) iter.Se
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
-				yield(objects.BlobInfo{}, fmt.Errorf("s3blob: list s3://%s/%s: %w", s.bucket, prefix, classify(err)))
+				yield(objects.BlobInfo{}, fmt.Errorf("objectss3: list s3://%s/%s: %w", s.bucket, prefix, classify(err)))
 				return
 			}
 			for _, o := range page.Contents {
@@ -286,7 +287,7 @@ type Presigned struct {
 
 func checkTTL(ttl time.Duration) error {
 	if ttl <= 0 || ttl > MaxPresignTTL {
-		return fmt.Errorf("s3blob: presign: ttl %s: want more than 0 and at most %s", ttl, MaxPresignTTL)
+		return fmt.Errorf("objectss3: presign: ttl %s: want more than 0 and at most %s", ttl, MaxPresignTTL)
 	}
 	return nil
 }
@@ -306,7 +307,7 @@ func presigned(r *v4.PresignedHTTPRequest, expires time.Time) Presigned {
 // ttl, that answers with the reference's content type.
 func (s *Store) PresignGet(ctx context.Context, ref objects.BlobRef, ttl time.Duration) (Presigned, error) {
 	if s.presign == nil {
-		return Presigned{}, errors.New("s3blob: presign: no presigner")
+		return Presigned{}, errors.New("objectss3: presign: no presigner")
 	}
 	if err := checkTTL(ttl); err != nil {
 		return Presigned{}, err
@@ -321,7 +322,7 @@ func (s *Store) PresignGet(ctx context.Context, ref objects.BlobRef, ttl time.Du
 	now := time.Now()
 	r, err := s.presign.PresignGetObject(ctx, in, s3.WithPresignExpires(ttl))
 	if err != nil {
-		return Presigned{}, fmt.Errorf("s3blob: presign get s3://%s/%s: %w", s.bucketOf(ref), ref.Key, err)
+		return Presigned{}, fmt.Errorf("objectss3: presign get s3://%s/%s: %w", s.bucketOf(ref), ref.Key, err)
 	}
 	return presigned(r, now.Add(ttl)), nil
 }
@@ -340,13 +341,13 @@ type Upload struct {
 // The signed headers must be sent as returned.
 func (s *Store) PresignPut(ctx context.Context, u Upload) (Presigned, error) {
 	if s.presign == nil {
-		return Presigned{}, errors.New("s3blob: presign: no presigner")
+		return Presigned{}, errors.New("objectss3: presign: no presigner")
 	}
 	if err := checkTTL(u.TTL); err != nil {
 		return Presigned{}, err
 	}
 	if u.Size < 0 || u.Size > 5<<30 {
-		return Presigned{}, fmt.Errorf("s3blob: presign put: size %d: a single PUT takes 0 to 5 GiB", u.Size)
+		return Presigned{}, fmt.Errorf("objectss3: presign put: size %d: a single PUT takes 0 to 5 GiB", u.Size)
 	}
 	in := &s3.PutObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(u.Key), ContentLength: aws.Int64(u.Size)}
 	if u.ContentType != "" {
@@ -362,7 +363,7 @@ func (s *Store) PresignPut(ctx context.Context, u Upload) (Presigned, error) {
 	now := time.Now()
 	r, err := s.presign.PresignPutObject(ctx, in, s3.WithPresignExpires(u.TTL))
 	if err != nil {
-		return Presigned{}, fmt.Errorf("s3blob: presign put s3://%s/%s: %w", s.bucket, u.Key, err)
+		return Presigned{}, fmt.Errorf("objectss3: presign put s3://%s/%s: %w", s.bucket, u.Key, err)
 	}
 	return presigned(r, now.Add(u.TTL)), nil
 }
@@ -371,7 +372,7 @@ func sumFromBase64(b64 string) (objects.Sum, error) {
 	var s objects.Sum
 	raw, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil || len(raw) != len(s) {
-		return s, fmt.Errorf("s3blob: checksum %q is not a SHA-256", b64)
+		return s, fmt.Errorf("objectss3: checksum %q is not a SHA-256", b64)
 	}
 	copy(s[:], raw)
 	return s, nil

@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,9 +72,11 @@ type Table struct {
 }
 
 var (
-	_ objects.Items  = (*Table)(nil)
-	_ objects.Chunks = (*Table)(nil)
-	_ objects.Blobs  = (*Bucket)(nil)
+	_ objects.Items         = (*Table)(nil)
+	_ objects.Chunks        = (*Table)(nil)
+	_ objects.RefScanner    = (*Table)(nil)
+	_ objects.Blobs         = (*Bucket)(nil)
+	_ objects.VersionLister = (*Bucket)(nil)
 )
 
 // NewTable returns an empty table.
@@ -317,6 +321,32 @@ func (t *Table) ChunkKeys() []string {
 	return out
 }
 
+// Scan implements objects.RefScanner: every version item and chunk item,
+// in key order, as objects.Check reads them.
+func (t *Table) Scan(_ context.Context, fn func(objects.ItemRef)) error {
+	t.mu.Lock()
+	refs := make([]objects.ItemRef, 0, len(t.items)+len(t.chunks))
+	for k, r := range t.items {
+		r = clone(r)
+		ref := objects.ItemRef{PK: k.PK, SK: k.SK, Version: r.Version, WriteID: r.WriteID, Deleted: r.Deleted, Manifest: r.Manifest}
+		if r.Blob != nil {
+			ref.BlobKey = r.Blob.Key
+		}
+		refs = append(refs, ref)
+	}
+	for k := range t.chunks {
+		if c, ok := objects.ParseChunkKey(k.PK); ok {
+			refs = append(refs, objects.ItemRef{PK: k.PK, SK: k.SK, Chunk: &c})
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(refs, func(a, b objects.ItemRef) int { return cmp.Or(cmp.Compare(a.PK, b.PK), cmp.Compare(a.SK, b.SK)) })
+	for _, ref := range refs {
+		fn(ref)
+	}
+	return nil
+}
+
 // SetRecord writes a version item as is (to plant corrupt or odd state).
 func (t *Table) SetRecord(sk string, r objects.Record) {
 	t.mu.Lock()
@@ -425,6 +455,28 @@ func (b *Bucket) List() []objects.BlobInfo {
 	}
 	slices.SortFunc(out, func(x, y objects.BlobInfo) int { return cmp.Compare(x.Key, y.Key) })
 	return out
+}
+
+// Versions implements objects.VersionLister: the blobs under prefix, one
+// version each (the latest), in one page.
+func (b *Bucket) Versions(_ context.Context, prefix string) iter.Seq2[[]objects.BlobVersion, error] {
+	return func(yield func([]objects.BlobVersion, error) bool) {
+		var page []objects.BlobVersion
+		b.mu.Lock()
+		for k, s := range b.blobs {
+			if strings.HasPrefix(k, prefix) {
+				page = append(page, objects.BlobVersion{
+					BlobInfo:  objects.BlobInfo{Key: k, Size: int64(len(s.data)), LastModified: s.modified},
+					VersionID: s.versionID, Latest: true,
+				})
+			}
+		}
+		b.mu.Unlock()
+		slices.SortFunc(page, func(x, y objects.BlobVersion) int { return cmp.Compare(x.Key, y.Key) })
+		if len(page) > 0 {
+			yield(page, nil)
+		}
+	}
 }
 
 // Has reports whether a blob exists.

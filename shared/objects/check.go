@@ -1,4 +1,4 @@
-package objectsmaint
+package objects
 
 import (
 	"context"
@@ -6,25 +6,24 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 )
 
 // Report is the state of the store's invariants, as Check found it.
 type Report struct {
 	Items      int // table items
 	Versions   int // version items (v0 included)
-	Blobs      int // live blob keys under Prefixes
+	Blobs      int // live blob keys under PayloadPrefixes
 	Chunks     int // chunk items
 	References int // version items naming a blob or chunks
 	// Dangling lists the references whose payload is missing ("<key> <sk>:
-	// blob <blob key>" or "… chunk <pk>"): the invariant that must never break.
+	// blob <blob key>" or "… chunk <pk>"), and the latest versions (v0)
+	// that no history item backs ("<key> v0: version N (write W) has no
+	// history item"): the invariants that must never break.
 	Dangling []string
-	// OrphanBlobs are versions under Prefixes that no item names, and
+	// OrphanBlobs are versions under PayloadPrefixes that no item names, and
 	// OrphanChunks chunk items that no manifest names, whatever their age:
 	// right after a sweep with every payload past its grace, both are empty.
-	OrphanBlobs  []Version
+	OrphanBlobs  []BlobVersion
 	OrphanChunks []string
 }
 
@@ -63,11 +62,12 @@ func (r Report) DanglingErr() error {
 // whose commit is on its way), and deletes as dangling references (an
 // item read before its removal, whose payload the reaper deleted before
 // the listing).
-func Check(ctx context.Context, table Scanner, bucket Lister) (Report, error) {
+func Check(ctx context.Context, table RefScanner, bucket VersionLister) (Report, error) {
 	var r Report
-	var refs []objectsddb.Entry
+	var refs, latest []ItemRef
 	chunks := map[string]bool{}
-	err := table.Scan(ctx, func(e objectsddb.Entry) {
+	history := map[ItemKey]string{} // history item → its write id
+	err := table.Scan(ctx, func(e ItemRef) {
 		r.Items++
 		switch {
 		case e.Chunk != nil:
@@ -76,19 +76,24 @@ func Check(ctx context.Context, table Scanner, bucket Lister) (Report, error) {
 		case e.BlobKey != "" || e.Manifest != nil:
 			refs = append(refs, e)
 		}
-		if _, err := objects.ParseSortKey(e.SK); err == nil {
+		if v, err := ParseSortKey(e.SK); err == nil {
 			r.Versions++
+			if v == 0 {
+				latest = append(latest, e)
+			} else {
+				history[ItemKey{PK: e.PK, SK: e.SK}] = e.WriteID
+			}
 		}
 	})
 	if err != nil {
-		return Report{}, fmt.Errorf("objectsmaint: check: %w", err)
+		return Report{}, fmt.Errorf("objects: check: %w", err)
 	}
 	live := map[string]bool{} // keys whose latest version is not a delete marker
-	versions := map[string][]Version{}
-	for _, prefix := range Prefixes {
+	versions := map[string][]BlobVersion{}
+	for _, prefix := range PayloadPrefixes {
 		for page, err := range bucket.Versions(ctx, prefix) {
 			if err != nil {
-				return Report{}, fmt.Errorf("objectsmaint: check: %w", err)
+				return Report{}, fmt.Errorf("objects: check: %w", err)
 			}
 			for _, v := range page {
 				versions[v.Key] = append(versions[v.Key], v)
@@ -99,10 +104,15 @@ func Check(ctx context.Context, table Scanner, bucket Lister) (Report, error) {
 		}
 	}
 	r.Blobs = len(live)
+	for _, e := range latest {
+		if w, ok := history[ItemKey{PK: e.PK, SK: SortKey(e.Version)}]; !e.Deleted && (!ok || w != e.WriteID) {
+			r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: version %d (write %s) has no history item", e.PK, e.SK, e.Version, e.WriteID))
+		}
+	}
 	referenced := map[string]bool{}
 	for _, e := range refs {
 		isVersion := false
-		if _, err := objects.ParseSortKey(e.SK); err == nil {
+		if _, err := ParseSortKey(e.SK); err == nil && !e.Deleted {
 			isVersion = true
 			r.References++
 		}
@@ -135,7 +145,7 @@ func Check(ctx context.Context, table Scanner, bucket Lister) (Report, error) {
 		}
 	}
 	slices.Sort(r.Dangling)
-	slices.SortFunc(r.OrphanBlobs, func(a, b Version) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(r.OrphanBlobs, func(a, b BlobVersion) int { return strings.Compare(a.Key, b.Key) })
 	slices.Sort(r.OrphanChunks)
 	return r, nil
 }

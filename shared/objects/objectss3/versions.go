@@ -1,4 +1,4 @@
-package objectsmaint
+package objectss3
 
 import (
 	"context"
@@ -13,34 +13,28 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
 
-// S3API is the part of the S3 client the sweeper uses; *s3.Client
+// VersionsAPI is the part of the S3 client the sweeper uses; *s3.Client
 // satisfies it.
-type S3API interface {
+type VersionsAPI interface {
 	s3.ListObjectVersionsAPIClient
 	DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, opts ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error)
 }
 
-var _ S3API = (*s3.Client)(nil)
-
-// Version is one version of a bucket key (a delete marker included): in a
-// versioned bucket a blob is gone only once all its versions are.
-type Version struct {
-	objects.BlobInfo
-	VersionID    string // "null" for a version written while versioning was off
-	DeleteMarker bool
-	Latest       bool
-}
+var (
+	_ VersionsAPI         = (*s3.Client)(nil)
+	_ objects.SweepBucket = (*Bucket)(nil)
+)
 
 // Bucket lists and deletes every version of the objects bucket's blobs.
 type Bucket struct {
-	api  S3API
+	api  VersionsAPI
 	name string
 	// PageSize is the keys of one listing page (0: S3's 1,000).
 	PageSize int32
 }
 
 // NewBucket returns the objects bucket as the sweeper sees it.
-func NewBucket(api S3API, name string) *Bucket { return &Bucket{api: api, name: name} }
+func NewBucket(api VersionsAPI, name string) *Bucket { return &Bucket{api: api, name: name} }
 
 // Name is the bucket's name.
 func (b *Bucket) Name() string { return b.name }
@@ -50,8 +44,8 @@ func (b *Bucket) Name() string { return b.name }
 // version the previous page already held is left out: some S3-compatible
 // servers (versitygw) repeat the last version of a page at the start of
 // the next.
-func (b *Bucket) Versions(ctx context.Context, prefix string) iter.Seq2[[]Version, error] {
-	return func(yield func([]Version, error) bool) {
+func (b *Bucket) Versions(ctx context.Context, prefix string) iter.Seq2[[]objects.BlobVersion, error] {
+	return func(yield func([]objects.BlobVersion, error) bool) {
 		in := &s3.ListObjectVersionsInput{Bucket: aws.String(b.name), Prefix: aws.String(prefix)}
 		if b.PageSize > 0 {
 			in.MaxKeys = aws.Int32(b.PageSize)
@@ -61,15 +55,15 @@ func (b *Bucket) Versions(ctx context.Context, prefix string) iter.Seq2[[]Versio
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
-				yield(nil, fmt.Errorf("objectsmaint: list versions of s3://%s/%s: %w", b.name, prefix, err))
+				yield(nil, fmt.Errorf("objectss3: list versions of s3://%s/%s: %w", b.name, prefix, err))
 				return
 			}
-			vs := make([]Version, 0, len(page.Versions)+len(page.DeleteMarkers))
+			vs := make([]objects.BlobVersion, 0, len(page.Versions)+len(page.DeleteMarkers))
 			for _, v := range page.Versions {
 				if prev[[2]string{aws.ToString(v.Key), aws.ToString(v.VersionId)}] {
 					continue
 				}
-				vs = append(vs, Version{
+				vs = append(vs, objects.BlobVersion{
 					BlobInfo:  objects.BlobInfo{Key: aws.ToString(v.Key), Size: aws.ToInt64(v.Size), LastModified: aws.ToTime(v.LastModified)},
 					VersionID: aws.ToString(v.VersionId), Latest: aws.ToBool(v.IsLatest),
 				})
@@ -78,7 +72,7 @@ func (b *Bucket) Versions(ctx context.Context, prefix string) iter.Seq2[[]Versio
 				if prev[[2]string{aws.ToString(m.Key), aws.ToString(m.VersionId)}] {
 					continue
 				}
-				vs = append(vs, Version{
+				vs = append(vs, objects.BlobVersion{
 					BlobInfo:  objects.BlobInfo{Key: aws.ToString(m.Key), LastModified: aws.ToTime(m.LastModified)},
 					VersionID: aws.ToString(m.VersionId), Latest: aws.ToBool(m.IsLatest), DeleteMarker: true,
 				})
@@ -99,20 +93,20 @@ const maxDeleteObjects = 1000
 
 // DeleteError is a version S3 would not delete.
 type DeleteError struct {
-	Version Version
+	Version objects.BlobVersion
 	Code    string
 	Message string
 }
 
 func (e *DeleteError) Error() string {
-	return fmt.Sprintf("objectsmaint: delete %s (version %s): %s: %s", e.Version.Key, e.Version.VersionID, e.Code, e.Message)
+	return fmt.Sprintf("objectss3: delete %s (version %s): %s: %s", e.Version.Key, e.Version.VersionID, e.Code, e.Message)
 }
 
 // Delete deletes the versions for good (DeleteObjects naming each version,
 // up to 1,000 a request). It returns the versions deleted; the error joins
 // a *DeleteError for each version S3 refused and any failed request. A
 // version already gone counts as deleted.
-func (b *Bucket) Delete(ctx context.Context, vs []Version) (deleted []Version, err error) {
+func (b *Bucket) Delete(ctx context.Context, vs []objects.BlobVersion) (deleted []objects.BlobVersion, err error) {
 	var errs []error
 	for lo := 0; lo < len(vs); lo += maxDeleteObjects {
 		batch := vs[lo:min(lo+maxDeleteObjects, len(vs))]
@@ -128,12 +122,12 @@ func (b *Bucket) Delete(ctx context.Context, vs []Version) (deleted []Version, e
 			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("objectsmaint: delete %d versions from s3://%s: %w", len(batch), b.name, err))
+			errs = append(errs, fmt.Errorf("objectss3: delete %d versions from s3://%s: %w", len(batch), b.name, err))
 			continue
 		}
 		failed := map[[2]string]types.Error{}
 		for _, e := range out.Errors {
-			if notFound(aws.ToString(e.Code)) {
+			if versionGone(aws.ToString(e.Code)) {
 				continue
 			}
 			failed[[2]string{aws.ToString(e.Key), aws.ToString(e.VersionId)}] = e
@@ -149,6 +143,6 @@ func (b *Bucket) Delete(ctx context.Context, vs []Version) (deleted []Version, e
 	return deleted, errors.Join(errs...)
 }
 
-func notFound(code string) bool {
+func versionGone(code string) bool {
 	return code == "NoSuchKey" || code == "NoSuchVersion" || code == "NotFound"
 }

@@ -1,4 +1,4 @@
-package objectsmaint_test
+package objectslambda_test
 
 import (
 	"context"
@@ -19,12 +19,10 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsmaint"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
-
-func TestMain(m *testing.M) { stacktest.Main(m) }
 
 var seq atomic.Int64
 
@@ -43,7 +41,7 @@ type env struct {
 	blobs *objectss3.Store
 	store *objects.Store
 	refs  *objectsddb.Refs
-	lst   *objectsmaint.Bucket
+	lst   *objectss3.Bucket
 
 	mu  sync.Mutex
 	now time.Time // the sweeper's clock; zero: the real time
@@ -53,8 +51,9 @@ const grace = 10 * time.Minute
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	st := stacktest.Need(t)
-	cfg := stacktest.Config(t, st, nil)
+	// The servers of the local stack, straight (no proxies, no runner):
+	// the table, its stream and the bucket are the test's own.
+	cfg := stacktest.Config(t, upStack(t).Servers, nil)
 	e := &env{db: awsenv.DynamoDB(cfg), streams: dynamodbstreams.NewFromConfig(cfg), s3: awsenv.S3(cfg)}
 	ctx := context.Background()
 	n := seq.Add(1)
@@ -88,7 +87,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("PutBucketVersioning: %v", err)
 	}
 	e.items = objectsddb.New(e.db, e.table)
-	e.items.Backoff = func(int) time.Duration { return time.Millisecond }
+	e.items.Backoff.Base, e.items.Backoff.Max = time.Millisecond, time.Millisecond
 	e.blobs = objectss3.FromClient(e.s3, e.bucket)
 	var ids atomic.Int64
 	e.store = &objects.Store{
@@ -97,7 +96,7 @@ func newEnv(t *testing.T) *env {
 		Log:   testLogger(t),
 	}
 	e.refs = objectsddb.NewRefs(e.db, e.table)
-	e.lst = objectsmaint.NewBucket(e.s3, e.bucket)
+	e.lst = objectss3.NewBucket(e.s3, e.bucket)
 	return e
 }
 
@@ -117,16 +116,16 @@ func (e *env) clock() time.Time {
 	return e.now
 }
 
-func (e *env) sweeper(t *testing.T) *objectsmaint.Sweeper {
-	return &objectsmaint.Sweeper{Table: e.refs, Blobs: e.lst, Grace: grace, UploadGrace: 2 * grace, Now: e.clock, Log: testLogger(t)}
+func (e *env) sweeper(t *testing.T) *objects.Sweeper {
+	return &objects.Sweeper{Table: e.refs, Blobs: e.lst, Grace: grace, UploadGrace: 2 * grace, Now: e.clock, Log: testLogger(t)}
 }
 
-func (e *env) reaper(t *testing.T) *objectsmaint.Reaper {
-	return &objectsmaint.Reaper{Store: e.store, Bucket: e.bucket, Log: testLogger(t)}
+func (e *env) reaper(t *testing.T) *objectslambda.Reaper {
+	return &objectslambda.Reaper{Reaper: &objects.Reaper{Store: e.store, Bucket: e.bucket}, Log: testLogger(t)}
 }
 
 // sweep runs a sweep that must finish.
-func (e *env) sweep(t *testing.T) objectsmaint.SweepResult {
+func (e *env) sweep(t *testing.T) objects.SweepResult {
 	t.Helper()
 	res := e.sweeper(t).Sweep(context.Background())
 	if res.Err != nil || res.DeleteErr != nil {
@@ -136,9 +135,9 @@ func (e *env) sweep(t *testing.T) objectsmaint.SweepResult {
 }
 
 // check returns the invariants' report.
-func (e *env) check(t *testing.T) objectsmaint.Report {
+func (e *env) check(t *testing.T) objects.Report {
 	t.Helper()
-	r, err := objectsmaint.Check(context.Background(), e.refs, e.lst)
+	r, err := objects.Check(context.Background(), e.refs, e.lst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +146,7 @@ func (e *env) check(t *testing.T) objectsmaint.Report {
 
 // mustHold fails unless no reference dangles (and, if clean, no orphan
 // is left).
-func (e *env) mustHold(t *testing.T, clean bool) objectsmaint.Report {
+func (e *env) mustHold(t *testing.T, clean bool) objects.Report {
 	t.Helper()
 	r := e.check(t)
 	err := r.DanglingErr()

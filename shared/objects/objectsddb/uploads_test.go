@@ -1,50 +1,24 @@
-package uploadsddb_test
+package objectsddb
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/uploadsddb"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
-func TestMain(m *testing.M) { stacktest.Main(m) }
-
-func newStore(t *testing.T) *uploadsddb.Store {
+func newUploads(t *testing.T) *Uploads {
 	t.Helper()
-	db := awsenv.DynamoDB(stacktest.Config(t, stacktest.Need(t), nil))
-	table := fmt.Sprintf("uploads-%d", time.Now().UnixNano())
-	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName:   aws.String(table),
-		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uploadsddb.New(db, table)
+	db := newClient(t)
+	return NewUploads(db, newTable(t, db))
 }
 
 // An intent round-trips; one finalizer at a time holds the lease; a
 // settled upload stays settled.
-func TestLifecycle(t *testing.T) {
-	s := newStore(t)
+func TestUploadLifecycle(t *testing.T) {
+	s := newUploads(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	one := int64(1)

@@ -1,4 +1,4 @@
-package objectsmaint
+package objects
 
 import (
 	"context"
@@ -7,53 +7,74 @@ import (
 	"iter"
 	"log/slog"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 )
 
-// Scanner reads the table's references; *objectsddb.Refs satisfies it.
-type Scanner interface {
-	Scan(ctx context.Context, fn func(objectsddb.Entry)) error
+// ItemRef is one item of the objects table as a sweep sees it: the
+// payloads a version item references, or a chunk item.
+type ItemRef struct {
+	PK, SK string
+	// Version, WriteID and Deleted are a version item's (v0 included).
+	Version int64
+	WriteID string
+	Deleted bool
+	// BlobKey is the bucket key an item's blob attribute names (a version
+	// item of an S3 placement; any other item naming a blob the same way,
+	// such as a pending upload, protects it too).
+	BlobKey string
+	// Manifest names a chunked version's chunks (WriteID and Count).
+	Manifest *Manifest
+	// Chunk is set for a chunk item, with the mark of an earlier sweep
+	// (zero if none).
+	Chunk             *ChunkOf
+	UnreferencedSince time.Time
 }
 
-// Table is what the sweeper needs from the objects table;
-// *objectsddb.Refs satisfies it.
-type Table interface {
-	Scanner
+// BlobVersion is one version of a bucket key (a delete marker included):
+// in a versioned bucket a blob is gone only once all its versions are.
+type BlobVersion struct {
+	BlobInfo
+	VersionID    string // "null" for a version written while versioning was off
+	DeleteMarker bool
+	Latest       bool
+}
+
+// RefScanner reads every item of the objects table that may name a
+// payload, one call of fn at a time (the DynamoDB adapter's Refs, the
+// in-memory fake's Table).
+type RefScanner interface {
+	Scan(ctx context.Context, fn func(ItemRef)) error
+}
+
+// SweepTable is what the sweeper needs from the objects table.
+type SweepTable interface {
+	RefScanner
 	MarkChunk(ctx context.Context, pk string, at time.Time) (marked bool, err error)
 	DeleteChunk(ctx context.Context, pk string, markedAt time.Time) (deleted bool, err error)
 }
 
-// Lister lists every version of the bucket's keys; *Bucket satisfies it.
-type Lister interface {
-	Versions(ctx context.Context, prefix string) iter.Seq2[[]Version, error]
+// VersionLister lists every version of the bucket's keys under a prefix,
+// a page at a time, stopping at the first error, which it yields.
+type VersionLister interface {
+	Versions(ctx context.Context, prefix string) iter.Seq2[[]BlobVersion, error]
 }
 
-// Blobs is what the sweeper needs from the objects bucket; *Bucket
-// satisfies it.
-type Blobs interface {
-	Lister
-	Delete(ctx context.Context, vs []Version) (deleted []Version, err error)
+// SweepBucket is what the sweeper needs from the objects bucket.
+type SweepBucket interface {
+	VersionLister
+	// Delete deletes the versions for good and returns those deleted (or
+	// already gone); the error says which were not.
+	Delete(ctx context.Context, vs []BlobVersion) (deleted []BlobVersion, err error)
 }
-
-var (
-	_ Table = (*objectsddb.Refs)(nil)
-	_ Blobs = (*Bucket)(nil)
-)
 
 // Sweeper removes orphans: payloads that no reference names and that are
 // old enough that no reference ever will.
 //
 // A sweep takes its mark time first, then reads every reference of the
 // table (a strongly consistent parallel Scan), then lists every version of
-// the bucket's blobs and deletes those objects.Orphan says are orphans:
+// the bucket's blobs and deletes those Orphan says are orphans:
 // unreferenced and older than Grace before the mark (UploadGrace under
 // uploads/). A blob written just before the scan, whose commit lands after
-// it, is younger than the grace and stays (see objects.Orphans). Any item
+// it, is younger than the grace and stays (see Orphans). Any item
 // that names a blob the way version items do (blob.key) protects it: the
 // upload intents do, so a presigned upload is kept while its intent lives
 // however long the client takes (a multipart upload's Last-Modified is the
@@ -66,8 +87,8 @@ var (
 // than Grace before that sweep's mark. An orphan chunk therefore goes on
 // the first sweep at least Grace after the one that marked it.
 type Sweeper struct {
-	Table Table
-	Blobs Blobs
+	Table SweepTable
+	Blobs SweepBucket
 	// Grace is the age after which an unreferenced blob of the store, or a
 	// marked chunk, is an orphan: longer than any Put (a function timeout).
 	Grace time.Duration
@@ -80,8 +101,7 @@ type Sweeper struct {
 	// Reserve is the time a sweep keeps before its context's deadline to
 	// stop cleanly and report (default 5 s).
 	Reserve time.Duration
-	Log     *slog.Logger
-	Metrics *emf.Writer // optional
+	Log     *slog.Logger // progress of long sweeps
 }
 
 // SweepResult is what one sweep came to.
@@ -127,8 +147,8 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 	// Mark, then read every reference.
 	referenced := map[string]struct{}{}
 	manifests := map[string]int{} // <key>#<writeID> → chunk count
-	var chunks []objectsddb.Entry
-	err := s.Table.Scan(ctx, func(e objectsddb.Entry) {
+	var chunks []ItemRef
+	err := s.Table.Scan(ctx, func(e ItemRef) {
 		res.Items++
 		switch {
 		case e.Chunk != nil:
@@ -143,7 +163,7 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 	})
 	res.References, res.Manifests = len(referenced), len(manifests)
 	if err != nil {
-		res.Err = fmt.Errorf("objectsmaint: sweep: read references: %w", err)
+		res.Err = fmt.Errorf("objects: sweep: read references: %w", err)
 		res.Took = time.Since(start)
 		return res
 	}
@@ -152,8 +172,8 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 	var deleteErrs []error
 	s.sweepChunks(ctx, &res, chunks, manifests, now, &deleteErrs)
 
-	graces := map[string]time.Duration{objects.BlobPrefix: s.Grace, objects.UploadPrefix: s.uploadGrace()}
-	del := func(orphans []Version) {
+	graces := map[string]time.Duration{BlobPrefix: s.Grace, UploadPrefix: s.uploadGrace()}
+	del := func(orphans []BlobVersion) {
 		deleted, err := s.Blobs.Delete(ctx, orphans)
 		for _, v := range deleted {
 			if !v.DeleteMarker {
@@ -166,27 +186,27 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 			deleteErrs = append(deleteErrs, err)
 		}
 	}
-	for _, prefix := range Prefixes {
+	for _, prefix := range PayloadPrefixes {
 		// A page's orphans are deleted once the next page is listed: the
 		// listing's marker is the page's last key, and some servers
 		// (versitygw) lose their place when the marker's key is gone.
-		var pending []Version
+		var pending []BlobVersion
 		for page, err := range s.Blobs.Versions(ctx, prefix) {
 			if err != nil {
-				res.Err = fmt.Errorf("objectsmaint: sweep: %w", err)
+				res.Err = fmt.Errorf("objects: sweep: %w", err)
 				break
 			}
 			res.Listed += len(page)
 			del(pending)
 			pending = nil
 			for _, v := range page {
-				if objects.Orphan(v.BlobInfo, prefix, isReferenced, res.MarkedAt, graces[prefix]) {
+				if Orphan(v.BlobInfo, prefix, isReferenced, res.MarkedAt, graces[prefix]) {
 					pending = append(pending, v)
 				}
 			}
 			p.tick("list " + prefix)
 			if err := ctx.Err(); err != nil {
-				res.Err = fmt.Errorf("objectsmaint: sweep stopped in %s: %w", prefix, err)
+				res.Err = fmt.Errorf("objects: sweep stopped in %s: %w", prefix, err)
 				break
 			}
 		}
@@ -211,9 +231,9 @@ func (s *Sweeper) uploadGrace() time.Duration {
 
 // sweepChunks marks the unreferenced chunks not yet marked and deletes the
 // ones marked more than Grace before the sweep's mark.
-func (s *Sweeper) sweepChunks(ctx context.Context, res *SweepResult, chunks []objectsddb.Entry, manifests map[string]int, now func() time.Time, errs *[]error) {
+func (s *Sweeper) sweepChunks(ctx context.Context, res *SweepResult, chunks []ItemRef, manifests map[string]int, now func() time.Time, errs *[]error) {
 	isReferenced := func(pk string) bool {
-		c, ok := objects.ParseChunkKey(pk)
+		c, ok := ParseChunkKey(pk)
 		return ok && c.Index < manifests[c.Key+"#"+c.WriteID]
 	}
 	for _, e := range chunks {
@@ -230,8 +250,8 @@ func (s *Sweeper) sweepChunks(ctx context.Context, res *SweepResult, chunks []ob
 			}
 			continue
 		}
-		info := objects.BlobInfo{Key: e.PK, LastModified: e.UnreferencedSince}
-		if !objects.Orphan(info, "", isReferenced, res.MarkedAt, s.Grace) {
+		info := BlobInfo{Key: e.PK, LastModified: e.UnreferencedSince}
+		if !Orphan(info, "", isReferenced, res.MarkedAt, s.Grace) {
 			continue
 		}
 		deleted, err := s.Table.DeleteChunk(ctx, e.PK, e.UnreferencedSince)
@@ -275,44 +295,4 @@ func (s *Sweeper) log() *slog.Logger {
 		return slog.Default()
 	}
 	return s.Log
-}
-
-// Handle is the scheduled handler. A sweep that could not finish (a
-// failed scan or listing) is an error, for Lambda to retry; payloads that
-// could not be deleted are logged and counted, and the next sweep retries
-// them.
-func (s *Sweeper) Handle(ctx context.Context, ev events.EventBridgeEvent) error {
-	res := s.Sweep(ctx)
-	s.report(ctx, res)
-	return res.Err
-}
-
-// report logs a sweep and writes its metrics: the one place a SweepResult
-// becomes a log line and an EMF line.
-func (s *Sweeper) report(ctx context.Context, res SweepResult) {
-	log := s.log()
-	attrs := []any{"markedAt", res.MarkedAt, "items", res.Items, "references", res.References, "manifests", res.Manifests,
-		"listed", res.Listed, "swept", res.Swept, "bytes", res.SweptBytes, "chunksMarked", res.ChunksMarked,
-		"chunksSwept", res.ChunksSwept, "failures", res.Failures, "ms", res.Took.Milliseconds()}
-	switch {
-	case res.Err != nil:
-		log.WarnContext(ctx, "sweep stopped early", attrs...) // the error is the handler's
-	case res.DeleteErr != nil:
-		log.ErrorContext(ctx, "sweep done; some orphans not deleted", append(attrs, "err", res.DeleteErr)...)
-	default:
-		log.InfoContext(ctx, "sweep done", attrs...)
-	}
-	if s.Metrics == nil {
-		return
-	}
-	if err := s.Metrics.Emit([]emf.Metric{
-		{Name: "OrphansSwept", Unit: emf.Count, Value: float64(res.Swept)},
-		{Name: "OrphanBytesSwept", Unit: emf.Bytes, Value: float64(res.SweptBytes)},
-		{Name: "OrphanChunksSwept", Unit: emf.Count, Value: float64(res.ChunksSwept)},
-		{Name: "OrphanChunksMarked", Unit: emf.Count, Value: float64(res.ChunksMarked)},
-		{Name: "SweepFailures", Unit: emf.Count, Value: float64(res.Failures)},
-		{Name: "SweepSeconds", Unit: emf.Seconds, Value: res.Took.Seconds()},
-	}, nil); err != nil {
-		log.WarnContext(ctx, "metrics not written", "err", err)
-	}
 }

@@ -1,4 +1,4 @@
-package objectsmaint_test
+package objectslambda_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package objectsmaint_test
+package objectslambda_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsmaint"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 )
 
 // reapFunc is a fake of the domain's Reap.
@@ -19,7 +19,7 @@ type reapFunc func(ctx context.Context, r objects.Record) error
 
 func (f reapFunc) Reap(ctx context.Context, r objects.Record) error { return f(ctx, r) }
 
-var _ objectsmaint.Reaping = reapFunc(nil)
+var _ objects.Reaping = reapFunc(nil)
 
 type attrs = map[string]events.DynamoDBAttributeValue
 
@@ -108,12 +108,12 @@ func TestReaperReportsBadRecordsBySequenceNumber(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var reaped []string
-			r := &objectsmaint.Reaper{Bucket: bucket, Log: testLogger(t), Store: reapFunc(func(_ context.Context, rec objects.Record) error {
+			r := &objectslambda.Reaper{Log: testLogger(t), Reaper: &objects.Reaper{Bucket: bucket, Store: reapFunc(func(_ context.Context, rec objects.Record) error {
 				mu.Lock()
 				defer mu.Unlock()
 				reaped = append(reaped, fmt.Sprintf("%s v%d", rec.Key, rec.Version))
 				return nil
-			})}
+			})}}
 			batch := []events.DynamoDBEventRecord{remove(good), tt.rec, remove(s3Version("docs/b", 5, "blobs/4567/w1"))}
 			for i := range batch {
 				batch[i].EventID = fmt.Sprint("id", i)
@@ -153,12 +153,12 @@ func must(r events.DynamoDBEventRecord) objects.Record {
 // A payload that cannot be deleted fails the batch at the first such
 // record in stream order, even when later ones fail too.
 func TestReaperReportsTheFirstFailedDelete(t *testing.T) {
-	r := &objectsmaint.Reaper{Bucket: bucket, Log: testLogger(t), Store: reapFunc(func(_ context.Context, rec objects.Record) error {
+	r := &objectslambda.Reaper{Log: testLogger(t), Reaper: &objects.Reaper{Bucket: bucket, Store: reapFunc(func(_ context.Context, rec objects.Record) error {
 		if rec.Version%2 == 0 {
 			return fmt.Errorf("injected: %w", objects.ErrThrottled)
 		}
 		return nil
-	})}
+	})}}
 	var batch []events.DynamoDBEventRecord
 	for v := 1; v <= 6; v++ {
 		rec := remove(s3Version("docs/a", v, fmt.Sprintf("blobs/0123/w%d", v)))

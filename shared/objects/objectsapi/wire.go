@@ -1,0 +1,139 @@
+package objectsapi
+
+import (
+	"net/http"
+	"time"
+)
+
+// DefaultContentType is the Content-Type of a document PUT without one.
+const DefaultContentType = "application/octet-stream"
+
+// Meta is a version's metadata: the answer to PUT, and each entry of
+// VersionList.
+type Meta struct {
+	Key         string    `json:"key"`
+	Version     int64     `json:"version"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256"`
+	ContentType string    `json:"contentType"`
+	Kind        string    `json:"kind"`  // inline | compressed | chunked | s3
+	Codec       string    `json:"codec"` // identity | gzip
+	Modified    time.Time `json:"modified"`
+}
+
+// VersionList is GET …/versions, newest first.
+type VersionList struct {
+	Key      string `json:"key"`
+	Versions []Meta `json:"versions"`
+}
+
+// Deleted is DELETE's answer: the version that was deleted.
+type Deleted struct {
+	Key     string `json:"key"`
+	Version int64  `json:"deletedVersion"`
+}
+
+// Link is the body of a 303 to a presigned download.
+type Link struct {
+	URL         string    `json:"url"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256"`
+	Version     int64     `json:"version"`
+	ContentType string    `json:"contentType"`
+}
+
+// ErrorBody is every error's body.
+type ErrorBody struct {
+	Error          string `json:"error"` // a reason: Reason… below, or a key or input rule's (key-bad-char, too-large, …)
+	Message        string `json:"message"`
+	CurrentVersion *int64 `json:"currentVersion,omitempty"` // conflicts
+	Deleted        bool   `json:"deleted,omitempty"`        // conflicts with a deleted object
+}
+
+// Reasons of the API itself (ErrorBody.Error); the key and input rules'
+// reasons (empty-key, key-reserved, too-large, bad-sha256, …) come from
+// the objects domain.
+const (
+	ReasonBadIfMatch    = "bad-if-match"
+	ReasonBadPlacement  = "bad-placement"
+	ReasonBadBody       = "bad-body"
+	ReasonInvalidJSON   = "invalid-json"
+	ReasonMissingBody   = "missing-body"
+	ReasonNotFound      = "not-found"
+	ReasonNoMethod      = "method-not-allowed"
+	ReasonConflict      = "conflict"
+	ReasonThrottled     = "throttled"
+	ReasonChecksum      = "checksum-mismatch"
+	ReasonInternal      = "internal"
+	ReasonUnsupportedIf = "unsupported-precondition"
+)
+
+// UploadRequest is POST …/uploads.
+type UploadRequest struct {
+	Size        *int64 `json:"size"`
+	SHA256      string `json:"sha256"`
+	ContentType string `json:"contentType,omitempty"`
+	IfMatch     *int64 `json:"ifMatch,omitempty"`
+}
+
+// Upload states (UploadStatus.State).
+const (
+	StatePending   = "pending"
+	StateCommitted = "committed"
+	StateFailed    = "failed"
+)
+
+// UploadStatus is an upload's state, as GET …/uploads/{id} shows it.
+type UploadStatus struct {
+	ID             string    `json:"uploadId"`
+	Key            string    `json:"key"`
+	State          string    `json:"state"`             // pending | committed | failed
+	Version        int64     `json:"version,omitempty"` // committed
+	Reason         string    `json:"reason,omitempty"`  // failed
+	Message        string    `json:"message,omitempty"` // failed
+	CurrentVersion *int64    `json:"currentVersion,omitempty"`
+	Size           int64     `json:"size"`
+	SHA256         string    `json:"sha256"`
+	ContentType    string    `json:"contentType"`
+	Deadline       time.Time `json:"deadline"` // upload (and complete) before this
+	Status         string    `json:"status"`   // the path of this resource
+}
+
+// SignedRequest is a request the client makes without credentials: the
+// method, the URL and the headers it must send as they are (they are
+// signed), until ExpiresAt.
+type SignedRequest struct {
+	Method  string      `json:"method"`
+	URL     string      `json:"url"`
+	Header  http.Header `json:"headers,omitempty"`
+	Expires time.Time   `json:"expiresAt"`
+}
+
+// Granted is POST …/uploads' answer: Put for a single PUT, Multipart for
+// parts.
+type Granted struct {
+	UploadStatus
+	Put       *SignedRequest `json:"put,omitempty"`
+	Multipart *Multipart     `json:"multipart,omitempty"`
+}
+
+// Multipart is how to send a multipart upload: part i (from 1) is bytes
+// [(i-1)×PartSize, i×PartSize) sent to Parts[i-1]; then POST Complete with
+// the ETags S3 returned.
+type Multipart struct {
+	PartSize int64           `json:"partSize"`
+	Parts    []SignedRequest `json:"parts"`
+	Complete string          `json:"complete"`
+}
+
+// Part is a finished part of a multipart upload, as the client reports it.
+type Part struct {
+	Number int32  `json:"partNumber"`
+	ETag   string `json:"etag"`
+}
+
+// CompleteRequest is POST …/uploads/{id}/complete.
+type CompleteRequest struct {
+	Parts []Part `json:"parts"`
+}
