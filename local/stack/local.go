@@ -228,7 +228,7 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup) ([]htt
 	for _, f := range fns {
 		setup, ok := setups[f.LogicalID]
 		if !ok {
-			return nil, fmt.Errorf("local: function %s has no Setup (add it to functions.All)", f.LogicalID)
+			return nil, fmt.Errorf("local: function %s has no Setup (add it to registry.All)", f.LogicalID)
 		}
 		env := map[string]string{
 			"AWS_REGION": servers.Region, "AWS_LAMBDA_FUNCTION_NAME": f.Name,
