@@ -70,14 +70,14 @@ func TestLocalStackEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	v := env.Vars
 
-	path := filepath.Join(t.TempDir(), "stack.env")
+	path := filepath.Join(t.TempDir(), "local.env")
 	if err := env.WriteEnvFile(path); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	for _, name := range []string{"VOTES_QUEUE_URL", "ARCHIVE_BUCKET_NAME", "API_URL", "OBJECTS_TABLE_STREAM_ARN", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS", "AWS_ENDPOINT_URL_LAMBDA"} {
 		if !strings.Contains(string(b), "export "+name+"=") {
-			t.Errorf("stack.env lacks %s", name)
+			t.Errorf("local.env lacks %s", name)
 		}
 	}
 	if !strings.HasPrefix(v["API_URL"], "http://127.0.0.1:") {

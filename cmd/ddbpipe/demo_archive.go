@@ -25,7 +25,7 @@ func demoArchive(ctx context.Context, env *stack.Env, counted pollCount, w io.Wr
 		return err
 	}
 	defer os.RemoveAll(state)
-	if err := env.WriteEnvFile(filepath.Join(state, "stack.env")); err != nil {
+	if err := env.WriteEnvFile(filepath.Join(state, "local.env")); err != nil {
 		return err
 	}
 	stateFlag := []string{"-state-dir", state}

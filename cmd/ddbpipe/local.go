@@ -54,7 +54,7 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	u.params = paramFlags{}
 	fs.StringVar(&u.root, "root", "", "repository root (default: the folder holding template.yaml)")
 	fs.StringVar(&u.dataDir, "data-dir", "", "keep tables and objects in this folder between runs (default: in memory)")
-	fs.StringVar(&u.stateDir, "state-dir", "", "where stack.env, the pid file and the logs go (default: <root>/.ddbpipe)")
+	fs.StringVar(&u.stateDir, "state-dir", "", "where local.env, the pid file and the logs go (default: <root>/.ddbpipe)")
 	fs.StringVar(&u.logFile, "log-file", "", "functions' JSON logs (default: <state-dir>/functions.log)")
 	fs.Var(u.params, "param", "template parameter override Name=Value (repeatable)")
 	fs.Float64Var(&u.keyLimit, "key-write-limit", 0, "per-partition-key write units/s enforced by the DynamoDB proxy (AWS: 1000; 0: off)")
@@ -101,7 +101,7 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer logf.Close()
 	stateDir := u.stateDir
-	pidFile := filepath.Join(stateDir, "stack.pid")
+	pidFile := filepath.Join(stateDir, "local.pid")
 	if pid, ok := runningPID(pidFile); ok {
 		return fmt.Errorf("a local stack is already running (pid %d): `ddbpipe local down` stops it", pid)
 	}
@@ -113,7 +113,7 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := env.Start(ctx); err != nil {
 		return err
 	}
-	envFile := filepath.Join(stateDir, "stack.env")
+	envFile := filepath.Join(stateDir, "local.env")
 	if err := env.WriteEnvFile(envFile); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	pidFile := filepath.Join(stateDir, "stack.pid")
+	pidFile := filepath.Join(stateDir, "local.pid")
 	pid, ok := runningPID(pidFile)
 	if !ok {
 		fmt.Fprintln(stdout, "no local stack is running")
@@ -217,7 +217,7 @@ func stateFolder(root, state string) (string, error) {
 	return filepath.Join(dir, ".ddbpipe"), nil
 }
 
-// loadEnvFile reads a stack.env written by `local up` into a map.
+// loadEnvFile reads a local.env written by `local up` into a map.
 func loadEnvFile(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -253,7 +253,7 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	vars, err := loadEnvFile(filepath.Join(stateDir, "stack.env"))
+	vars, err := loadEnvFile(filepath.Join(stateDir, "local.env"))
 	if err != nil {
 		return err
 	}
