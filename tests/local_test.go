@@ -21,6 +21,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 )
 
@@ -30,9 +31,9 @@ func upLocal(t *testing.T) *stack.Env { return upLocalWith(t, nil) }
 // upLocalWith runs the template with parameter overrides.
 func upLocalWith(t *testing.T, params map[string]string) *stack.Env {
 	t.Helper()
-	needStack(t)
 	env, err := stack.Up(context.Background(), stack.Options{
-		Root: repoRoot(t), Setups: registry.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
+		Servers: stacktest.Need(t), // the package's servers, shared by every stack of its tests
+		Root:    repoRoot(t), Setups: registry.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
 		KeyWriteLimit: 1000, // AWS: 1,000 write units per second per partition
 	})
 	if err != nil {

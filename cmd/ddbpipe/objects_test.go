@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 // TestObjectsCommands drives put, get, update (read-modify-write with a
 // racing writer) and rm against the local stack's HTTP API.
 func TestObjectsCommands(t *testing.T) {
-	stacktest.Need(t) // skips (or fails under DDBPIPE_REQUIRE_STACK) without Java and Node
+	st := stacktest.Need(t) // skips (or fails under DDBPIPE_REQUIRE_STACK) without Java and Node
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is needed to play the racing writer")
 	}
@@ -27,7 +28,7 @@ func TestObjectsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All})
+	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Servers: st, StackName: fmt.Sprintf("cli-objects-%d", os.Getpid())})
 	if err != nil {
 		t.Fatal(err)
 	}
