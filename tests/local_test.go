@@ -55,6 +55,15 @@ func records(r *runner.Runner, fn string) int {
 	return -1
 }
 
+func inFlight(r *runner.Runner, fn string) int {
+	for _, s := range r.Stats() {
+		if s.Function == fn {
+			return s.InFlight
+		}
+	}
+	return -1
+}
+
 func invocations(r *runner.Runner, fn string) int {
 	for _, s := range r.Stats() {
 		if s.Function == fn {

@@ -200,6 +200,7 @@ func (r *Runner) Invoke(ctx context.Context, ref string, payload []byte) ([]byte
 	defer cancel()
 	reqID := newID()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID, InvokedFunctionArn: f.ARN})
+	r.count(f.LogicalID, func(s *Stats) { s.InFlight++ })
 	start := time.Now()
 	out, err := safeInvoke(ctx, f.Handler, payload)
 	took := time.Since(start)
@@ -232,7 +233,8 @@ func newID() string {
 // Stats counts what happened to one function.
 type Stats struct {
 	Function    string
-	Invocations int
+	Invocations int // finished
+	InFlight    int // running now
 	Errors      int
 	Records     int // SQS messages, stream records, S3 records delivered
 	Duplicates  int // batches delivered twice by fault injection
@@ -245,6 +247,7 @@ func (r *Runner) record(fn string, took time.Duration, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats[fn]
+	s.InFlight--
 	s.Invocations++
 	s.Total += took
 	if err != nil {
