@@ -25,6 +25,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -199,10 +200,8 @@ func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "local stack (pid %d) stopped\n", pid)
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := retry.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	return fmt.Errorf("local stack (pid %d) did not stop within 30s", pid)

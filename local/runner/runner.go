@@ -21,6 +21,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // ErrUnknownFunction is returned for a function the runner does not host.
@@ -79,17 +81,8 @@ type Clock interface {
 
 type realClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func (realClock) Now() time.Time                                   { return time.Now() }
+func (realClock) Sleep(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }
 
 // Option configures a Runner.
 type Option func(*Runner)
