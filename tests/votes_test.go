@@ -92,7 +92,7 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("20,000 votes")
 	}
-	env := upLocalWith(t, map[string]string{
+	env := upLocalAlone(t, map[string]string{
 		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
 	})
 	ctx := context.Background()
