@@ -355,6 +355,9 @@ func localServers(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case err := <-done:
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					return exitStatus(128 + int(ws.Signal())) // as a shell reports it
+				}
 				return exitStatus(ee.ExitCode())
 			}
 			return err
