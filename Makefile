@@ -9,7 +9,7 @@ FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps install test unit demo bench up down fmt vet clean
+.PHONY: all build deps install lint test test-race test-servers unit demo bench up down fmt vet clean
 
 all: build
 
@@ -34,11 +34,38 @@ build-%Function:
 install: deps
 	$(GO) run ./cmd/ddbpipe local install
 
-# Unit, integration and end-to-end tests. Integration tests start their own
-# local stack; DDBPIPE_REQUIRE_STACK makes them fail, not skip, without one.
-test: install
+# Packages with goroutines of their own (the vote counter's scatter-gather,
+# the runner's pollers, the fault proxy, the stack, the objects' parallel
+# reads and writes): their unit tests also run under the race detector.
+RACE_PKGS := ./shared/votes/... ./shared/objects/... ./shared/platform/emf ./local/runner ./local/faultproxy ./local/stack
+# Tests that read the process environment and assume it names no endpoint;
+# they run outside `ddbpipe local servers`, which exports AWS_ENDPOINT_URL_*.
+NO_SERVER_ENV_PKGS := ./shared/platform/awsenv
+DDBPIPE_BIN := .ddbpipe/bin/ddbpipe
+
+# gofmt, go vet and cfn-lint (the template).
+lint:
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt -l: not formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	DDBPIPE_REQUIRE_STACK=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cfn-lint template.yaml
+
+# Lint, then unit tests under the race detector (-short: the integration
+# tests run once, below), then every test with the local servers started
+# once for all packages (`ddbpipe local servers` exports their endpoints;
+# stacktest and stack.Up use them) and stopped after, even on failure or
+# Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip.
+test: lint install test-race
+	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
+	DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
+
+test-race: deps
+	$(GO) test -count=1 -race -short $(RACE_PKGS)
+	$(GO) test -count=1 $(NO_SERVER_ENV_PKGS)
+
+# Every package but NO_SERVER_ENV_PKGS, on the servers the environment names.
+test-servers:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -x -F $(foreach p,$(NO_SERVER_ENV_PKGS),-e github.com/ddbpipe/ddbpipe/$(patsubst ./%,%,$(p))))
 
 # Only the tests that need no local servers.
 unit: deps

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/ddbpipe/ddbpipe/local/runner"
 )
@@ -244,11 +247,14 @@ func TestRunnerStreamShardOrder(t *testing.T) {
 	}
 }
 
-// Mappings added while the runner runs (the rotator's monthly tables), and
-// the stream ending when its table is deleted.
+// Mappings added while the runner runs (the rotator's monthly tables) start
+// at LATEST: records written before the mapping took its position are never
+// delivered, those written after are. Then the stream ends when its table
+// is deleted.
 func TestRunnerStreamSubscribeAtRunTime(t *testing.T) {
 	needStack(t)
 	c := newClients(t, nil)
+	ctx := context.Background()
 	var log streamLog
 	r := runner.New(runner.WithLogger(testLogger(t)))
 	_ = r.AddFunction(runner.Function{LogicalID: "Fn", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
@@ -257,14 +263,32 @@ func TestRunnerStreamSubscribeAtRunTime(t *testing.T) {
 	})})
 	startRunner(t, r)
 	table, arn := streamTable(t, c)
-	id, err := r.AddStream(c.streams, c.sqs, runner.StreamMapping{Function: "Fn", StreamARN: arn, StartingPosition: "LATEST"})
+	early := keysOf("early", 3)
+	putItems(t, c, table, early...)
+	// The early records are in the stream: a TRIM_HORIZON mapping would get them.
+	if got := streamKeys(t, c, arn); !slices.Equal(got, early) {
+		t.Fatalf("stream from TRIM_HORIZON holds %v, want %v", got, early)
+	}
+
+	watch := &latestWatch{StreamsAPI: c.streams, taken: make(chan struct{})}
+	id, err := r.AddStream(watch, c.sqs, runner.StreamMapping{Function: "Fn", StreamARN: arn, StartingPosition: "LATEST"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // LATEST: only records written after the mapping started
+	select {
+	case <-watch.taken: // the mapping holds its LATEST iterator: what follows is after it
+	case <-time.After(60 * time.Second):
+		t.Fatal("the mapping took no LATEST shard iterator")
+	}
 	putItems(t, c, table, "late")
-	eventually(t, 60*time.Second, "the record on a table created at run time", func() bool { return len(log.snapshot()) > 0 })
-	if _, err := c.db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
+	eventually(t, 60*time.Second, "the record written after the mapping started", func() bool { return len(log.snapshot()) > 0 })
+	// A shard is delivered in order, so the early records, written before
+	// "late", can no longer come once "late" has.
+	if got := log.snapshot(); len(got) != 1 || !slices.Equal(got[0], []string{"late"}) {
+		t.Errorf("LATEST mapping delivered %v, want only [[late]] (not the records written before it started)", got)
+	}
+
+	if _, err := c.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
 		t.Fatal(err)
 	}
 	// The mapping ends by itself once the stream is gone.
@@ -279,4 +303,53 @@ func TestRunnerStreamSubscribeAtRunTime(t *testing.T) {
 	if err := r.Remove(id); err == nil {
 		t.Error("removing an ended mapping succeeded")
 	}
+}
+
+// latestWatch closes taken once the runner holds a LATEST shard iterator.
+type latestWatch struct {
+	runner.StreamsAPI
+	once  sync.Once
+	taken chan struct{}
+}
+
+func (w *latestWatch) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
+	out, err := w.StreamsAPI.GetShardIterator(ctx, in, opts...)
+	if err == nil && in.ShardIteratorType == streamtypes.ShardIteratorTypeLatest {
+		w.once.Do(func() { close(w.taken) })
+	}
+	return out, err
+}
+
+// streamKeys reads every shard of a stream from TRIM_HORIZON to what is
+// there now and returns the keys in order.
+func streamKeys(t *testing.T, c clients, arn string) []string {
+	t.Helper()
+	ctx := context.Background()
+	desc, err := c.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, sh := range desc.StreamDescription.Shards {
+		it, err := c.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
+			StreamArn: aws.String(arn), ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for iter := it.ShardIterator; iter != nil; {
+			out, err := c.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Records) == 0 {
+				break // the open shard's end for now
+			}
+			for _, r := range out.Records {
+				keys = append(keys, r.Dynamodb.Keys["pk"].(*streamtypes.AttributeValueMemberS).Value)
+			}
+			iter = out.NextShardIterator
+		}
+	}
+	return keys
 }

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +25,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -196,10 +200,8 @@ func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "local stack (pid %d) stopped\n", pid)
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		if err := retry.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	return fmt.Errorf("local stack (pid %d) did not stop within 30s", pid)
@@ -282,4 +284,97 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errors.New("function error: " + aws.ToString(out.FunctionError))
 	}
 	return nil
+}
+
+// localServers starts the local servers once, runs a command with the
+// variables that point AWS SDKs (and stacktest, and stack.Up in tests) at
+// them, and stops them when the command ends, fails or is interrupted.
+// Signals received are passed on to the command; its exit status is ours.
+func localServers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("local servers", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: ddbpipe local servers [-root DIR] -- COMMAND [ARG...]")
+		fs.PrintDefaults()
+	}
+	root := fs.String("root", "", "repository root (default: the folder holding template.yaml)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	dir, err := findRoot(*root)
+	if err != nil {
+		return err
+	}
+	// Signals arriving while the servers start end the start; later ones go
+	// to the command.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	start := time.Now()
+	st, err := servers.Start(ctx, servers.Options{Root: dir, Log: stderr})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := st.Stop(); serr != nil {
+			fmt.Fprintln(stderr, "ddbpipe: stop local servers:", serr)
+		}
+	}()
+	vars := st.Vars()
+	fmt.Fprintf(stderr, "local servers up in %s: DynamoDB %s, SQS %s, S3 %s\n",
+		time.Since(start).Round(100*time.Millisecond), st.DynamoDB, st.SQS, st.S3)
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = os.Environ()
+	for _, k := range sortedKeys(vars) {
+		cmd.Env = append(cmd.Env, k+"="+vars[k])
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var kill <-chan time.Time
+	for {
+		select {
+		case sig := <-sigs:
+			_ = cmd.Process.Signal(sig)
+			if kill == nil {
+				kill = time.After(30 * time.Second)
+			}
+		case <-kill:
+			fmt.Fprintf(stderr, "ddbpipe: %s did not stop within 30s of the signal; killing it\n", argv[0])
+			_ = cmd.Process.Kill()
+		case err := <-done:
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					return exitStatus(128 + int(ws.Signal())) // as a shell reports it
+				}
+				return exitStatus(ee.ExitCode())
+			}
+			return err
+		}
+	}
+}
+
+// exitStatus is a command's exit status that main passes on as its own.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -4,6 +4,7 @@
 //	ddbpipe local install          install the local servers (first use does it too)
 //	ddbpipe local up               run the local stack and runner until interrupted
 //	ddbpipe local down             stop a running `local up`
+//	ddbpipe local servers -- CMD   run CMD with local servers started for it (make test)
 //	ddbpipe local invoke FUNCTION  invoke a function of the running stack
 //	ddbpipe polls create           create a poll
 //	ddbpipe votes send             send votes (one, or a load with duplicates and a progress bar)
@@ -39,6 +40,7 @@ func commands() []command {
 		{"local install", "install the local AWS servers into .local/ (done by first use too)", localInstall},
 		{"local up", "run the local stack and runner until interrupted; writes .ddbpipe/local.env", localUp},
 		{"local down", "stop the stack started by `ddbpipe local up`", localDown},
+		{"local servers", "run a command with the local servers started for it and their endpoints exported: local servers -- CMD [ARG...]", localServers},
 		{"local invoke", "invoke a function of the running local stack: local invoke FUNCTION [-event FILE]", localInvoke},
 		{"polls create", "create a poll: polls create -poll P -options a,b,c [-shards N]", pollsCreate},
 		{"votes send", "send votes: votes send -poll P [-count N -rate R -dup-rate D -options a,b,c]", votesSend},
@@ -60,6 +62,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	var status exitStatus
+	if errors.As(err, &status) {
+		os.Exit(int(status))
+	}
 	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
 		os.Exit(2)
 	}

@@ -3,8 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,16 +19,13 @@ import (
 // TestObjectsCommands drives put, get, update (read-modify-write with a
 // racing writer) and rm against the local stack's HTTP API.
 func TestObjectsCommands(t *testing.T) {
-	stacktest.Need(t) // skips (or fails under DDBPIPE_REQUIRE_STACK) without Java and Node
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is needed to play the racing writer")
-	}
+	st := stacktest.Need(t) // skips (or fails under DDBPIPE_REQUIRE_STACK) without Java and Node
 	ctx := context.Background()
 	root, err := servers.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All})
+	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Servers: st, StackName: fmt.Sprintf("cli-objects-%d", os.Getpid())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +57,11 @@ func TestObjectsCommands(t *testing.T) {
 		t.Fatalf("get = %q, %v; want HELLO", out, err)
 	}
 
-	// A writer that gets in between each read and write, once per marker.
+	// A writer that gets in between each read and write, once per marker:
+	// this test binary, running TestRacerPut.
+	t.Setenv(racerURL, api+"/objects/cli/doc.txt")
 	racer := func(mark string) string {
-		return "if [ ! -e " + mark + " ]; then touch " + mark + "; curl -sf -X PUT --data-binary racer " + api + "/objects/cli/doc.txt >/dev/null || exit 9; fi; cat; echo edited"
+		return "if [ ! -e " + mark + " ]; then touch " + mark + "; '" + os.Args[0] + "' -test.run='^TestRacerPut$' >/dev/null || exit 9; fi; cat; echo edited"
 	}
 	dir := t.TempDir()
 	_, err = cli("objects", "update", "-exec", racer(filepath.Join(dir, "a")), "cli/doc.txt")
@@ -86,5 +86,31 @@ func TestObjectsCommands(t *testing.T) {
 	}
 	if _, err := cli("objects", "get", "cli/doc.txt"); err == nil {
 		t.Fatal("get after rm succeeded")
+	}
+}
+
+// racerURL names the document TestRacerPut overwrites.
+const racerURL = "DDBPIPE_TEST_RACER_URL"
+
+// TestRacerPut is the racing writer of TestObjectsCommands, which runs this
+// test binary with racerURL set: it stores "racer" there, as a client
+// elsewhere would (no curl needed). Otherwise it skips.
+func TestRacerPut(t *testing.T) {
+	url := os.Getenv(racerURL)
+	if url == "" {
+		t.Skip("the racing writer of TestObjectsCommands, run by it")
+	}
+	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader("racer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded") // as curl --data-binary sends
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("PUT %s = %d", url, resp.StatusCode)
 	}
 }

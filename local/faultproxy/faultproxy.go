@@ -34,6 +34,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // Service names the AWS API a proxy fronts; it decides how requests are
@@ -185,16 +187,7 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }
 
 // Option configures a Proxy.
 type Option func(*config) error

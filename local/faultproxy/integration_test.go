@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,52 +17,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 )
 
-// These tests put the proxy in front of real local servers: the ones named
-// by the SDK's own variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS,
-// AWS_ENDPOINT_URL_S3) when they are set to a loopback address, otherwise a
-// local stack this package starts once (skipped under -short, and skipped
-// without Java/Node unless DDBPIPE_REQUIRE_STACK=1, as `make test` sets).
+// These tests put the proxy in front of real local servers: stacktest's,
+// the running ones AWS_ENDPOINT_URL_DYNAMODB, _SQS and _S3 name (as `make
+// test` exports them) or else servers this package starts once (skipped
+// under -short, and without Java/Node unless DDBPIPE_REQUIRE_STACK=1).
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
 
+// localUpstream is the server behind the proxy: variable names its endpoint.
 func localUpstream(t *testing.T, variable string) string {
 	t.Helper()
-	v := os.Getenv(variable)
-	if v == "" {
-		st := stacktest.Need(t)
-		usingStack = true
-		return map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": st.DynamoDB, "AWS_ENDPOINT_URL_SQS": st.SQS, "AWS_ENDPOINT_URL_S3": st.S3}[variable]
-	}
-	u, err := url.Parse(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", variable, v, err)
-	}
-	switch u.Hostname() {
-	case "127.0.0.1", "localhost", "::1":
-	default:
-		t.Skipf("%s=%s is not a loopback address", variable, v)
-	}
-	return u.Scheme + "://" + u.Host
+	return stacktest.Need(t).Vars()[variable]
 }
 
-// usingStack is set when the tests use stacktest's servers, whose
-// credentials are fixed.
-var usingStack bool
-
-func localConfig() (aws.CredentialsProvider, string) {
-	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
-	if id == "" || secret == "" || usingStack {
-		id, secret = servers.AccessKeyID, servers.SecretAccessKey
-	}
-	region := os.Getenv("AWS_REGION")
-	if region == "" {
-		region = "us-east-1"
-	}
-	return credentials.NewStaticCredentialsProvider(id, secret, os.Getenv("AWS_SESSION_TOKEN")), region
+// localConfig is the servers' credentials and region.
+func localConfig(t *testing.T) (aws.CredentialsProvider, string) {
+	t.Helper()
+	v := stacktest.Need(t).Vars()
+	return credentials.NewStaticCredentialsProvider(v["AWS_ACCESS_KEY_ID"], v["AWS_SECRET_ACCESS_KEY"], ""), v["AWS_REGION"]
 }
 
 func uniqueName(prefix string) string {
@@ -75,7 +48,7 @@ func TestIntegrationDynamoDBLocal(t *testing.T) {
 	upstream := localUpstream(t, "AWS_ENDPOINT_URL_DYNAMODB")
 	clock := newFakeClock()
 	p, endpoint := MustStart(t, DynamoDB, upstream, WithClock(clock), WithKeyWriteLimit(5))
-	creds, region := localConfig()
+	creds, region := localConfig(t)
 	client := func(maxAttempts int) *dynamodb.Client {
 		return dynamodb.New(dynamodb.Options{
 			Region: region, BaseEndpoint: aws.String(endpoint), Credentials: creds, RetryMaxAttempts: maxAttempts,
@@ -133,7 +106,7 @@ func TestIntegrationDynamoDBLocal(t *testing.T) {
 func TestIntegrationSQSLocal(t *testing.T) {
 	upstream := localUpstream(t, "AWS_ENDPOINT_URL_SQS")
 	p, endpoint := MustStart(t, SQS, upstream)
-	creds, region := localConfig()
+	creds, region := localConfig(t)
 	client := sqs.New(sqs.Options{Region: region, BaseEndpoint: aws.String(endpoint), Credentials: creds},
 		func(o *sqs.Options) { o.Retryer = withoutBackoff(o.Retryer) })
 	ctx := t.Context()
@@ -160,7 +133,7 @@ func TestIntegrationSQSLocal(t *testing.T) {
 func TestIntegrationS3Local(t *testing.T) {
 	upstream := localUpstream(t, "AWS_ENDPOINT_URL_S3")
 	p, endpoint := MustStart(t, S3, upstream)
-	creds, region := localConfig()
+	creds, region := localConfig(t)
 	client := s3.New(s3.Options{Region: region, BaseEndpoint: aws.String(endpoint), Credentials: creds, UsePathStyle: true},
 		func(o *s3.Options) { o.Retryer = withoutBackoff(o.Retryer) })
 	ctx := t.Context()

@@ -21,6 +21,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // ErrUnknownFunction is returned for a function the runner does not host.
@@ -79,17 +81,8 @@ type Clock interface {
 
 type realClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func (realClock) Now() time.Time                                   { return time.Now() }
+func (realClock) Sleep(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }
 
 // Option configures a Runner.
 type Option func(*Runner)
@@ -200,6 +193,7 @@ func (r *Runner) Invoke(ctx context.Context, ref string, payload []byte) ([]byte
 	defer cancel()
 	reqID := newID()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID, InvokedFunctionArn: f.ARN})
+	r.count(f.LogicalID, func(s *Stats) { s.InFlight++ })
 	start := time.Now()
 	out, err := safeInvoke(ctx, f.Handler, payload)
 	took := time.Since(start)
@@ -232,7 +226,8 @@ func newID() string {
 // Stats counts what happened to one function.
 type Stats struct {
 	Function    string
-	Invocations int
+	Invocations int // finished
+	InFlight    int // running now
 	Errors      int
 	Records     int // SQS messages, stream records, S3 records delivered
 	Duplicates  int // batches delivered twice by fault injection
@@ -245,6 +240,7 @@ func (r *Runner) record(fn string, took time.Duration, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats[fn]
+	s.InFlight--
 	s.Invocations++
 	s.Total += took
 	if err != nil {

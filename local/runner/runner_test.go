@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,10 +14,22 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
-// fakeClock jumps to the end of every sleep at once.
+// fakeClock is a clock the test moves: Sleep blocks until the test calls
+// advance past its end (or the context ends), so nothing waits on real time.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu       sync.Mutex
+	now      time.Time
+	sleepers []*sleeper
+	asleep   chan struct{} // a token each time a goroutine starts sleeping
+}
+
+type sleeper struct {
+	until time.Time
+	wake  chan struct{}
+}
+
+func newFakeClock(now time.Time) *fakeClock {
+	return &fakeClock{now: now, asleep: make(chan struct{}, 100)}
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -26,26 +39,62 @@ func (c *fakeClock) Now() time.Time {
 }
 
 func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil || d <= 0 {
 		return err
 	}
 	c.mu.Lock()
-	c.now = c.now.Add(d)
+	s := &sleeper{until: c.now.Add(d), wake: make(chan struct{})}
+	c.sleepers = append(c.sleepers, s)
 	c.mu.Unlock()
-	time.Sleep(time.Millisecond) // let other goroutines run
-	return ctx.Err()
+	c.asleep <- struct{}{}
+	select {
+	case <-s.wake:
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.sleepers = slices.DeleteFunc(c.sleepers, func(x *sleeper) bool { return x == s })
+		return ctx.Err()
+	}
+}
+
+// advance waits until a goroutine sleeps, moves the clock to the end of the
+// earliest sleep and wakes every sleeper due by then.
+func (c *fakeClock) advance(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.asleep:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing sleeps on the clock")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sleepers) == 0 {
+		return // that sleep ended with its context
+	}
+	next := c.sleepers[0].until
+	for _, s := range c.sleepers {
+		if s.until.Before(next) {
+			next = s.until
+		}
+	}
+	c.now = next
+	c.sleepers = slices.DeleteFunc(c.sleepers, func(s *sleeper) bool {
+		if s.until.After(next) {
+			return false
+		}
+		close(s.wake)
+		return true
+	})
 }
 
 func TestScheduleFires(t *testing.T) {
 	start := time.Date(2026, 11, 30, 23, 58, 30, 0, time.UTC)
-	clock := &fakeClock{now: start}
+	clock := newFakeClock(start)
 	r := New(WithClock(clock))
-	var mu sync.Mutex
-	var got []events.EventBridgeEvent
+	fired := make(chan events.EventBridgeEvent, 10)
 	h := func(ctx context.Context, ev events.EventBridgeEvent) error {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, ev)
+		fired <- ev
 		return nil
 	}
 	if err := r.AddFunction(Function{LogicalID: "Rotator", Handler: lambda.NewHandler(h)}); err != nil {
@@ -58,30 +107,25 @@ func TestScheduleFires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	stop()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) < 3 {
-		t.Fatalf("got %d scheduled events, want 3", len(got))
-	}
+	defer stop()
 	want := []time.Time{
 		time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC),
 	}
 	for i, w := range want {
-		if ev := got[i]; !ev.Time.Equal(w) || ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" || len(ev.Resources) != 1 {
+		clock.advance(t) // the schedule sleeps until its next time; wake it there
+		var ev events.EventBridgeEvent
+		select {
+		case ev = <-fired: // the invocation runs before the schedule sleeps again
+		case <-time.After(10 * time.Second):
+			t.Fatalf("event %d did not fire", i)
+		}
+		if !ev.Time.Equal(w) || ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" || len(ev.Resources) != 1 {
 			t.Errorf("event %d = %+v, want a Scheduled Event at %s", i, ev, w)
+		}
+		if now := clock.Now(); !now.Equal(w) {
+			t.Errorf("event %d fired with the clock at %s, want %s", i, now, w)
 		}
 	}
 }

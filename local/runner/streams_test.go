@@ -114,7 +114,10 @@ func TestStreamLineageParentsFirst(t *testing.T) {
 	if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: "arn:aws:dynamodb:us-east-1:0:table/t/stream/s", BatchSize: 10, PollInterval: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	stop, _ := r.Start(context.Background())
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
@@ -150,7 +153,10 @@ func TestStreamRecordAgeExceeded(t *testing.T) {
 		OnFailureQueueURL: "http://q", PollInterval: time.Millisecond, RetryBackoff: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	stop, _ := r.Start(context.Background())
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		q.mu.Lock()

@@ -241,15 +241,15 @@ func findDynamoJar(npmDir string) (string, error) {
 }
 
 // buildDynamoLauncher compiles LoopbackDynamoDB.java into dir against the
-// jar, once per source and jar. Without a javac it returns "" and the stack
-// falls back to DynamoDB Local's own main class, which binds all interfaces.
+// jar, once per source and jar version. Without a javac it returns "" and the
+// stack falls back to DynamoDB Local's own main class, which binds all
+// interfaces. It compiles in a temporary folder and renames the class into
+// place, so a server starting from dir meanwhile (another checkout sharing
+// .local) never finds it missing.
 func buildDynamoLauncher(ctx context.Context, o Options, java, dir, jarDir string) (string, error) {
-	stamp, sum := filepath.Join(dir, stampFile), digest(dynamoLauncherSource, []byte(jarDir))
+	stamp, sum := filepath.Join(dir, stampFile), digest(dynamoLauncherSource, []byte(filepath.Base(jarDir)))
 	if stampMatches(stamp, sum) {
 		return dir, nil
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
 	}
 	javac, ok := findJavac(java)
 	if !ok {
@@ -260,17 +260,28 @@ func buildDynamoLauncher(ctx context.Context, o Options, java, dir, jarDir strin
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("localstack: %w", err)
 	}
-	source := filepath.Join(dir, dynamoLauncherClass+".java")
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return "", fmt.Errorf("localstack: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	source := filepath.Join(tmp, dynamoLauncherClass+".java")
 	if err := os.WriteFile(source, dynamoLauncherSource, 0o644); err != nil {
 		return "", fmt.Errorf("localstack: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, javac, "--release", strconv.Itoa(minJava),
-		"-d", dir, "-cp", filepath.Join(jarDir, "DynamoDBLocal.jar"), source)
+		"-d", tmp, "-cp", filepath.Join(jarDir, "DynamoDBLocal.jar"), source)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("localstack: compile %s: %w\n%s", source, err, out)
 	}
-	if err := os.WriteFile(stamp, []byte(sum+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, stampFile), []byte(sum+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("localstack: %w", err)
+	}
+	// The class first, the stamp last: a stamp always vouches for its class.
+	for _, name := range []string{dynamoLauncherClass + ".class", dynamoLauncherClass + ".java", stampFile} {
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("localstack: %w", err)
+		}
 	}
 	return dir, nil
 }

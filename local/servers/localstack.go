@@ -106,6 +106,9 @@ type Stack struct {
 	// dynamoAllInterfaces reports that DynamoDB Local could not be bound to
 	// 127.0.0.1 (no javac to build the launcher) and listens on every address.
 	dynamoAllInterfaces bool
+	// region and credentials clients use; "" means Region, AccessKeyID and
+	// SecretAccessKey (set by FromEnv when the environment names others).
+	region, accessKeyID, secretAccessKey string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -152,6 +155,57 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	s.DynamoDB, s.SQS, s.S3 = procs[0].url, procs[1].url, procs[2].url
 	return s, nil
+}
+
+// Endpoint variables: the AWS SDKs' service-specific endpoint settings. When
+// all three are set, FromEnv attaches to the servers they name.
+const (
+	EnvDynamoDB = "AWS_ENDPOINT_URL_DYNAMODB"
+	EnvSQS      = "AWS_ENDPOINT_URL_SQS"
+	EnvS3       = "AWS_ENDPOINT_URL_S3"
+)
+
+// FromEnv returns the servers that are already running at the endpoints
+// AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_S3
+// name (with AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when
+// set), as `ddbpipe local servers -- CMD` exports them to CMD; false when any
+// endpoint is unset. Such a Stack has no processes: its Stop stops nothing.
+func FromEnv(getenv func(string) string) (*Stack, bool) {
+	s := &Stack{DynamoDB: getenv(EnvDynamoDB), SQS: getenv(EnvSQS), S3: getenv(EnvS3), log: io.Discard}
+	if s.DynamoDB == "" || s.SQS == "" || s.S3 == "" {
+		return nil, false
+	}
+	s.region, s.accessKeyID, s.secretAccessKey = getenv("AWS_REGION"), getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
+	return s, true
+}
+
+// Attached reports whether the Stack was found by FromEnv rather than
+// started by Start (so someone else stops it).
+func (s *Stack) Attached() bool { return len(s.procs) == 0 }
+
+// Vars are the variables that point an AWS SDK at the servers: region,
+// credentials, an endpoint per service (DynamoDB's also for its Streams)
+// and path-style S3 addressing.
+func (s *Stack) Vars() map[string]string {
+	or := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	region := or(s.region, Region)
+	return map[string]string{
+		"AWS_REGION":                        region,
+		"AWS_DEFAULT_REGION":                region,
+		"AWS_ACCESS_KEY_ID":                 or(s.accessKeyID, AccessKeyID),
+		"AWS_SECRET_ACCESS_KEY":             or(s.secretAccessKey, SecretAccessKey),
+		EnvDynamoDB:                         s.DynamoDB,
+		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": s.DynamoDB,
+		EnvSQS:                              s.SQS,
+		EnvS3:                               s.S3,
+		"AWS_S3_USE_PATH_STYLE":             "true",
+		"AWS_EC2_METADATA_DISABLED":         "true",
+	}
 }
 
 type dataDirs struct{ dynamo, s3Data, s3Versions string }

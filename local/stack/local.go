@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -53,12 +54,19 @@ type Options struct {
 	KeyWriteLimit float64
 	// APIPort and LambdaPort pin the local HTTP API and Lambda API ports (0: free).
 	APIPort, LambdaPort int
+	// Servers are running servers to provision on (Close leaves them
+	// running); DataDir is then theirs to decide. nil: inside a test binary
+	// the servers the environment names (servers.FromEnv, as `ddbpipe local
+	// servers -- go test` exports them), else servers Up starts and Close stops.
+	Servers *servers.Stack
 }
 
 // Env is a running local stack.
 type Env struct {
 	Servers *servers.Stack
-	Proxies map[faultproxy.Service]*faultproxy.Proxy
+	// ownServers reports that Up started Servers, so Close stops them.
+	ownServers bool
+	Proxies    map[faultproxy.Service]*faultproxy.Proxy
 	// ProxyURLs are the proxies' base URLs: what clients use as endpoints.
 	ProxyURLs map[faultproxy.Service]string
 	Stack     *provision.Stack
@@ -103,11 +111,18 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	start := time.Now()
-	e.Servers, err = servers.Start(ctx, servers.Options{Root: o.Root, DataDir: o.DataDir, Log: progress})
-	if err != nil {
-		return nil, err
+	e.Servers = o.Servers
+	if e.Servers == nil && testing.Testing() {
+		e.Servers, _ = servers.FromEnv(os.Getenv)
 	}
-	fmt.Fprintf(progress, "local servers up in %s\n", time.Since(start).Round(100*time.Millisecond))
+	if e.Servers == nil {
+		e.Servers, err = servers.Start(ctx, servers.Options{Root: o.Root, DataDir: o.DataDir, Log: progress})
+		if err != nil {
+			return nil, err
+		}
+		e.ownServers = true
+		fmt.Fprintf(progress, "local servers up in %s\n", time.Since(start).Round(100*time.Millisecond))
+	}
 
 	upstream := map[faultproxy.Service]string{faultproxy.DynamoDB: e.Servers.DynamoDB, faultproxy.SQS: e.Servers.SQS, faultproxy.S3: e.Servers.S3}
 	for _, svc := range []faultproxy.Service{faultproxy.DynamoDB, faultproxy.SQS, faultproxy.S3} {
@@ -139,19 +154,13 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	e.APIURL = "http://" + apiLn.Addr().String()
 	e.LambdaURL = "http://" + lambdaLn.Addr().String()
 
-	e.Vars = map[string]string{
-		"AWS_REGION":                        servers.Region,
-		"AWS_DEFAULT_REGION":                servers.Region,
-		"AWS_ACCESS_KEY_ID":                 servers.AccessKeyID,
-		"AWS_SECRET_ACCESS_KEY":             servers.SecretAccessKey,
-		"AWS_ENDPOINT_URL_DYNAMODB":         e.ProxyURLs[faultproxy.DynamoDB],
-		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": e.ProxyURLs[faultproxy.DynamoDB],
-		"AWS_ENDPOINT_URL_SQS":              e.ProxyURLs[faultproxy.SQS],
-		"AWS_ENDPOINT_URL_S3":               e.ProxyURLs[faultproxy.S3],
-		"AWS_ENDPOINT_URL_LAMBDA":           e.LambdaURL,
-		"AWS_S3_USE_PATH_STYLE":             "true",
-		"AWS_EC2_METADATA_DISABLED":         "true",
-	}
+	// The servers' region and credentials; the endpoints are the proxies'.
+	e.Vars = e.Servers.Vars()
+	e.Vars["AWS_ENDPOINT_URL_DYNAMODB"] = e.ProxyURLs[faultproxy.DynamoDB]
+	e.Vars["AWS_ENDPOINT_URL_DYNAMODB_STREAMS"] = e.ProxyURLs[faultproxy.DynamoDB]
+	e.Vars["AWS_ENDPOINT_URL_SQS"] = e.ProxyURLs[faultproxy.SQS]
+	e.Vars["AWS_ENDPOINT_URL_S3"] = e.ProxyURLs[faultproxy.S3]
+	e.Vars["AWS_ENDPOINT_URL_LAMBDA"] = e.LambdaURL
 	e.AWS, err = awsenv.FromVars(ctx, func(k string) string { return e.Vars[k] })
 	if err != nil {
 		return nil, err
@@ -165,7 +174,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 
 	start = time.Now()
 	e.Stack, err = provision.Up(ctx, tpl, e.Clients, provision.Options{
-		StackName: o.StackName, Region: servers.Region, Params: o.Params, APIURL: e.APIURL, Log: e.log,
+		StackName: o.StackName, Region: e.Vars["AWS_REGION"], Params: o.Params, APIURL: e.APIURL, Log: e.log,
 	})
 	if err != nil {
 		return nil, err
@@ -178,7 +187,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		fmt.Fprintf(progress, "  note: %s\n", s)
 	}
 
-	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(servers.Region))
+	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"]))
 	e.Runner.SetWiring(runner.Wiring{Streams: e.Streams, SQS: e.Clients.SQS, QueueURL: e.queueURL})
 	routes, err := e.host(ctx, o.Setups)
 	if err != nil {
@@ -231,7 +240,7 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup) ([]htt
 			return nil, fmt.Errorf("local: function %s has no Setup (add it to registry.All)", f.LogicalID)
 		}
 		env := map[string]string{
-			"AWS_REGION": servers.Region, "AWS_LAMBDA_FUNCTION_NAME": f.Name,
+			"AWS_REGION": e.Vars["AWS_REGION"], "AWS_LAMBDA_FUNCTION_NAME": f.Name,
 			"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": strconv.Itoa(f.MemoryMB), "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
 		}
 		for k, v := range f.Env {
@@ -303,7 +312,7 @@ func (e *Env) mapEvent(f provision.Function, ev provision.Event) ([]httpapi.Rout
 		}
 		_, err := e.Runner.AddSchedule(runner.ScheduleMapping{
 			Function: f.LogicalID, Expression: expr, Disabled: cfn.Scalar(p["Enabled"]) == "false",
-			RuleARN: fmt.Sprintf("arn:aws:events:%s:000000000000:rule/%s-%s", servers.Region, f.Name, ev.Name),
+			RuleARN: fmt.Sprintf("arn:aws:events:%s:000000000000:rule/%s-%s", e.Vars["AWS_REGION"], f.Name, ev.Name),
 		})
 		return nil, err
 	case "HttpApi":
@@ -382,7 +391,8 @@ func (e *Env) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the runner, the HTTP servers, the proxies and the servers.
+// Close stops the runner, the HTTP servers, the proxies and the servers it
+// started (servers it was given keep running).
 func (e *Env) Close() error {
 	if e.stop != nil {
 		e.stop()
@@ -399,10 +409,10 @@ func (e *Env) Close() error {
 		errs = append(errs, p.Close())
 	}
 	e.Proxies = map[faultproxy.Service]*faultproxy.Proxy{}
-	if e.Servers != nil {
+	if e.Servers != nil && e.ownServers {
 		errs = append(errs, e.Servers.Stop())
-		e.Servers = nil
 	}
+	e.Servers = nil
 	return errors.Join(errs...)
 }
 

@@ -1,7 +1,10 @@
 // Package stacktest gives a package's integration tests the real local
-// servers: started once for the test binary on first use, stopped when it
-// ends. Tests skip under -short, and skip when the servers cannot start
-// (no Java or Node) unless DDBPIPE_REQUIRE_STACK=1 makes that a failure.
+// servers: the running ones that AWS_ENDPOINT_URL_DYNAMODB, _SQS and _S3 name
+// (`make test` starts them once for every package with `ddbpipe local
+// servers -- go test ./...`), else servers started once for the test binary
+// on first use and stopped when it ends. Tests skip under -short, and skip
+// when the servers cannot start (no Java or Node) unless
+// DDBPIPE_REQUIRE_STACK=1 makes that a failure.
 //
 //	func TestMain(m *testing.M) { stacktest.Main(m) }
 //	func TestX(t *testing.T) { st := stacktest.Need(t); ... st.DynamoDB ... }
@@ -29,19 +32,25 @@ var (
 // Main runs the tests and stops the servers if a test started them.
 func Main(m *testing.M) {
 	code := m.Run()
-	if stack != nil {
+	if stack != nil && !stack.Attached() {
 		_ = stack.Stop()
 	}
 	os.Exit(code)
 }
 
-// Need returns the running servers, starting them on first use.
+// Need returns the running servers: those the environment names, else ones
+// it starts on first use. Tests share them, so each test names its own
+// tables, queues and buckets and never assumes an empty server.
 func Need(tb testing.TB) *servers.Stack {
 	tb.Helper()
 	if testing.Short() {
 		tb.Skip("needs the local servers (-short)")
 	}
 	once.Do(func() {
+		if st, ok := servers.FromEnv(os.Getenv); ok {
+			stack = st
+			return
+		}
 		root, rerr := servers.FindRoot(".")
 		if rerr != nil {
 			err = rerr
@@ -64,11 +73,7 @@ func Need(tb testing.TB) *servers.Stack {
 // (e.g. an endpoint through a proxy) override the defaults.
 func Config(tb testing.TB, st *servers.Stack, extra map[string]string) aws.Config {
 	tb.Helper()
-	vars := map[string]string{
-		"AWS_REGION": servers.Region, "AWS_ACCESS_KEY_ID": servers.AccessKeyID, "AWS_SECRET_ACCESS_KEY": servers.SecretAccessKey,
-		"AWS_ENDPOINT_URL_DYNAMODB": st.DynamoDB, "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": st.DynamoDB,
-		"AWS_ENDPOINT_URL_SQS": st.SQS, "AWS_ENDPOINT_URL_S3": st.S3, "AWS_S3_USE_PATH_STYLE": "true",
-	}
+	vars := st.Vars()
 	for k, v := range extra {
 		vars[k] = v
 	}
