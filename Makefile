@@ -38,9 +38,6 @@ install: deps
 # the runner's pollers, the fault proxy, the stack, the objects' parallel
 # reads and writes): their unit tests also run under the race detector.
 RACE_PKGS := ./shared/votes/... ./shared/objects/... ./shared/platform/emf ./local/runner ./local/faultproxy ./local/stack
-# Tests that read the process environment and assume it names no endpoint;
-# they run outside `ddbpipe local servers`, which exports AWS_ENDPOINT_URL_*.
-NO_SERVER_ENV_PKGS := ./shared/platform/awsenv
 DDBPIPE_BIN := .ddbpipe/bin/ddbpipe
 
 # gofmt, go vet and cfn-lint (the template).
@@ -61,11 +58,10 @@ test: lint install test-race
 
 test-race: deps
 	$(GO) test -count=1 -race -short $(RACE_PKGS)
-	$(GO) test -count=1 $(NO_SERVER_ENV_PKGS)
 
-# Every package but NO_SERVER_ENV_PKGS, on the servers the environment names.
+# Every package, on the servers the environment names.
 test-servers:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -x -F $(foreach p,$(NO_SERVER_ENV_PKGS),-e github.com/ddbpipe/ddbpipe/$(patsubst ./%,%,$(p))))
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Only the tests that need no local servers.
 unit: deps
