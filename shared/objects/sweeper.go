@@ -53,7 +53,9 @@ type SweepTable interface {
 }
 
 // VersionLister lists every version of the bucket's keys under a prefix,
-// a page at a time, stopping at the first error, which it yields.
+// a page at a time, stopping at the first error, which it yields. The
+// caller may delete a page's versions as soon as it has the page: the
+// listing goes on where it was.
 type VersionLister interface {
 	Versions(ctx context.Context, prefix string) iter.Seq2[[]BlobVersion, error]
 }
@@ -187,31 +189,26 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 		}
 	}
 	for _, prefix := range PayloadPrefixes {
-		// A page's orphans are deleted once the next page is listed: the
-		// listing's marker is the page's last key, and some servers
-		// (versitygw) lose their place when the marker's key is gone.
-		var pending []BlobVersion
 		for page, err := range s.Blobs.Versions(ctx, prefix) {
 			if err != nil {
 				res.Err = fmt.Errorf("objects: sweep: %w", err)
 				break
 			}
 			res.Listed += len(page)
-			del(pending)
-			pending = nil
+			var orphans []BlobVersion
 			for _, v := range page {
 				if Orphan(v.BlobInfo, prefix, isReferenced, res.MarkedAt, graces[prefix]) {
-					pending = append(pending, v)
+					orphans = append(orphans, v)
 				}
+			}
+			if len(orphans) > 0 {
+				del(orphans)
 			}
 			p.tick("list " + prefix)
 			if err := ctx.Err(); err != nil {
 				res.Err = fmt.Errorf("objects: sweep stopped in %s: %w", prefix, err)
 				break
 			}
-		}
-		if len(pending) > 0 && ctx.Err() == nil {
-			del(pending)
 		}
 		if res.Err != nil {
 			break

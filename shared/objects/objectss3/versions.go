@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -40,10 +41,13 @@ func NewBucket(api VersionsAPI, name string) *Bucket { return &Bucket{api: api, 
 func (b *Bucket) Name() string { return b.name }
 
 // Versions lists every version under prefix, a page at a time
-// (ListObjectVersions). It stops at the first error, which it yields. A
-// version the previous page already held is left out: some S3-compatible
-// servers (versitygw) repeat the last version of a page at the start of
-// the next.
+// (ListObjectVersions). It stops at the first error, which it yields. Two
+// habits of S3-compatible servers stay here, behind the adapter: a version
+// the previous page already held is left out (versitygw repeats the last
+// version of a page at the start of the next), and a page is yielded only
+// once the next one has been listed, so the caller may delete what a page
+// holds at once (the listing's marker is the page's last key, and
+// versitygw loses its place when the marker's key is gone).
 func (b *Bucket) Versions(ctx context.Context, prefix string) iter.Seq2[[]objects.BlobVersion, error] {
 	return func(yield func([]objects.BlobVersion, error) bool) {
 		in := &s3.ListObjectVersionsInput{Bucket: aws.String(b.name), Prefix: aws.String(prefix)}
@@ -51,39 +55,43 @@ func (b *Bucket) Versions(ctx context.Context, prefix string) iter.Seq2[[]object
 			in.MaxKeys = aws.Int32(b.PageSize)
 		}
 		p := s3.NewListObjectVersionsPaginator(b.api, in)
-		var prev map[[2]string]bool
+		var held []objects.BlobVersion // listed, yielded once the next page is
+		listed := false
+		prev := map[[2]string]bool{}
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
+				if listed && !yield(held, nil) {
+					return
+				}
 				yield(nil, fmt.Errorf("objectss3: list versions of s3://%s/%s: %w", b.name, prefix, err))
 				return
 			}
 			vs := make([]objects.BlobVersion, 0, len(page.Versions)+len(page.DeleteMarkers))
 			for _, v := range page.Versions {
-				if prev[[2]string{aws.ToString(v.Key), aws.ToString(v.VersionId)}] {
-					continue
-				}
 				vs = append(vs, objects.BlobVersion{
 					BlobInfo:  objects.BlobInfo{Key: aws.ToString(v.Key), Size: aws.ToInt64(v.Size), LastModified: aws.ToTime(v.LastModified)},
 					VersionID: aws.ToString(v.VersionId), Latest: aws.ToBool(v.IsLatest),
 				})
 			}
 			for _, m := range page.DeleteMarkers {
-				if prev[[2]string{aws.ToString(m.Key), aws.ToString(m.VersionId)}] {
-					continue
-				}
 				vs = append(vs, objects.BlobVersion{
 					BlobInfo:  objects.BlobInfo{Key: aws.ToString(m.Key), LastModified: aws.ToTime(m.LastModified)},
 					VersionID: aws.ToString(m.VersionId), Latest: aws.ToBool(m.IsLatest), DeleteMarker: true,
 				})
 			}
-			prev = make(map[[2]string]bool, len(vs))
+			vs = slices.DeleteFunc(vs, func(v objects.BlobVersion) bool { return prev[[2]string{v.Key, v.VersionID}] })
+			clear(prev)
 			for _, v := range vs {
 				prev[[2]string{v.Key, v.VersionID}] = true
 			}
-			if !yield(vs, nil) {
+			if listed && !yield(held, nil) {
 				return
 			}
+			held, listed = vs, true
+		}
+		if listed {
+			yield(held, nil)
 		}
 	}
 }
