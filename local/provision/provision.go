@@ -43,6 +43,9 @@ type Physical struct {
 	Type  string
 	Ref   string
 	Attrs map[string]string
+	// Skipped: no local equivalent (log groups, alarms, policies, keys, ...);
+	// its attributes are placeholders, so what refers to it still resolves.
+	Skipped bool
 }
 
 // Stack is a provisioned template: the names of its resources, its
@@ -74,6 +77,9 @@ func (s *Stack) GetAtt(id, attr string) (string, error) {
 		return "", fmt.Errorf("provision: !GetAtt %s.%s: not provisioned yet", id, attr)
 	}
 	v, ok := p.Attrs[attr]
+	if !ok && p.Skipped {
+		return fmt.Sprintf("arn:aws:local:%s:%s:%s/%s", s.Options.Region, s.Options.AccountID, id, attr), nil
+	}
 	if !ok {
 		return "", fmt.Errorf("provision: !GetAtt %s.%s: attribute not available locally", id, attr)
 	}
@@ -182,7 +188,7 @@ func (s *Stack) create(ctx context.Context, c Clients, r cfn.Resource) (Physical
 		return Physical{Ref: "local", Attrs: map[string]string{"ApiId": "local", "ApiEndpoint": s.Options.APIURL}}, nil
 	}
 	s.Skipped = append(s.Skipped, fmt.Sprintf("%s (%s): no local equivalent, skipped", r.LogicalID, r.Type))
-	return Physical{Ref: r.LogicalID, Attrs: map[string]string{}}, nil
+	return Physical{Ref: r.LogicalID, Attrs: map[string]string{}, Skipped: true}, nil
 }
 
 // FunctionARN is the ARN a function has in the local stack.

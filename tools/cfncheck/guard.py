@@ -2,7 +2,8 @@
 
     python tools/cfncheck/guard.py GUARD_BIN RULES_DIR TEMPLATE_YAML TRANSFORMED_JSON SERVICE...
 
-Each rule file of the named services (folders of RULES_DIR) runs on its own;
+Fn::If is resolved with the parameters' defaults first (cfn-guard cannot
+evaluate conditions). Each rule file of the named services (folders of RULES_DIR) runs on its own;
 a finding is a (control, resource) pair. A control judged not applicable is
 named in template.yaml by a comment line
 
@@ -51,6 +52,55 @@ def walk(node, controls, resources):
             walk(v, controls, resources)
 
 
+def condition(tpl, c, memo):
+    """Evaluates a condition with the parameters' defaults."""
+    if isinstance(c, str):
+        if c not in memo:
+            memo[c] = condition(tpl, tpl.get("Conditions", {})[c], memo)
+        return memo[c]
+    (fn, args), = c.items()
+    if fn == "Fn::Not":
+        return not condition(tpl, args[0], memo)
+    if fn == "Fn::And":
+        return all(condition(tpl, a, memo) for a in args)
+    if fn == "Fn::Or":
+        return any(condition(tpl, a, memo) for a in args)
+    if fn == "Condition":
+        return condition(tpl, args, memo)
+    if fn == "Fn::Equals":
+        return value(tpl, args[0]) == value(tpl, args[1])
+    sys.exit(f"condition: {fn} not understood")
+
+
+def value(tpl, v):
+    if isinstance(v, dict) and set(v) == {"Ref"}:
+        return str(tpl.get("Parameters", {})[v["Ref"]].get("Default", ""))
+    return str(v)
+
+
+NOVALUE = object()
+
+
+def resolve_ifs(tpl, node, memo):
+    """Replaces each Fn::If by its branch under the parameters' defaults (the
+    stack `sam deploy` creates without overrides), as CloudFormation would."""
+    if isinstance(node, dict):
+        if set(node) == {"Fn::If"}:
+            c, a, b = node["Fn::If"]
+            return resolve_ifs(tpl, a if condition(tpl, c, memo) else b, memo)
+        if node == {"Ref": "AWS::NoValue"}:
+            return NOVALUE
+        out = {}
+        for k, v in node.items():
+            v = resolve_ifs(tpl, v, memo)
+            if v is not NOVALUE:
+                out[k] = v
+        return out
+    if isinstance(node, list):
+        return [x for x in (resolve_ifs(tpl, v, memo) for v in node) if x is not NOVALUE]
+    return node
+
+
 def run(guard, rule, data):
     p = subprocess.run(
         [guard, "validate", "-r", rule, "-d", data, "--show-summary", "none", "-o", "json", "--structured"],
@@ -71,6 +121,12 @@ def run(guard, rule, data):
 def main():
     guard, rules, template, data, *services = sys.argv[1:]
     na = not_applicable(template)
+    with open(data) as f:
+        tpl = json.load(f)
+    resolved = data + ".defaults.json"
+    with open(resolved, "w") as f:
+        json.dump(resolve_ifs(tpl, tpl, {}), f, indent=1)
+    data = resolved
     seen, findings, skipped, count = set(), [], [], 0
     for svc in services:
         files = sorted(glob.glob(os.path.join(rules, svc, "*.guard")))
@@ -86,8 +142,11 @@ def main():
                     skipped.append((c, r, reason))
                 else:
                     findings.append((c, r))
+    by = {}
     for c, r, reason in skipped:
-        print(f"n/a   {c} {r}: {reason}")
+        by.setdefault((c, reason), []).append(r)
+    for (c, reason), rs in sorted(by.items()):
+        print(f"n/a   {c} ({', '.join(sorted(set(rs)))}): {reason}")
     for c, r in findings:
         print(f"FAIL  {c} {r}")
     unknown = sorted(set(na) - seen)

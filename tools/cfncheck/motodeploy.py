@@ -1,0 +1,113 @@
+"""Create the SAM-transformed template as a CloudFormation stack on moto.
+
+    python tools/cfncheck/motodeploy.py build/transformed.json
+
+Starts moto_server on 127.0.0.1 on a free port, uploads a stand-in code
+package where the transform points the functions (s3://ddbpipe-artifacts/
+code.zip), creates the stack with the parameters' defaults, and fails unless
+the stack and every resource in it reach CREATE_COMPLETE. moto checks
+references, attribute names and each resource type's required properties; it
+does not enforce IAM or every service's validation (see README, "Deploying
+to AWS", for what only a real deploy proves).
+"""
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+
+import boto3
+from botocore.config import Config
+
+REGION = "us-east-1"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(path):
+    with open(path) as f:
+        body = f.read()
+    port = free_port()
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
+    server = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    sys.exit(f"moto_server did not start on {url}: {server.stderr.read().decode() if server.poll() is not None else 'timeout'}")
+                time.sleep(0.2)
+        kw = dict(endpoint_url=url, region_name=REGION, aws_access_key_id="testing",
+                  aws_secret_access_key="testing", config=Config(retries={"max_attempts": 2}))
+        s3 = boto3.client("s3", **kw)
+        s3.create_bucket(Bucket="ddbpipe-artifacts")
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr("bootstrap", "#!/bin/sh\n")
+        s3.put_object(Bucket="ddbpipe-artifacts", Key="code.zip", Body=buf.getvalue())
+
+        cf = boto3.client("cloudformation", **kw)
+        cf.create_stack(StackName="ddbpipe", TemplateBody=body,
+                        Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"])
+        deadline = time.time() + 300
+        while True:
+            stack = cf.describe_stacks(StackName="ddbpipe")["Stacks"][0]
+            if not stack["StackStatus"].endswith("_IN_PROGRESS"):
+                break
+            if time.time() > deadline:
+                sys.exit("moto: stack still in progress after 300 s")
+            time.sleep(1)
+        resources = []
+        token = None
+        while True:
+            page = cf.list_stack_resources(StackName="ddbpipe", **({"NextToken": token} if token else {}))
+            resources += page["StackResourceSummaries"]
+            token = page.get("NextToken")
+            if not token:
+                break
+        every = json.loads(body)["Resources"]
+        want = {k: v for k, v in every.items() if "Condition" not in v}
+        conditional = len(every) - len(want)  # listed without an id when their condition is false
+        bad = [f"{r['LogicalResourceId']} ({r['ResourceType']}): {r['ResourceStatus']} {r.get('ResourceStatusReason', '')}"
+               for r in resources if r["ResourceStatus"] != "CREATE_COMPLETE"]
+        # moto accepts resource types it does not model (Glue, Athena,
+        # CloudWatch alarms and dashboards, ...) and lists them without a
+        # logical id: their number must make up exactly the rest.
+        named = {r["LogicalResourceId"] for r in resources if r["LogicalResourceId"]}
+        unnamed = sum(1 for r in resources if not r["LogicalResourceId"])
+        rest = sorted(set(want) - named)
+        for line in bad:
+            print("not created:", line)
+        types = sorted({want[k]["Type"] for k in rest})
+        print(f"moto deploy: stack {stack['StackStatus']}; {len(named)} resources created and CREATE_COMPLETE, "
+              f"{unnamed} more accepted without a moto model ({', '.join(types)}); {len(want)} in the template")
+        ok = len(rest) <= unnamed <= len(rest) + conditional
+        if not ok:
+            print(f"{len(rest)} template resources not among the created ones ({', '.join(rest)}), "
+                  f"but moto lists {unnamed} resources without a model")
+        if stack["StackStatus"] != "CREATE_COMPLETE" or bad or not ok or named - set(want):
+            if stack.get("StackStatusReason"):
+                print("reason:", stack["StackStatusReason"])
+            sys.exit(1)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "build/transformed.json")
