@@ -709,6 +709,9 @@ func readFailure(id, body string, now time.Time) failedBatch {
 	}
 	base, month, monthly := archive.MonthlyTable(fb.Table)
 	switch {
+	case strings.Contains(strings.ToLower(functionName(fb.Function)), "reaper"):
+		fb.Action = fmt.Sprintf("the reaper did not remove the payloads these records replaced or deleted: find why it failed (%s; its logs near %s); "+
+			"nothing to replay: the hourly sweeper deletes every payload no reference names once older than OrphanGraceMinutes", fb.Condition, fb.LastArrival.Format(time.RFC3339))
 	case fb.Readable:
 		fb.Action = fmt.Sprintf("the stream holds these records until %s: find why %s failed (%s; its logs near %s) and fix it, then re-read them "+
 			"(aws dynamodbstreams get-shard-iterator --stream-arn %s --shard-id %s --shard-iterator-type AT_SEQUENCE_NUMBER --sequence-number %s, "+

@@ -62,6 +62,11 @@ func TestReadFailureFixture(t *testing.T) {
 	if objects.Table != "ddbpipe-objects" || !strings.Contains(objects.Action, "export") {
 		t.Errorf("objects table: %+v", objects)
 	}
+	reaper := readFailure("m-4", strings.Replace(strings.Replace(body, "function:ddbpipe-archiver", "function:ddbpipe-ObjectsReaperFunction-1A2B", 1),
+		"table/ddbpipe-votes-2026-11/", "table/ddbpipe-objects/", 1), time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))
+	if !strings.Contains(reaper.Action, "sweeper") || strings.Contains(reaper.Action, "get-shard-iterator") {
+		t.Errorf("a reaper batch: action %q, want the sweeper's part", reaper.Action)
+	}
 	// The local runner writes no arrival time when a record has none: the
 	// failure's own time bounds the stream's hold.
 	noArrival := strings.NewReplacer(`"2026-11-20T10:02:11Z"`, `""`, `"2026-11-20T10:02:14Z"`, `""`).Replace(body)
