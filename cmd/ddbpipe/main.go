@@ -9,6 +9,8 @@
 //	ddbpipe polls create           create a poll
 //	ddbpipe votes send             send votes (one, or a load with duplicates and a progress bar)
 //	ddbpipe votes results          a poll's totals, read from every shard
+//	ddbpipe votes dlq inspect|redrive, votes rejects inspect, archive failures
+//	                               the operator's queue commands (README: Runbook)
 //	ddbpipe demo                   run the pipeline locally with a demo workload and report
 package main
 
@@ -45,6 +47,10 @@ func commands() []command {
 		{"polls create", "create a poll: polls create -poll P -options a,b,c [-shards N]", pollsCreate},
 		{"votes send", "send votes: votes send -poll P [-count N -rate R -dup-rate D -options a,b,c]", votesSend},
 		{"votes results", "a poll's totals: votes results -poll P [-json]", votesResults},
+		{"votes dlq inspect", "read the votes dead-letter queue without consuming it, summarised: votes dlq inspect [-max N -samples N -json]", votesDLQInspect},
+		{"votes dlq redrive", "move dead letters back to the votes queue, 10 at a time, each deleted only once sent: votes dlq redrive [-max N] [-dry-run] [-json]", votesDLQRedrive},
+		{"votes rejects inspect", "read the rejects queue without consuming it, counted by reason: votes rejects inspect [-max N -samples N -json]", votesRejectsInspect},
+		{"votes rejects redrive", "refused, with the reason: rejected votes are invalid", votesRejectsRedrive},
 		{"objects put", "store a document: objects put [-file F] [-type T] [-if-match N] [-table] KEY (big ones are uploaded)", objectsPut},
 		{"objects get", "read a document: objects get [-version N] [-o FILE] KEY", objectsGet},
 		{"objects versions", "list a document's versions: objects versions [-json] KEY", objectsVersions},
@@ -53,6 +59,7 @@ func commands() []command {
 		{"objects upload", "upload a file through a presigned (multipart) upload: objects upload -file F [-type T] [-if-match N] KEY", objectsUpload},
 		{"archive query", `SQL over the archive with DuckDB: archive query "SELECT ..." | -named NAME [-table T -month M -format table|csv|json]`, archiveQuery},
 		{"archive ls", "the archive's partitions, files, rows, bytes and manifests: archive ls [-table T -month M -files]", archiveLs},
+		{"archive failures", "the stream batches the archiver gave up on: table, shard, range, and what to do: archive failures [-max N -json]", archiveFailures},
 		{"tables", "monthly ledger tables: tables rotate [-now 2026-12-03T00:00:00Z] [-json] | tables ls [-now T]", tables},
 		{"demo", "run the whole pipeline locally with a demo workload, print what happened, stop", demo},
 	}
@@ -92,8 +99,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: ddbpipe <command> [flags]")
 	fmt.Fprintln(w)
+	width := 0
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-*s %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun `ddbpipe <command> -h` for a command's flags.")
 }

@@ -64,10 +64,14 @@
 //	             and an alarm is raised; the table is kept this run
 //	compact      small files merged, _manifest.json written, merged inputs deleted
 //	unsubscribe  the stream's event source mappings removed
-//	unprotect    deletion protection turned off
+//	unprotect    deletion protection turned off: only here, after a verification
+//	             that passed without a snapshot and the compaction recording it
 //	delete       the table deleted
 //
-// A table is never deleted in a run that did not verify it.
+// A table is never deleted in a run that did not verify it. The rotator
+// touches only the tables its policy owns (RotationPolicy.Owns: exactly
+// <prefix>-YYYY-MM); another stack's <prefix>-staging-YYYY-MM or a copy's
+// <prefix>-YYYY-MM-old is left alone, however cold its month.
 package archive
 
 import (

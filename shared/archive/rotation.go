@@ -59,6 +59,22 @@ func (p RotationPolicy) withDefaults() RotationPolicy {
 	return p
 }
 
+// Owns reports whether name is one of the policy's monthly tables, exactly
+// <Prefix>-YYYY-MM, and its month. Names that merely look alike are not:
+// another stack's whose prefix extends this one (<Prefix>-staging-YYYY-MM),
+// a copy (<Prefix>-YYYY-MM-old), a month that does not exist (<Prefix>-2026-13).
+// The rotator changes and deletes only tables it owns.
+func (p RotationPolicy) Owns(name string) (month string, ok bool) {
+	if p.Prefix == "" {
+		return "", false
+	}
+	base, month, ok := MonthlyTable(name)
+	if !ok || base != p.Prefix {
+		return "", false
+	}
+	return month, true
+}
+
 // RotationPlan is what a run should do at a given time, decided from the table
 // names alone.
 type RotationPlan struct {
@@ -87,13 +103,13 @@ func (p RotationPolicy) Plan(now time.Time, existing []string) RotationPlan {
 		want[name] = true
 	}
 	for _, name := range existing {
-		m, ok := strings.CutPrefix(name, p.Prefix+"-")
+		m, ok := p.Owns(name)
 		if !ok || want[name] {
-			continue
+			continue // not one of ours: <prefix>-something-else
 		}
 		cold, err := ColdAt(m, p.GraceDays)
-		if err != nil || len(m) != len(monthLayout) {
-			continue // not one of ours: <prefix>-something-else
+		if err != nil {
+			continue
 		}
 		if !now.Before(cold) {
 			pl.Retire = append(pl.Retire, name)
@@ -328,13 +344,16 @@ func (r *Rotator) step(table string, s StepResult) {
 }
 
 // Retire takes one cold table through the retirement steps (see the package
-// documentation) as far as it safely can.
+// documentation) as far as it safely can. Only a table the policy owns
+// (Owns) is touched, and its deletion protection is lifted only once the
+// month is verified archived and compacted, right before the delete.
 func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 	pol := r.Policy.withDefaults()
-	base, month, ok := MonthlyTable(t.Name)
-	ret = Retirement{Table: t.Name, Partition: Partition{Table: base, Month: month}}
+	month, ok := pol.Owns(t.Name)
+	ret = Retirement{Table: t.Name, Partition: Partition{Table: pol.Prefix, Month: month}}
 	if !ok {
-		ret.Outcome, ret.Err = Failed, fmt.Errorf("rotation: %s is not a monthly table", t.Name)
+		// Nothing is touched: not the stream, not the protection, not the table.
+		ret.Outcome, ret.Err = Failed, fmt.Errorf("rotation: %s is not one of the %s-YYYY-MM tables; left alone", t.Name, pol.Prefix)
 		return ret
 	}
 	p := ret.Partition
@@ -510,6 +529,12 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 		return ret
 	}
 	if !run(StepUnprotect, func() (string, error) {
+		// The steps above got here only this way; said again where it
+		// matters: protection goes only from a month verified archived
+		// (without a snapshot this run) and compacted.
+		if !verification.OK || verification.Snapshot || ret.Compaction == nil {
+			return "", errors.New("refused: the month is not verified archived and compacted")
+		}
 		return "deletion protection off", r.Tables.Protect(ctx, t.Name, false)
 	}) {
 		return ret

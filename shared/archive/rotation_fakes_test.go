@@ -24,6 +24,9 @@ type world struct {
 	// deliver: subscriptions move stream records into the archive on pump.
 	deliver bool
 	calls   []string
+	// fail makes an operation fail by name: "scan", "read", "compact",
+	// "write", "remove" (a subscription), "protect".
+	fail map[string]error
 }
 
 type memTable struct {
@@ -38,7 +41,8 @@ type streamRec struct {
 }
 
 func newWorld() *world {
-	return &world{tables: map[string]*memTable{}, streams: map[string][]streamRec{}, subs: map[string]int{}, files: map[string][]Row{}, deliver: true}
+	return &world{tables: map[string]*memTable{}, streams: map[string][]streamRec{}, subs: map[string]int{}, files: map[string][]Row{},
+		deliver: true, fail: map[string]error{}}
 }
 
 func (w *world) call(format string, a ...any) {
@@ -168,6 +172,9 @@ func (m memTables) DisableStream(_ context.Context, name string) error {
 func (m memTables) Protect(_ context.Context, name string, on bool) error {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
+	if err := m.w.fail["protect"]; err != nil {
+		return err
+	}
 	m.w.call("protect %s %v", name, on)
 	m.w.tables[name].DeletionProtection = on
 	return nil
@@ -191,6 +198,9 @@ func (m memTables) Delete(_ context.Context, name string) error {
 func (m memTables) Scan(_ context.Context, name string, keepImages bool) (Scan, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
+	if err := m.w.fail["scan"]; err != nil {
+		return Scan{}, err
+	}
 	t, ok := m.w.tables[name]
 	if !ok {
 		return Scan{}, ErrNotFound
@@ -249,6 +259,9 @@ func (m memSubs) Ensure(_ context.Context, arn string) (bool, error) {
 func (m memSubs) Remove(_ context.Context, arn string) (int, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
+	if err := m.w.fail["remove"]; err != nil {
+		return 0, err
+	}
 	n := m.w.subs[arn]
 	if n > 0 {
 		m.w.call("unsubscribe %s", arn)
@@ -266,6 +279,9 @@ var _ Partitions = memArchive{}
 func (m memArchive) Read(_ context.Context, p Partition) (Contents, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
+	if err := m.w.fail["read"]; err != nil {
+		return Contents{}, err
+	}
 	c := Contents{Sequences: map[string]bool{}}
 	replay := NewReplay()
 	for k, rows := range m.w.files {
@@ -288,6 +304,9 @@ func (m memArchive) Read(_ context.Context, p Partition) (Contents, error) {
 func (m memArchive) Compact(_ context.Context, p Partition, pol CompactionPolicy, table string, v Verification) (Compaction, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
+	if err := m.w.fail["compact"]; err != nil {
+		return Compaction{}, err
+	}
 	var files []File
 	for k, rows := range m.w.files {
 		if strings.HasPrefix(k, p.Prefix()) {
@@ -328,6 +347,9 @@ func (m memArchive) Compact(_ context.Context, p Partition, pol CompactionPolicy
 func (m memArchive) Write(_ context.Context, key string, rows []Row) (File, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
+	if err := m.w.fail["write"]; err != nil {
+		return File{}, err
+	}
 	m.w.files[key] = rows
 	return File{Key: key, Rows: int64(len(rows))}, nil
 }

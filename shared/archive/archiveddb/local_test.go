@@ -20,6 +20,10 @@ type fakeDB struct {
 	API        // nil: an operation the fake does not implement panics
 	errs       map[string]error
 	exists, dp bool
+	// pitr: point-in-time recovery is on; pitrAsked counts the requests
+	// turning it on.
+	pitr      bool
+	pitrAsked int
 }
 
 var _ API = (*fakeDB)(nil)
@@ -54,13 +58,21 @@ func (f *fakeDB) DescribeContinuousBackups(context.Context, *dynamodb.DescribeCo
 	if err := f.errs["DescribeContinuousBackups"]; err != nil {
 		return nil, err
 	}
+	status := types.PointInTimeRecoveryStatusDisabled
+	if f.pitr {
+		status = types.PointInTimeRecoveryStatusEnabled
+	}
 	return &dynamodb.DescribeContinuousBackupsOutput{ContinuousBackupsDescription: &types.ContinuousBackupsDescription{
-		PointInTimeRecoveryDescription: &types.PointInTimeRecoveryDescription{PointInTimeRecoveryStatus: types.PointInTimeRecoveryStatusDisabled}}}, nil
+		PointInTimeRecoveryDescription: &types.PointInTimeRecoveryDescription{PointInTimeRecoveryStatus: status}}}, nil
 }
 
-func (f *fakeDB) UpdateContinuousBackups(context.Context, *dynamodb.UpdateContinuousBackupsInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateContinuousBackupsOutput, error) {
+func (f *fakeDB) UpdateContinuousBackups(_ context.Context, in *dynamodb.UpdateContinuousBackupsInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateContinuousBackupsOutput, error) {
 	if err := f.errs["UpdateContinuousBackups"]; err != nil {
 		return nil, err
+	}
+	if s := in.PointInTimeRecoverySpecification; s != nil && aws.ToBool(s.PointInTimeRecoveryEnabled) {
+		f.pitr = true
+		f.pitrAsked++
 	}
 	return &dynamodb.UpdateContinuousBackupsOutput{}, nil
 }
@@ -122,6 +134,40 @@ func TestEnsureSkipsOnlyWhatTheLocalServerLacks(t *testing.T) {
 			}
 			if got := tables.Notes(); !reflect.DeepEqual(got, tt.wantNotes) {
 				t.Errorf("notes %q, want %q", got, tt.wantNotes)
+			}
+		})
+	}
+}
+
+// Where the server has PITR, every month's table gets it: a new table, and
+// one the counter created without it; a table that has it is left alone.
+// Deletion protection likewise.
+func TestEnsureTurnsOnPITRAndProtection(t *testing.T) {
+	tests := []struct {
+		name             string
+		exists, dp, pitr bool
+		wantAsked        int
+	}{
+		{name: "new table", wantAsked: 1},
+		{name: "the counter's table, unprotected, no PITR", exists: true, wantAsked: 1},
+		{name: "protected, PITR on already", exists: true, dp: true, pitr: true, wantAsked: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := &fakeDB{exists: tt.exists, dp: tt.dp, pitr: tt.pitr}
+			tables := &Tables{DB: db}
+			tb, _, err := tables.Ensure(t.Context(), archive.Spec{Name: "ddbpipe-votes-2026-12"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !db.pitr || db.pitrAsked != tt.wantAsked {
+				t.Errorf("PITR on %v after %d requests, want on after %d", db.pitr, db.pitrAsked, tt.wantAsked)
+			}
+			if !db.dp || !tb.DeletionProtection {
+				t.Errorf("deletion protection %v (table says %v), want on", db.dp, tb.DeletionProtection)
+			}
+			if len(tables.Notes()) != 0 {
+				t.Errorf("notes %q against a server with PITR", tables.Notes())
 			}
 		})
 	}

@@ -1,0 +1,805 @@
+package main
+
+// The operator's queue commands: read the votes dead-letter and rejects
+// queues without consuming them (inspect), move dead letters back to the
+// votes queue (redrive), and read the stream-failure queue (archive
+// failures). The README's Runbook says when to use which.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+)
+
+// queueClient is what the queue commands need from SQS; *sqs.Client
+// satisfies it.
+type queueClient interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+var _ queueClient = (*sqs.Client)(nil)
+
+// The queues, by the variable naming each (the stack's outputs, as
+// `local up` writes them to local.env).
+const (
+	envVotesQueue     = "VOTES_QUEUE_URL"
+	envDeadLetters    = "VOTES_DEAD_LETTER_QUEUE_URL"
+	envRejects        = "VOTES_REJECTS_QUEUE_URL"
+	envStreamFailures = "STREAM_FAILURES_QUEUE_URL"
+)
+
+// queueFlags are the flags every queue command has.
+type queueFlags struct {
+	fs                  *flag.FlagSet
+	root, state, url    *string
+	asJSON              *bool
+	max, samples        *int
+	hold                *time.Duration
+	defaultEnv, purpose string
+}
+
+func newQueueFlags(name, env, purpose string, defaultMax int, stderr io.Writer) *queueFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &queueFlags{
+		fs: fs, defaultEnv: env, purpose: purpose,
+		root:    fs.String("root", "", "repository root (default: the folder holding template.yaml)"),
+		state:   fs.String("state-dir", "", "the state folder of `local up` (default: <root>/.ddbpipe)"),
+		url:     fs.String("queue-url", "", "the "+purpose+" (default: $"+env+", else "+env+" in <state-dir>/local.env)"),
+		asJSON:  fs.Bool("json", false, "print the result as JSON"),
+		max:     fs.Int("max", defaultMax, "read (or move) at most this many messages; 0 for all"),
+		samples: fs.Int("samples", 3, "sample messages to show"),
+		hold:    fs.Duration("hold", 30*time.Second, "how long a message read stays hidden from others before it is released (whole seconds, at most 12h)"),
+	}
+}
+
+// open parses args and returns the SQS client, the queue's URL and getenv.
+func (q *queueFlags) open(ctx context.Context, args []string) (queueClient, string, func(string) string, error) {
+	if err := q.fs.Parse(args); err != nil {
+		return nil, "", nil, err
+	}
+	if q.fs.NArg() > 0 {
+		return nil, "", nil, fmt.Errorf("%s: unexpected argument %q (flags only; see -h)", q.fs.Name(), q.fs.Arg(0))
+	}
+	if *q.max < 0 || *q.samples < 0 || *q.hold < time.Second || *q.hold > 12*time.Hour {
+		return nil, "", nil, fmt.Errorf("%s: -max and -samples at least 0, -hold from 1s to 12h", q.fs.Name())
+	}
+	getenv, err := stackEnv(*q.root, *q.state)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	url := *q.url
+	if url == "" {
+		url = getenv(q.defaultEnv)
+	}
+	if url == "" {
+		return nil, "", nil, fmt.Errorf("%s: no %s: pass -queue-url, export %s (the stack's output), or run `ddbpipe local up`", q.fs.Name(), q.purpose, q.defaultEnv)
+	}
+	cfg, err := awsenv.FromVars(ctx, getenv)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return sqs.NewFromConfig(cfg), url, getenv, nil
+}
+
+func (q *queueFlags) holdSeconds() int32 { return int32(q.hold.Round(time.Second) / time.Second) }
+
+// peek reads up to max messages (0: all) without consuming them: each is
+// received, hidden for hold seconds, and made visible again before peek
+// returns, whatever happened. A message seen twice (its hold ran out while
+// reading a long queue) is kept once.
+func peek(ctx context.Context, c queueClient, url string, max int, hold int32) ([]types.Message, error) {
+	var msgs []types.Message
+	seen := map[string]bool{}
+	var handles []string
+	var err error
+	for max == 0 || len(msgs) < max {
+		n := int32(10)
+		if max > 0 {
+			n = int32(min(10, max-len(msgs)))
+		}
+		var out *sqs.ReceiveMessageOutput
+		out, err = c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: n, VisibilityTimeout: hold, WaitTimeSeconds: 1,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			err = fmt.Errorf("receive from %s: %w", url, err)
+			break
+		}
+		if len(out.Messages) == 0 {
+			break
+		}
+		fresh := 0
+		for _, m := range out.Messages {
+			handles = append(handles, aws.ToString(m.ReceiptHandle))
+			if id := aws.ToString(m.MessageId); !seen[id] {
+				seen[id] = true
+				msgs = append(msgs, m)
+				fresh++
+			}
+		}
+		if fresh == 0 {
+			break // only messages read already: the queue went round
+		}
+	}
+	return msgs, errors.Join(err, release(context.WithoutCancel(ctx), c, url, handles))
+}
+
+// release makes received messages visible again at once.
+func release(ctx context.Context, c queueClient, url string, handles []string) error {
+	var errs []error
+	for start := 0; start < len(handles); start += 10 {
+		batch := handles[start:min(start+10, len(handles))]
+		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url)}
+		for i, h := range batch {
+			in.Entries = append(in.Entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: 0})
+		}
+		out, err := c.ChangeMessageVisibilityBatch(ctx, in)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("release messages on %s: %w", url, err))
+			continue
+		}
+		for _, f := range out.Failed {
+			errs = append(errs, fmt.Errorf("release a message on %s: %s %s", url, aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d release errors (those messages reappear when their hold ends); first: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// queueSample is a message as the summaries show it.
+type queueSample struct {
+	MessageID string    `json:"messageId"`
+	Sent      time.Time `json:"sent,omitzero"`
+	Receives  int       `json:"receiveCount,omitempty"`
+	Reason    string    `json:"reason"`
+	Detail    string    `json:"detail,omitempty"`
+	Bytes     int       `json:"bytes"`
+	Body      string    `json:"body"` // the start of the body, printable
+}
+
+// queueSummary is what inspect prints.
+type queueSummary struct {
+	Queue       string         `json:"queue"`
+	Kind        string         `json:"kind"`
+	Approximate int            `json:"approximateMessages"`
+	Read        int            `json:"read"`
+	ByReason    map[string]int `json:"byReason"`
+	Oldest      time.Time      `json:"oldest,omitzero"`
+	Newest      time.Time      `json:"newest,omitzero"`
+	Samples     []queueSample  `json:"samples"`
+	Next        string         `json:"next"`
+}
+
+// sampleBody is the start of a body, valid UTF-8 and printable: at most
+// 160 characters, control characters escaped.
+func sampleBody(b string) string {
+	b = strings.ToValidUTF8(b, "\uFFFD")
+	if utf8.RuneCountInString(b) > 160 {
+		b = string([]rune(b)[:160]) + "…"
+	}
+	var out strings.Builder
+	for _, r := range b {
+		if unicode.IsPrint(r) {
+			out.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRuneToASCII(r)
+		out.WriteString(q[1 : len(q)-1])
+	}
+	return out.String()
+}
+
+func sentAt(m types.Message) time.Time {
+	ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// deadLetterReason classifies a dead letter: a vote the counter would
+// count (it failed for another reason: redriving it helps), or one it
+// would reject (then it should not be on the dead-letter queue at all).
+func deadLetterReason(body string, now time.Time) (reason, detail string) {
+	v, err := votes.Parse([]byte(body), now)
+	if err != nil {
+		r := votes.ReasonOf(err)
+		if r == "" {
+			r = "unreadable"
+		}
+		return "invalid: " + string(r), err.Error()
+	}
+	return "countable", "poll " + v.PollID
+}
+
+// rejectReason is a reject's reason: its attribute, else its body's.
+func rejectReason(m types.Message) (reason, detail string) {
+	var rm votessqs.RejectMessage
+	jerr := json.Unmarshal([]byte(aws.ToString(m.Body)), &rm)
+	if a, ok := m.MessageAttributes[votessqs.ReasonAttribute]; ok && aws.ToString(a.StringValue) != "" {
+		return aws.ToString(a.StringValue), rm.Detail
+	}
+	if jerr == nil && rm.Reason != "" {
+		return string(rm.Reason), rm.Detail
+	}
+	return "unknown (no reason attribute, body not a reject)", ""
+}
+
+// summarise counts msgs by reason and keeps the first samples.
+func summarise(kind, url string, msgs []types.Message, samples int, now time.Time) queueSummary {
+	s := queueSummary{Queue: url, Kind: kind, Read: len(msgs), ByReason: map[string]int{}, Samples: []queueSample{}}
+	for _, m := range msgs {
+		body := aws.ToString(m.Body)
+		var reason, detail string
+		if kind == "rejects" {
+			reason, detail = rejectReason(m)
+		} else {
+			reason, detail = deadLetterReason(body, now)
+		}
+		s.ByReason[reason]++
+		sent := sentAt(m)
+		if !sent.IsZero() && (s.Oldest.IsZero() || sent.Before(s.Oldest)) {
+			s.Oldest = sent
+		}
+		if sent.After(s.Newest) {
+			s.Newest = sent
+		}
+		if len(s.Samples) < samples {
+			n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+			s.Samples = append(s.Samples, queueSample{MessageID: aws.ToString(m.MessageId), Sent: sent, Receives: n,
+				Reason: reason, Detail: sampleBody(detail), Bytes: len(body), Body: sampleBody(body)})
+		}
+	}
+	return s
+}
+
+func approximateCount(ctx context.Context, c queueClient, url string) (int, error) {
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		return 0, fmt.Errorf("attributes of %s: %w", url, err)
+	}
+	n, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	return n, nil
+}
+
+// inspect reads a queue without consuming it and summarises it.
+func inspect(ctx context.Context, c queueClient, kind, url string, max, samples int, hold int32, now time.Time) (queueSummary, error) {
+	approx, err := approximateCount(ctx, c, url)
+	if err != nil {
+		return queueSummary{}, err
+	}
+	msgs, err := peek(ctx, c, url, max, hold)
+	s := summarise(kind, url, msgs, samples, now)
+	s.Approximate = approx
+	switch {
+	case kind == "rejects":
+		s.Next = "rejected votes are invalid and are never redriven: fix the producer (the reasons above say what it sends wrong) and send the votes again"
+	case s.ByReason["countable"] > 0:
+		s.Next = "find why the counter failed on them (its Errors alarm, its logs), fix it, then: ddbpipe votes dlq redrive [-dry-run] [-max N]"
+	default:
+		s.Next = "nothing to redrive"
+	}
+	return s, err
+}
+
+func printSummary(w io.Writer, title string, s queueSummary, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s %s: %d messages read (about %d on the queue)\n", title, s.Queue, s.Read, s.Approximate)
+	if !s.Oldest.IsZero() {
+		fmt.Fprintf(tw, "  oldest %s (%s ago), newest %s (%s ago)\n", s.Oldest.Format(time.RFC3339), now.Sub(s.Oldest).Round(time.Second),
+			s.Newest.Format(time.RFC3339), now.Sub(s.Newest).Round(time.Second))
+	}
+	reasons := make([]string, 0, len(s.ByReason))
+	for r := range s.ByReason {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		a, b := s.ByReason[reasons[i]], s.ByReason[reasons[j]]
+		return a > b || a == b && reasons[i] < reasons[j]
+	})
+	if len(reasons) > 0 {
+		fmt.Fprintln(tw, "  by reason:")
+	}
+	for _, r := range reasons {
+		fmt.Fprintf(tw, "    %s\t%d\n", r, s.ByReason[r])
+	}
+	for i, m := range s.Samples {
+		if i == 0 {
+			fmt.Fprintln(tw, "  samples:")
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d bytes\t%s\n", m.MessageID, m.Sent.Format(time.RFC3339), m.Reason, m.Bytes, m.Body)
+	}
+	fmt.Fprintf(tw, "  next: %s\n", s.Next)
+	return tw.Flush()
+}
+
+func queueInspect(kind, name, env, purpose, title string) func(context.Context, []string, io.Writer, io.Writer) error {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		q := newQueueFlags(name, env, purpose, 1000, stderr)
+		c, url, _, err := q.open(ctx, args)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		s, err := inspect(ctx, c, kind, url, *q.max, *q.samples, q.holdSeconds(), now)
+		if s.Queue != "" {
+			var perr error
+			if *q.asJSON {
+				perr = json.NewEncoder(stdout).Encode(s)
+			} else {
+				perr = printSummary(stdout, title, s, now)
+			}
+			err = errors.Join(err, perr)
+		}
+		return err
+	}
+}
+
+var (
+	votesDLQInspect     = queueInspect("dlq", "votes dlq inspect", envDeadLetters, "votes dead-letter queue", "votes dead-letter queue")
+	votesRejectsInspect = queueInspect("rejects", "votes rejects inspect", envRejects, "votes rejects queue", "votes rejects queue")
+)
+
+// votesRejectsRedrive refuses: a rejected vote is invalid, and the counter
+// would reject it again.
+func votesRejectsRedrive(context.Context, []string, io.Writer, io.Writer) error {
+	return errors.New("votes rejects redrive: refused: a rejected vote is invalid (see its reason with `ddbpipe votes rejects inspect`) " +
+		"and the counter would only reject it again; fix the producer and send the votes again (`ddbpipe votes send`)")
+}
+
+// redriveResult is what a redrive did.
+type redriveResult struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	DryRun bool   `json:"dryRun,omitempty"`
+	// Moved: sent to the votes queue, then deleted from the dead letters.
+	Moved int `json:"moved"`
+	// Failed: not sent (each stays on the dead-letter queue, hidden until
+	// its hold ends).
+	Failed int `json:"failed"`
+	// Undeleted: sent but not deleted; it comes back and, seen again in
+	// this run, is deleted without being sent twice (or, in a later run,
+	// sent twice: the counter counts it once).
+	Undeleted int `json:"undeleted"`
+	// Retries: sends and deletes that failed and were tried again (or
+	// left for the next run).
+	Retries int `json:"retries"`
+	// Would: with -dry-run, the messages a redrive would move.
+	Would *queueSummary `json:"would,omitempty"`
+}
+
+// redrive moves up to max messages (0: all) from one queue to another in
+// batches of 10, deleting each from the source only after SQS took it on
+// the destination. A message is tried at most attempts times in a run; one
+// that fails stays on the source (hidden for hold seconds). Nothing is
+// lost; a message may be delivered twice (a delete that fails), which the
+// counter's exactly-once counting absorbs.
+func redrive(ctx context.Context, c queueClient, from, to string, max int, hold int32, progress func(redriveResult)) (redriveResult, error) {
+	const attempts = 3
+	res := redriveResult{From: from, To: to}
+	tries := map[string]int{}
+	sent := map[string]bool{}    // message ids sent in this run
+	deleted := map[string]bool{} // and deleted from the source
+	// stop: what ended the run early; first: the first failure of a
+	// message, which a later attempt may have made good.
+	var stop, first error
+	fail := func(err error) {
+		res.Retries++
+		if first == nil {
+			first = err
+		}
+	}
+	for max == 0 || res.Moved < max {
+		if ctx.Err() != nil {
+			stop = ctx.Err()
+			break
+		}
+		n := int32(10)
+		if max > 0 {
+			n = int32(min(10, max-res.Moved))
+		}
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(from), MaxNumberOfMessages: n, VisibilityTimeout: hold, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{"All"},
+		})
+		if err != nil {
+			stop = fmt.Errorf("receive from %s: %w", from, err)
+			break
+		}
+		if len(out.Messages) == 0 {
+			break
+		}
+		var batch, resent []types.Message
+		for _, m := range out.Messages {
+			id := aws.ToString(m.MessageId)
+			switch {
+			case sent[id]:
+				// sent already (its delete failed, or SQS delivered a copy):
+				// delete it, do not send it again
+				resent = append(resent, m)
+			case tries[id] < attempts:
+				tries[id]++
+				batch = append(batch, m)
+			}
+		}
+		if len(batch) == 0 && len(resent) == 0 {
+			break // only messages that failed every attempt: leave them
+		}
+		ok := resent
+		for _, group := range bySize(batch) {
+			in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(to)}
+			for i, m := range group {
+				in.Entries = append(in.Entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: m.Body, MessageAttributes: m.MessageAttributes})
+			}
+			sendOut, err := c.SendMessageBatch(ctx, in)
+			if err != nil {
+				fail(fmt.Errorf("send to %s: %w", to, err))
+				continue
+			}
+			for _, e := range sendOut.Successful {
+				if i, err := strconv.Atoi(aws.ToString(e.Id)); err == nil && i >= 0 && i < len(group) {
+					ok = append(ok, group[i])
+					sent[aws.ToString(group[i].MessageId)] = true
+				}
+			}
+			for _, f := range sendOut.Failed {
+				fail(fmt.Errorf("send to %s: entry refused: %s %s", to, aws.ToString(f.Code), aws.ToString(f.Message)))
+			}
+		}
+		gone, err := deleteAll(ctx, c, from, ok)
+		if err != nil {
+			fail(err)
+		}
+		for _, id := range gone {
+			deleted[id] = true
+		}
+		res.Moved, res.Undeleted, res.Failed = tally(tries, sent, deleted)
+		if progress != nil {
+			progress(res)
+		}
+	}
+	res.Moved, res.Undeleted, res.Failed = tally(tries, sent, deleted)
+	if res.Failed > 0 || res.Undeleted > 0 {
+		return res, errors.Join(stop, fmt.Errorf("%d not moved (still on %s), %d sent but not deleted; first failure: %w", res.Failed, from, res.Undeleted, first))
+	}
+	return res, stop
+}
+
+// bySize splits msgs into batches SQS takes: the sum of a batch's
+// message sizes (body, attribute names, types and values) at most
+// votessqs.MaxBatchBytes.
+func bySize(msgs []types.Message) [][]types.Message {
+	var out [][]types.Message
+	var cur []types.Message
+	size := 0
+	for _, m := range msgs {
+		n := len(aws.ToString(m.Body))
+		for k, a := range m.MessageAttributes {
+			n += len(k) + len(aws.ToString(a.DataType)) + len(aws.ToString(a.StringValue)) + len(a.BinaryValue)
+		}
+		if len(cur) > 0 && size+n > votessqs.MaxBatchBytes {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, m)
+		size += n
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// tally counts the messages moved (sent and deleted), sent but not
+// deleted, and tried but never sent.
+func tally(tries map[string]int, sent, deleted map[string]bool) (moved, undeleted, failed int) {
+	for id := range tries {
+		switch {
+		case sent[id] && deleted[id]:
+			moved++
+		case sent[id]:
+			undeleted++
+		default:
+			failed++
+		}
+	}
+	return moved, undeleted, failed
+}
+
+// deleteAll deletes msgs from url; it returns the ids of those deleted.
+func deleteAll(ctx context.Context, c queueClient, url string, msgs []types.Message) ([]string, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url)}
+	for i, m := range msgs {
+		in.Entries = append(in.Entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+	}
+	out, err := c.DeleteMessageBatch(context.WithoutCancel(ctx), in)
+	if err != nil {
+		return nil, fmt.Errorf("delete from %s: %w", url, err)
+	}
+	var gone []string
+	for _, e := range out.Successful {
+		if i, err := strconv.Atoi(aws.ToString(e.Id)); err == nil && i >= 0 && i < len(msgs) {
+			gone = append(gone, aws.ToString(msgs[i].MessageId))
+		}
+	}
+	if len(out.Failed) > 0 {
+		err = fmt.Errorf("delete from %s: %s %s", url, aws.ToString(out.Failed[0].Code), aws.ToString(out.Failed[0].Message))
+	}
+	return gone, err
+}
+
+func votesDLQRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	q := newQueueFlags("votes dlq redrive", envDeadLetters, "votes dead-letter queue", 0, stderr)
+	to := q.fs.String("to", "", "the votes queue (default: $"+envVotesQueue+", else "+envVotesQueue+" in <state-dir>/local.env)")
+	dry := q.fs.Bool("dry-run", false, "read the messages a redrive would move, say what they are, move nothing")
+	quiet := q.fs.Bool("quiet", false, "no progress on stderr")
+	c, from, getenv, err := q.open(ctx, args)
+	if err != nil {
+		return err
+	}
+	if *to == "" {
+		*to = getenv(envVotesQueue)
+	}
+	if *to == "" {
+		return fmt.Errorf("votes dlq redrive: no votes queue: pass -to, export %s, or run `ddbpipe local up`", envVotesQueue)
+	}
+	if *to == from {
+		return errors.New("votes dlq redrive: -to is the dead-letter queue itself")
+	}
+	var res redriveResult
+	if *dry {
+		now := time.Now().UTC()
+		s, err := inspect(ctx, c, "dlq", from, *q.max, *q.samples, q.holdSeconds(), now)
+		if err != nil {
+			return err
+		}
+		res = redriveResult{From: from, To: *to, DryRun: true, Would: &s}
+	} else {
+		var progress func(redriveResult)
+		if !*quiet {
+			progress = func(r redriveResult) {
+				fmt.Fprintf(stderr, "\rmoved %d, not yet %d, retries %d", r.Moved, r.Failed, r.Retries)
+			}
+		}
+		res, err = redrive(ctx, c, from, *to, *q.max, q.holdSeconds(), progress)
+		if progress != nil {
+			fmt.Fprintln(stderr)
+		}
+	}
+	var perr error
+	switch {
+	case *q.asJSON:
+		perr = json.NewEncoder(stdout).Encode(res)
+	case res.DryRun:
+		fmt.Fprintf(stdout, "dry run: would move %d messages from %s to %s (%d countable; the others the counter rejects again, to the rejects queue)\n",
+			res.Would.Read, from, *to, res.Would.ByReason["countable"])
+	default:
+		fmt.Fprintf(stdout, "moved %d messages from %s to %s; %d not moved, %d sent but not deleted (%d failed calls retried)\n",
+			res.Moved, from, *to, res.Failed, res.Undeleted, res.Retries)
+	}
+	return errors.Join(err, perr)
+}
+
+// streamFailure is the record Lambda sends to a stream event source
+// mapping's on-failure destination (see events/stream-failure.json): the
+// batch's place in the stream, not its records.
+type streamFailure struct {
+	RequestContext struct {
+		RequestID              string `json:"requestId"`
+		FunctionARN            string `json:"functionArn"`
+		Condition              string `json:"condition"`
+		ApproximateInvokeCount int    `json:"approximateInvokeCount"`
+	} `json:"requestContext"`
+	ResponseContext struct {
+		StatusCode      int    `json:"statusCode"`
+		ExecutedVersion string `json:"executedVersion"`
+		FunctionError   string `json:"functionError"`
+	} `json:"responseContext"`
+	Version   string `json:"version"`
+	Timestamp string `json:"timestamp"`
+	Batch     *struct {
+		ShardID             string `json:"shardId"`
+		StartSequenceNumber string `json:"startSequenceNumber"`
+		EndSequenceNumber   string `json:"endSequenceNumber"`
+		FirstArrival        string `json:"approximateArrivalOfFirstRecord"`
+		LastArrival         string `json:"approximateArrivalOfLastRecord"`
+		BatchSize           int    `json:"batchSize"`
+		StreamARN           string `json:"streamArn"`
+	} `json:"DDBStreamBatchInfo"`
+}
+
+// streamRetention is how long DynamoDB Streams keeps a record.
+const streamRetention = 24 * time.Hour
+
+// failedBatch is a stream failure as the operator reads it.
+type failedBatch struct {
+	MessageID    string    `json:"messageId"`
+	Table        string    `json:"table,omitempty"`
+	StreamARN    string    `json:"streamArn,omitempty"`
+	Shard        string    `json:"shardId,omitempty"`
+	Start        string    `json:"startSequenceNumber,omitempty"`
+	End          string    `json:"endSequenceNumber,omitempty"`
+	Records      int       `json:"batchSize,omitempty"`
+	FirstArrival time.Time `json:"approximateArrivalOfFirstRecord,omitzero"`
+	LastArrival  time.Time `json:"approximateArrivalOfLastRecord,omitzero"`
+	Condition    string    `json:"condition,omitempty"`
+	Function     string    `json:"function,omitempty"`
+	Attempts     int       `json:"attempts,omitempty"`
+	// ReadableUntil: when the stream drops the batch's first record.
+	ReadableUntil time.Time `json:"readableUntil,omitzero"`
+	Readable      bool      `json:"readable"`
+	Problem       string    `json:"problem,omitempty"` // the message is not a stream failure record
+	Action        string    `json:"action"`
+}
+
+// tableOfStream is the table name in a DynamoDB stream ARN
+// (arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL).
+func tableOfStream(arn string) string {
+	_, rest, ok := strings.Cut(arn, ":table/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/stream/")
+	return name
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// readFailure turns a stream-failure message into what to do.
+func readFailure(id, body string, now time.Time) failedBatch {
+	fb := failedBatch{MessageID: id}
+	var f streamFailure
+	if err := json.Unmarshal([]byte(body), &f); err != nil || f.Batch == nil {
+		fb.Problem = "not a stream failure record: " + sampleBody(body)
+		if err != nil {
+			fb.Problem = fmt.Sprintf("not JSON (%s): %s", sampleBody(err.Error()), sampleBody(body))
+		}
+		fb.Action = "look at it by hand (aws sqs receive-message); it says nothing about a stream"
+		return fb
+	}
+	b := f.Batch
+	fb.Table, fb.StreamARN, fb.Shard, fb.Start, fb.End, fb.Records = tableOfStream(b.StreamARN), b.StreamARN, b.ShardID, b.StartSequenceNumber, b.EndSequenceNumber, b.BatchSize
+	fb.FirstArrival, fb.LastArrival = parseTime(b.FirstArrival), parseTime(b.LastArrival)
+	fb.Condition, fb.Function, fb.Attempts = f.RequestContext.Condition, f.RequestContext.FunctionARN, f.RequestContext.ApproximateInvokeCount
+	first := fb.FirstArrival
+	if first.IsZero() {
+		first = parseTime(f.Timestamp) // no arrival times: the failure's time, which is later
+	}
+	if !first.IsZero() {
+		fb.ReadableUntil = first.Add(streamRetention)
+		fb.Readable = now.Before(fb.ReadableUntil)
+	}
+	base, month, monthly := archive.MonthlyTable(fb.Table)
+	switch {
+	case strings.Contains(strings.ToLower(functionName(fb.Function)), "reaper"):
+		fb.Action = fmt.Sprintf("the reaper did not remove the payloads these records replaced or deleted: find why it failed (%s; its logs near %s); "+
+			"nothing to replay: the hourly sweeper deletes every payload no reference names once older than OrphanGraceMinutes", fb.Condition, fb.LastArrival.Format(time.RFC3339))
+	case fb.Readable:
+		fb.Action = fmt.Sprintf("the stream holds these records until %s: find why %s failed (%s; its logs near %s) and fix it, then re-read them "+
+			"(aws dynamodbstreams get-shard-iterator --stream-arn %s --shard-id %s --shard-iterator-type AT_SEQUENCE_NUMBER --sequence-number %s, "+
+			"get-records up to %s) and invoke the archiver with them",
+			fb.ReadableUntil.Format(time.RFC3339), functionName(fb.Function), fb.Condition, fb.LastArrival.Format(time.RFC3339), fb.StreamARN, fb.Shard, fb.Start, fb.End)
+	case monthly:
+		fb.Action = fmt.Sprintf("the stream no longer holds these records: the archive of %s month %s lacks them until the rotator retires the month — "+
+			"its verification finds the gap and its snapshot export fills it from the table (`ddbpipe tables rotate`; the month is kept one more run, outcome alarm)", base, month)
+	case fb.Table != "":
+		fb.Action = fmt.Sprintf("the stream no longer holds these records: the archive of %s lacks those changes for good; "+
+			"the table still holds its current items: export them (aws dynamodb export-table-to-point-in-time, or a Scan) to backfill the partition", fb.Table)
+	default:
+		fb.Action = "no table in the stream ARN: look at the record by hand"
+	}
+	return fb
+}
+
+func functionName(arn string) string {
+	if i := strings.LastIndex(arn, ":function:"); i >= 0 {
+		return arn[i+len(":function:"):]
+	}
+	if arn == "" {
+		return "the function"
+	}
+	return arn
+}
+
+// failuresReport is what `archive failures` prints.
+type failuresReport struct {
+	Queue       string        `json:"queue"`
+	Approximate int           `json:"approximateMessages"`
+	Read        int           `json:"read"`
+	Readable    int           `json:"readable"`
+	Expired     int           `json:"expired"`
+	Batches     []failedBatch `json:"batches"`
+}
+
+func readFailures(ctx context.Context, c queueClient, url string, max int, hold int32, now time.Time) (failuresReport, error) {
+	approx, err := approximateCount(ctx, c, url)
+	if err != nil {
+		return failuresReport{}, err
+	}
+	msgs, err := peek(ctx, c, url, max, hold)
+	rep := failuresReport{Queue: url, Approximate: approx, Read: len(msgs), Batches: []failedBatch{}}
+	for _, m := range msgs {
+		fb := readFailure(aws.ToString(m.MessageId), aws.ToString(m.Body), now)
+		if fb.Problem == "" && fb.Readable {
+			rep.Readable++
+		} else if fb.Problem == "" {
+			rep.Expired++
+		}
+		rep.Batches = append(rep.Batches, fb)
+	}
+	sort.SliceStable(rep.Batches, func(i, j int) bool {
+		a, b := rep.Batches[i], rep.Batches[j]
+		return a.Table < b.Table || a.Table == b.Table && (a.Shard < b.Shard || a.Shard == b.Shard && a.Start < b.Start)
+	})
+	return rep, err
+}
+
+func archiveFailures(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	q := newQueueFlags("archive failures", envStreamFailures, "stream-failure queue", 1000, stderr)
+	c, url, _, err := q.open(ctx, args)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	rep, err := readFailures(ctx, c, url, *q.max, q.holdSeconds(), now)
+	if rep.Queue == "" {
+		return err
+	}
+	if *q.asJSON {
+		return errors.Join(err, json.NewEncoder(stdout).Encode(rep))
+	}
+	fmt.Fprintf(stdout, "stream failures %s: %d read (about %d on the queue); %d still in their stream, %d beyond its 24 h\n",
+		url, rep.Read, rep.Approximate, rep.Readable, rep.Expired)
+	for _, b := range rep.Batches {
+		if b.Problem != "" {
+			fmt.Fprintf(stdout, "\n  message %s: %s\n    what to do: %s\n", b.MessageID, b.Problem, b.Action)
+			continue
+		}
+		fmt.Fprintf(stdout, "\n  table %s, shard %s: %d records, sequence %s to %s\n", b.Table, b.Shard, b.Records, b.Start, b.End)
+		fmt.Fprintf(stdout, "    arrived %s to %s; %s after %d attempts of %s\n", b.FirstArrival.Format(time.RFC3339), b.LastArrival.Format(time.RFC3339),
+			b.Condition, b.Attempts, functionName(b.Function))
+		fmt.Fprintf(stdout, "    what to do: %s\n", b.Action)
+	}
+	if rep.Read > 0 {
+		fmt.Fprintln(stdout, "\nOnce handled, remove the records: aws sqs purge-queue --queue-url "+url)
+	}
+	return err
+}
