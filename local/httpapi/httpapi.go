@@ -69,6 +69,8 @@ type config struct {
 	now              func() time.Time
 	requestID        func() string
 	log              *slog.Logger
+	iam              *IAM
+	jwt              map[string]*jwtVerifier
 }
 
 // Option configures a Server.
@@ -147,6 +149,13 @@ func NewServer(routes []Route, invoke Invoker, opts ...Option) (*Server, error) 
 		if err != nil {
 			return nil, err
 		}
+		switch a := r.Authorizer; {
+		case a == "" || a == AuthNone:
+		case a == AuthIAM && c.iam == nil:
+			return nil, fmt.Errorf("%w: %q uses AWS_IAM but the server has no WithIAM", ErrInvalidRoute, r.key)
+		case a != AuthIAM && c.jwt[a] == nil:
+			return nil, fmt.Errorf("%w: %q uses authorizer %q, which is not defined", ErrInvalidRoute, r.key, a)
+		}
 		k := r.Method + " " + r.shape()
 		if prev, dup := seen[k]; dup {
 			return nil, fmt.Errorf("%w: %q conflicts with %q", ErrInvalidRoute, r.key, prev.key)
@@ -189,7 +198,15 @@ func (s *Server) serve(r *http.Request, reqID string) (*response, error) {
 	if rt == nil {
 		return nil, errNotFound
 	}
-	payload, err := s.event(r, reqID, rt, params)
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	authz, err := s.authorize(r, rt, body)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := s.event(r, reqID, rt, params, authz)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +251,15 @@ var (
 // log, never to the client.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, reqID string, err error) {
 	status, message := http.StatusInternalServerError, "Internal Server Error"
+	ae, isAuth := asAuthError(err)
 	switch {
+	case isAuth:
+		status, message = ae.status, ae.message
+		if status == http.StatusUnauthorized {
+			w.Header().Set("Www-Authenticate", fmt.Sprintf(`Bearer scope="" error="invalid_token" error_description=%q`, ae.reason))
+		} else {
+			w.Header().Set("X-Amzn-Errortype", "ForbiddenException")
+		}
 	case errors.Is(err, errNotFound):
 		status, message = http.StatusNotFound, "Not Found"
 	case errors.Is(err, errBadRequest):
@@ -251,7 +276,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, reqID string
 		// 500 Internal Server Error
 	}
 	level := slog.LevelWarn
-	if status == http.StatusNotFound {
+	if status == http.StatusNotFound || isAuth {
 		level = slog.LevelDebug
 	}
 	s.cfg.log.Log(r.Context(), level, "httpapi request failed",
