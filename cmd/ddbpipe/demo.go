@@ -94,7 +94,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// HTTP API health.
 	for _, path := range []string{"/health"} {
-		resp, err := http.Get(v["API_URL"] + path)
+		resp, err := env.APIClient().Get(v["API_URL"] + path)
 		if err != nil {
 			return fmt.Errorf("GET %s: %w", path, err)
 		}
@@ -176,7 +176,8 @@ func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCou
 	poll := fmt.Sprintf("demo-%d", time.Now().Unix())
 	options := []string{"red", "green", "blue", "yellow"}
 	body := fmt.Sprintf(`{"pollId":%q,"options":["red","green","blue","yellow"],"shards":8}`, poll)
-	resp, err := http.Post(v["API_URL"]+"/polls", "application/json", strings.NewReader(body))
+	// Signed with SigV4 (the local credentials), as the AWS_IAM route requires.
+	resp, err := env.APIClient().Post(v["API_URL"]+"/polls", "application/json", strings.NewReader(body))
 	if err != nil {
 		return pollCount{}, fmt.Errorf("create poll: %w", err)
 	}
