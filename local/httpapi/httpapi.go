@@ -22,6 +22,13 @@
 //     AWS does not document the list; this is the split observed on real
 //     HTTP APIs.
 //
+// Authorization, per route (Route.Authorizer), before the function is
+// invoked: AWS_IAM verifies the SigV4 signature (see WithIAM) and refuses
+// with 403 and API Gateway's messages; a JWT authorizer (WithJWTAuthorizer)
+// validates RS256 bearer tokens against the issuer's JWKS and refuses with
+// 401 {"message":"Unauthorized"}; NONE is open. The event's
+// requestContext.authorizer carries the caller (iam) or the claims (jwt).
+//
 // Response: a JSON object with statusCode is read as a 2.0 response
 // (statusCode, headers, multiValueHeaders, cookies as Set-Cookie headers,
 // body, base64-decoded when isBase64Encoded). Any other JSON is the body of a
