@@ -148,12 +148,13 @@ func (e *Env) apiOf(props map[string]any) string {
 
 // apiOptions are the local HTTP API's authorizers: SigV4 against the local
 // servers' key and region, and each JWT authorizer of the template.
-func (e *Env) apiOptions() []httpapi.Option {
+func (e *Env) apiOptions(jwks *http.Client) []httpapi.Option {
 	opts := []httpapi.Option{httpapi.WithIAM(httpapi.IAM{
 		AccessKeyID: e.Vars["AWS_ACCESS_KEY_ID"], SecretAccessKey: e.Vars["AWS_SECRET_ACCESS_KEY"], Region: e.Vars["AWS_REGION"],
 	})}
 	for _, a := range e.apiAuth {
 		for name, j := range a.jwt {
+			j.Client = jwks
 			opts = append(opts, httpapi.WithJWTAuthorizer(name, j))
 		}
 	}

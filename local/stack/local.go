@@ -52,6 +52,9 @@ type Options struct {
 	// KeyWriteLimit turns on the DynamoDB proxy's per-partition-key write
 	// limit (write units per second, AWS: 1000); 0 leaves it off.
 	KeyWriteLimit float64
+	// JWKSClient fetches the JWT authorizers' discovery documents and keys
+	// (nil: a client with a 10 s timeout); tests give their TLS issuer's.
+	JWKSClient *http.Client
 	// APIPort and LambdaPort pin the local HTTP API and Lambda API ports (0: free).
 	APIPort, LambdaPort int
 	// Servers are running servers to provision on (Close leaves them
@@ -197,7 +200,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpapi.NewServer(routes, e.Runner.Invoke, e.apiOptions()...)
+	api, err := httpapi.NewServer(routes, e.Runner.Invoke, e.apiOptions(o.JWKSClient)...)
 	if err != nil {
 		return nil, err
 	}
