@@ -67,6 +67,22 @@ func forbidden(message, reason string) error {
 	return &authError{status: http.StatusForbidden, message: message, reason: reason}
 }
 
+// errorType is the x-amzn-ErrorType header of a refusal, as AWS sends it
+// with each of these messages.
+func (e *authError) errorType() string {
+	switch {
+	case e.status == http.StatusUnauthorized:
+		return "UnauthorizedException"
+	case e.message == msgForbidden:
+		return "ForbiddenException"
+	case e.message == msgUnknownKey:
+		return "UnrecognizedClientException"
+	case e.message == msgMalformedAuth:
+		return "IncompleteSignatureException"
+	}
+	return "InvalidSignatureException"
+}
+
 // authorize checks r against the route's authorizer. body is the whole
 // request body, already read. It returns what the event's
 // requestContext.authorizer carries.

@@ -262,10 +262,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, reqID string
 	switch {
 	case isAuth:
 		status, message = ae.status, ae.message
+		w.Header().Set("X-Amzn-Errortype", ae.errorType())
 		if status == http.StatusUnauthorized {
 			w.Header().Set("Www-Authenticate", fmt.Sprintf(`Bearer scope="" error="invalid_token" error_description=%q`, ae.reason))
-		} else {
-			w.Header().Set("X-Amzn-Errortype", "ForbiddenException")
 		}
 	case errors.Is(err, errNotFound):
 		status, message = http.StatusNotFound, "Not Found"
