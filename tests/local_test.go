@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -24,6 +25,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
 
 // upLocal runs the whole template locally, as `ddbpipe local up` does.
@@ -196,6 +198,29 @@ func TestLocalStackEndToEnd(t *testing.T) {
 		t.Errorf("GET /no/such/route = %d, want 404", resp.StatusCode)
 	}
 
+	// The template's AWS_IAM default holds locally: every route but
+	// /health wants SigV4 with the local key; unsigned or wrongly signed
+	// requests get API Gateway's 403.
+	for _, tt := range []struct {
+		name   string
+		hc     *http.Client
+		status int
+	}{
+		{"unsigned", http.DefaultClient, 403},
+		{"wrong secret", wrongKey(t, env, v["API_URL"]), 403},
+		{"signed", env.APIClient(), 0}, // signed: past the authorizer, whatever the function answers
+	} {
+		resp, err := tt.hc.Get(v["API_URL"] + "/polls/no-such-poll/results")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := resp.StatusCode; got != tt.status && (tt.status != 0 || got == 401 || got == 403) {
+			t.Errorf("%s GET /polls/…/results = %d %s, want %d", tt.name, resp.StatusCode, body, tt.status)
+		}
+	}
+
 	// Manual trigger of a scheduled function through the Lambda API.
 	lc := lambda.NewFromConfig(c.cfg)
 	before := invocations(env.Runner, "RotatorFunction")
@@ -257,4 +282,16 @@ func TestSampleEventsRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wrongKey is a client that signs with the local key id and a wrong secret.
+func wrongKey(t *testing.T, env *stack.Env, apiURL string) *http.Client {
+	t.Helper()
+	cfg := env.AWS.Copy()
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(env.Vars["AWS_ACCESS_KEY_ID"], "not-the-secret", "")
+	hc, err := sigv4.Client(cfg, apiURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hc
 }

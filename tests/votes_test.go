@@ -24,7 +24,7 @@ import (
 // createPoll creates a poll through the HTTP API.
 func createPoll(t *testing.T, env *stack.Env, body string) {
 	t.Helper()
-	resp, err := http.Post(env.Vars["API_URL"]+"/polls", "application/json", strings.NewReader(body))
+	resp, err := env.APIClient().Post(env.Vars["API_URL"]+"/polls", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ type results struct {
 func getResults(t *testing.T, env *stack.Env, poll string) results {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		resp, err := http.Get(env.Vars["API_URL"] + "/polls/" + poll + "/results?maxAge=0")
+		resp, err := env.APIClient().Get(env.Vars["API_URL"] + "/polls/" + poll + "/results?maxAge=0")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,15 +92,26 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "triggered the scheduled functions (sweeper, rotator) by hand through the local Lambda API")
 
-	// HTTP API health.
-	for _, path := range []string{"/health"} {
-		resp, err := http.Get(v["API_URL"] + path)
+	// HTTP API: /health is public; every other route wants SigV4, which
+	// the demo's client adds (an unsigned call shows the refusal).
+	for _, c := range []struct {
+		label, path string
+		hc          *http.Client
+	}{
+		{"", "/health", http.DefaultClient},
+		{" (unsigned)", "/polls/any/results", http.DefaultClient},
+		{" (signed)", "/polls/any/results", env.APIClient()},
+	} {
+		resp, err := c.hc.Get(v["API_URL"] + c.path)
 		if err != nil {
-			return fmt.Errorf("GET %s: %w", path, err)
+			return fmt.Errorf("GET %s: %w", c.path, err)
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
-		fmt.Fprintf(stdout, "GET %s → %d %s\n", path, resp.StatusCode, strings.TrimSpace(string(body)))
+		fmt.Fprintf(stdout, "GET %s%s → %d %s\n", c.path, c.label, resp.StatusCode, strings.TrimSpace(string(body)))
+		if c.label == " (unsigned)" && resp.StatusCode != http.StatusForbidden {
+			return fmt.Errorf("unsigned GET %s = %d, want 403: the local API does not enforce the template's AWS_IAM", c.path, resp.StatusCode)
+		}
 	}
 
 	// The rotator subscribed this month's ledger table to the archiver:
@@ -176,7 +187,8 @@ func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCou
 	poll := fmt.Sprintf("demo-%d", time.Now().Unix())
 	options := []string{"red", "green", "blue", "yellow"}
 	body := fmt.Sprintf(`{"pollId":%q,"options":["red","green","blue","yellow"],"shards":8}`, poll)
-	resp, err := http.Post(v["API_URL"]+"/polls", "application/json", strings.NewReader(body))
+	// Signed with SigV4 (the local credentials), as the AWS_IAM route requires.
+	resp, err := env.APIClient().Post(v["API_URL"]+"/polls", "application/json", strings.NewReader(body))
 	if err != nil {
 		return pollCount{}, fmt.Errorf("create poll: %w", err)
 	}

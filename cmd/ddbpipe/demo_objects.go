@@ -23,7 +23,10 @@ import (
 // then it checks that no reference dangles and no blob is orphaned.
 func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	v := env.Vars
-	c := objectsclient.New(v["API_URL"], nil)
+	c, err := objectsclient.NewSigned(v["API_URL"], env.AWS, nil)
+	if err != nil {
+		return err
+	}
 	run := time.Now().Format("150405")
 	note := objectsclient.PutOptions{ContentType: "text/plain; charset=utf-8", CreateOnly: true}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
 // objectsFlags are the flags every objects command takes.
@@ -35,29 +36,39 @@ func newObjectsFlags(name string, stderr io.Writer) objectsFlags {
 
 // client parses the flags and returns a client of the API and the one
 // positional argument, the object key.
-func (f objectsFlags) client(args []string) (*objectsclient.Client, string, error) {
+func (f objectsFlags) client(ctx context.Context, args []string) (*objectsclient.Client, string, error) {
 	if err := f.fs.Parse(args); err != nil {
 		return nil, "", err
 	}
 	if f.fs.NArg() != 1 {
 		return nil, "", fmt.Errorf("%s: want one object key after the flags", f.fs.Name())
 	}
+	root, err := findRoot(*f.root)
+	if err != nil {
+		root = ""
+	}
+	getenv, err := stackEnv(root, *f.state)
+	if err != nil {
+		return nil, "", err
+	}
 	api := *f.api
 	if api == "" {
-		root, err := findRoot(*f.root)
-		if err != nil {
-			root = ""
-		}
-		getenv, err := stackEnv(root, *f.state)
-		if err != nil {
-			return nil, "", err
-		}
 		api = getenv("API_URL")
 	}
 	if api == "" {
 		return nil, "", errors.New("no API URL: pass -api, export API_URL, or run `ddbpipe local up`")
 	}
-	return objectsclient.New(api, nil), f.fs.Arg(0), nil
+	// Requests are signed with SigV4 (execute-api) from the standard
+	// credential chain; the local stack's key and region come first.
+	cfg, err := awsenv.FromVars(ctx, getenv)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := objectsclient.NewSigned(api, cfg, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, f.fs.Arg(0), nil
 }
 
 func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,7 +77,7 @@ func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	ct := f.fs.String("type", "", "content type (default application/octet-stream)")
 	ifMatch := f.fs.Int64("if-match", -1, "store only if this is the latest version (0: only if the object does not exist)")
 	table := f.fs.Bool("table", false, "keep the document in DynamoDB (chunked if need be), not S3")
-	c, key, err := f.client(args)
+	c, key, err := f.client(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -106,7 +117,7 @@ func objectsUpload(ctx context.Context, args []string, stdout, stderr io.Writer)
 	file := f.fs.String("file", "", "file to upload (required)")
 	ct := f.fs.String("type", "", "content type (default application/octet-stream)")
 	ifMatch := f.fs.Int64("if-match", -1, "commit only if this is the latest version then (0: only if the object does not exist)")
-	c, key, err := f.client(args)
+	c, key, err := f.client(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -138,7 +149,7 @@ func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f := newObjectsFlags("objects get", stderr)
 	version := f.fs.Int64("version", 0, "version to read (default: the latest)")
 	out := f.fs.String("o", "-", "output file (- for stdout)")
-	c, key, err := f.client(args)
+	c, key, err := f.client(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -160,7 +171,7 @@ func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newObjectsFlags("objects versions", stderr)
 	asJSON := f.fs.Bool("json", false, "print JSON")
-	c, key, err := f.client(args)
+	c, key, err := f.client(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -184,7 +195,7 @@ func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Write
 func objectsRm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newObjectsFlags("objects rm", stderr)
 	ifMatch := f.fs.Int64("if-match", 0, "delete only if this is the latest version")
-	c, key, err := f.client(args)
+	c, key, err := f.client(ctx, args)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
 
 // TestObjectsCommands drives put, get, update (read-modify-write with a
@@ -34,6 +36,11 @@ func TestObjectsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := env.Vars["API_URL"]
+	// The CLI signs its requests from the standard credential chain: here
+	// the local stack's key and region (the racer below inherits them).
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"} {
+		t.Setenv(k, env.Vars[k])
+	}
 	cli := func(args ...string) (string, error) {
 		var out, errOut bytes.Buffer
 		err := run(ctx, append(args[:2:2], append([]string{"-api", api}, args[2:]...)...), &out, &errOut)
@@ -105,7 +112,15 @@ func TestRacerPut(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded") // as curl --data-binary sends
-	resp, err := http.DefaultClient.Do(req)
+	cfg, err := awsenv.FromVars(t.Context(), os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := sigv4.Client(cfg, url, nil) // the API wants SigV4
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func objectsUpdate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	command := f.fs.String("exec", "", "shell command that turns the current document (stdin) into the new one (stdout); required")
 	retries := f.fs.Int("retries", 0, "on a version conflict, read and apply the command again up to this many times")
 	ct := f.fs.String("type", "", "content type of the new version (default: the current one's)")
-	c, key, err := f.client(args)
+	c, key, err := f.client(ctx, args)
 	if err != nil {
 		return err
 	}

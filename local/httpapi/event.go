@@ -50,7 +50,7 @@ func (s *Server) checkHeaderSize(r *http.Request) error {
 }
 
 // event builds the payload format 2.0 event for r and marshals it.
-func (s *Server) event(r *http.Request, reqID string, rt *route, params map[string]string) ([]byte, error) {
+func (s *Server) event(r *http.Request, reqID string, rt *route, params map[string]string, authz *events.APIGatewayV2HTTPRequestContextAuthorizerDescription) ([]byte, error) {
 	// No body can make an event smaller than itself, so reading one byte
 	// past the limit is enough to know.
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(s.cfg.maxEventBytes)+1))
@@ -107,6 +107,7 @@ func (s *Server) event(r *http.Request, reqID string, rt *route, params map[stri
 			DomainPrefix: prefix,
 			Time:         now.Format("02/Jan/2006:15:04:05 -0700"),
 			TimeEpoch:    now.UnixMilli(),
+			Authorizer:   authz,
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
 				Method:    r.Method,
 				Path:      path,

@@ -22,6 +22,13 @@
 //     AWS does not document the list; this is the split observed on real
 //     HTTP APIs.
 //
+// Authorization, per route (Route.Authorizer), before the function is
+// invoked: AWS_IAM verifies the SigV4 signature (see WithIAM) and refuses
+// with 403 and API Gateway's messages; a JWT authorizer (WithJWTAuthorizer)
+// validates RS256 bearer tokens against the issuer's JWKS and refuses with
+// 401 {"message":"Unauthorized"}; NONE is open. The event's
+// requestContext.authorizer carries the caller (iam) or the claims (jwt).
+//
 // Response: a JSON object with statusCode is read as a 2.0 response
 // (statusCode, headers, multiValueHeaders, cookies as Set-Cookie headers,
 // body, base64-decoded when isBase64Encoded). Any other JSON is the body of a
@@ -69,6 +76,8 @@ type config struct {
 	now              func() time.Time
 	requestID        func() string
 	log              *slog.Logger
+	iam              *IAM
+	jwt              map[string]*jwtVerifier
 }
 
 // Option configures a Server.
@@ -147,6 +156,13 @@ func NewServer(routes []Route, invoke Invoker, opts ...Option) (*Server, error) 
 		if err != nil {
 			return nil, err
 		}
+		switch a := r.Authorizer; {
+		case a == "" || a == AuthNone:
+		case a == AuthIAM && c.iam == nil:
+			return nil, fmt.Errorf("%w: %q uses AWS_IAM but the server has no WithIAM", ErrInvalidRoute, r.key)
+		case a != AuthIAM && c.jwt[a] == nil:
+			return nil, fmt.Errorf("%w: %q uses authorizer %q, which is not defined", ErrInvalidRoute, r.key, a)
+		}
 		k := r.Method + " " + r.shape()
 		if prev, dup := seen[k]; dup {
 			return nil, fmt.Errorf("%w: %q conflicts with %q", ErrInvalidRoute, r.key, prev.key)
@@ -189,7 +205,15 @@ func (s *Server) serve(r *http.Request, reqID string) (*response, error) {
 	if rt == nil {
 		return nil, errNotFound
 	}
-	payload, err := s.event(r, reqID, rt, params)
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	authz, err := s.authorize(r, rt, body)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := s.event(r, reqID, rt, params, authz)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +258,14 @@ var (
 // log, never to the client.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, reqID string, err error) {
 	status, message := http.StatusInternalServerError, "Internal Server Error"
+	ae, isAuth := asAuthError(err)
 	switch {
+	case isAuth:
+		status, message = ae.status, ae.message
+		w.Header().Set("X-Amzn-Errortype", ae.errorType())
+		if status == http.StatusUnauthorized {
+			w.Header().Set("Www-Authenticate", fmt.Sprintf(`Bearer scope="" error="invalid_token" error_description=%q`, ae.reason))
+		}
 	case errors.Is(err, errNotFound):
 		status, message = http.StatusNotFound, "Not Found"
 	case errors.Is(err, errBadRequest):
@@ -251,7 +282,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, reqID string
 		// 500 Internal Server Error
 	}
 	level := slog.LevelWarn
-	if status == http.StatusNotFound {
+	if status == http.StatusNotFound || isAuth {
 		level = slog.LevelDebug
 	}
 	s.cfg.log.Log(r.Context(), level, "httpapi request failed",

@@ -19,6 +19,9 @@ type Route struct {
 	Method   string
 	Path     string
 	Function string // logical id of the function the route invokes
+	// Authorizer is AuthNone (or ""), AuthIAM or a JWT authorizer's name
+	// (see WithIAM, WithJWTAuthorizer).
+	Authorizer string
 }
 
 // ErrInvalidRoute is wrapped by every route error NewServer returns.

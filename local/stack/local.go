@@ -52,6 +52,9 @@ type Options struct {
 	// KeyWriteLimit turns on the DynamoDB proxy's per-partition-key write
 	// limit (write units per second, AWS: 1000); 0 leaves it off.
 	KeyWriteLimit float64
+	// JWKSClient fetches the JWT authorizers' discovery documents and keys
+	// (nil: a client with a 10 s timeout); tests give their TLS issuer's.
+	JWKSClient *http.Client
 	// APIPort and LambdaPort pin the local HTTP API and Lambda API ports (0: free).
 	APIPort, LambdaPort int
 	// Servers are running servers to provision on (Close leaves them
@@ -80,6 +83,7 @@ type Env struct {
 	Clients   provision.Clients
 	Streams   *dynamodbstreams.Client
 
+	apiAuth map[string]httpAuth // by HttpApi logical id
 	servers []*http.Server
 	stop    func()
 	log     *slog.Logger
@@ -189,11 +193,14 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 
 	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"]))
 	e.Runner.SetWiring(runner.Wiring{Streams: e.Streams, SQS: e.Clients.SQS, QueueURL: e.queueURL})
+	if e.apiAuth, err = readHTTPAuth(e.Stack.Template, e.Stack.Context); err != nil {
+		return nil, err
+	}
 	routes, err := e.host(ctx, o.Setups)
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpapi.NewServer(routes, e.Runner.Invoke)
+	api, err := httpapi.NewServer(routes, e.Runner.Invoke, e.apiOptions(o.JWKSClient)...)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +331,7 @@ func (e *Env) mapEvent(f provision.Function, ev provision.Event) ([]httpapi.Rout
 		if path == "" {
 			path = "/{proxy+}"
 		}
-		return []httpapi.Route{{Method: method, Path: path, Function: f.LogicalID}}, nil
+		return []httpapi.Route{{Method: method, Path: path, Function: f.LogicalID, Authorizer: e.routeAuthorizer(method, path, p)}}, nil
 	case "S3":
 		var events []string
 		switch x := p["Events"].(type) {

@@ -20,7 +20,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
 
 // Types of the wire format.
@@ -51,6 +54,21 @@ func New(baseURL string, hc *http.Client) *Client {
 	c := *hc
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Client{base: strings.TrimRight(baseURL, "/"), hc: &c}
+}
+
+// NewSigned returns a client of the API at baseURL whose requests to the API
+// are signed with SigV4 (execute-api) with cfg's credentials (the standard
+// chain) and region, as the API's AWS_IAM authorizer requires. Presigned S3
+// URLs are used as they are.
+func NewSigned(baseURL string, cfg aws.Config, hc *http.Client) (*Client, error) {
+	signed, err := sigv4.Client(cfg, baseURL, hc)
+	if err != nil {
+		return nil, fmt.Errorf("objects client: %w", err)
+	}
+	if hc == nil {
+		signed.Timeout = 5 * time.Minute
+	}
+	return New(baseURL, signed), nil
 }
 
 // Error is a response the API refused.

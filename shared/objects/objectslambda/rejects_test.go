@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
@@ -27,16 +28,18 @@ type answer struct {
 }
 
 // call makes one raw request to the API.
-func call(t *testing.T, base, method, path string, header map[string]string, body []byte) answer {
+func call(t *testing.T, e *stack.Env, method, path string, header map[string]string, body []byte) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+	req, err := http.NewRequest(method, e.APIURL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := e.APIClient() // signed, as the AWS_IAM routes require
+	hc.CheckRedirect = nil
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +112,7 @@ func TestBadRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := call(t, e.APIURL, tt.method, tt.path, tt.header, []byte(tt.body))
+			got := call(t, e, tt.method, tt.path, tt.header, []byte(tt.body))
 			if got.status != tt.status || got.body.Error != tt.reason || got.body.Message == "" {
 				t.Errorf("got %d %s, want %d with reason %q and a message", got.status, truncate(got.raw, 300), tt.status, tt.reason)
 			}
@@ -151,7 +154,7 @@ func TestHostileInput(t *testing.T) {
 			if tt.method == "POST" {
 				body = []byte(strings.Repeat("[", 100000))
 			}
-			got := call(t, e.APIURL, tt.method, tt.path, tt.header, body)
+			got := call(t, e, tt.method, tt.path, tt.header, body)
 			if got.status != tt.status {
 				t.Errorf("got %d %s, want %d", got.status, truncate(got.raw, 200), tt.status)
 			}

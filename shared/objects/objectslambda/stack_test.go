@@ -107,5 +107,9 @@ func TestEverySetupSucceeds(t *testing.T) {
 
 func newClient(t *testing.T) (*stack.Env, *objectsclient.Client) {
 	e := upStack(t)
-	return e, objectsclient.New(e.APIURL, &http.Client{Timeout: 2 * time.Minute})
+	c, err := objectsclient.NewSigned(e.APIURL, e.AWS, &http.Client{Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, c
 }
