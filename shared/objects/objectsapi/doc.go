@@ -59,15 +59,19 @@
 //
 // # With curl
 //
-//	API=http://127.0.0.1:8080   # API_URL in .ddbpipe/local.env
-//	curl -i -X PUT --data-binary @report.pdf -H 'Content-Type: application/pdf' $API/objects/docs/report.pdf
-//	curl -i -X PUT --data-binary @report.pdf -H 'If-Match: 1' $API/objects/docs/report.pdf
-//	curl -L -o copy.pdf $API/objects/docs/report.pdf
-//	curl $API/objects/docs/report.pdf?version=1 -o v1.pdf
-//	curl $API/objects/docs/report.pdf/versions
-//	curl -X DELETE -H 'If-Match: 2' $API/objects/docs/report.pdf
-//	curl -X POST -H 'Content-Type: application/json' \
+// Every route is signed with SigV4 (service execute-api); curl 7.75 or
+// later signs with --aws-sigv4 (README: Authentication).
+//
+//	. .ddbpipe/local.env        # API_URL, AWS_REGION and the local key
+//	sig=(--aws-sigv4 "aws:amz:$AWS_REGION:execute-api" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY")
+//	curl "${sig[@]}" -i -X PUT --data-binary @report.pdf -H 'Content-Type: application/pdf' $API_URL/objects/docs/report.pdf
+//	curl "${sig[@]}" -i -X PUT --data-binary @report.pdf -H 'If-Match: 1' $API_URL/objects/docs/report.pdf
+//	curl "${sig[@]}" -L -o copy.pdf $API_URL/objects/docs/report.pdf
+//	curl "${sig[@]}" "$API_URL/objects/docs/report.pdf?version=1" -o v1.pdf
+//	curl "${sig[@]}" $API_URL/objects/docs/report.pdf/versions
+//	curl "${sig[@]}" -X DELETE -H 'If-Match: 2' $API_URL/objects/docs/report.pdf
+//	curl "${sig[@]}" -X POST -H 'Content-Type: application/json' \
 //	  -d "{\"size\":$(stat -c%s big.bin),\"sha256\":\"$(sha256sum big.bin | cut -d' ' -f1)\"}" \
-//	  $API/objects/data/big.bin/uploads
-//	# then PUT the file to .put.url with .put.headers, and poll .status
+//	  $API_URL/objects/data/big.bin/uploads
+//	# then PUT the file to .put.url with .put.headers (presigned: unsigned), and poll .status
 package objectsapi
