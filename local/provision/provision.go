@@ -57,6 +57,9 @@ type Stack struct {
 	Resources map[string]Physical
 	Outputs   map[string]string
 	Skipped   []string // settings the local servers do not support, for the report
+	// NoLocal counts the resources with no local equivalent (alarms, log
+	// groups, policies, keys…) by type: created in AWS, not here.
+	NoLocal map[string]int
 }
 
 var _ cfn.Names = (*Stack)(nil)
@@ -187,7 +190,10 @@ func (s *Stack) create(ctx context.Context, c Clients, r cfn.Resource) (Physical
 	case cfn.TypeHttpApi:
 		return Physical{Ref: "local", Attrs: map[string]string{"ApiId": "local", "ApiEndpoint": s.Options.APIURL}}, nil
 	}
-	s.Skipped = append(s.Skipped, fmt.Sprintf("%s (%s): no local equivalent, skipped", r.LogicalID, r.Type))
+	if s.NoLocal == nil {
+		s.NoLocal = map[string]int{}
+	}
+	s.NoLocal[r.Type]++
 	return Physical{Ref: r.LogicalID, Attrs: map[string]string{}, Skipped: true}, nil
 }
 

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -189,6 +191,13 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	fmt.Fprintf(progress, "provisioned %d resources from %s in %s\n", len(e.Stack.Resources), filepath.Base(o.Template), time.Since(start).Round(10*time.Millisecond))
 	for _, s := range e.Stack.Skipped {
 		fmt.Fprintf(progress, "  note: %s\n", s)
+	}
+	if len(e.Stack.NoLocal) > 0 {
+		var kinds []string
+		for _, t := range slices.Sorted(maps.Keys(e.Stack.NoLocal)) {
+			kinds = append(kinds, fmt.Sprintf("%d %s", e.Stack.NoLocal[t], t))
+		}
+		fmt.Fprintf(progress, "  note: AWS only, no local equivalent: %s\n", strings.Join(kinds, ", "))
 	}
 
 	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"]))
