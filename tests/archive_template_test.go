@@ -67,7 +67,8 @@ func TestTemplateGlueTableSchema(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("Glue tables %v, want one", ids)
 	}
-	params, err := tpl.ParamValues(nil)
+	// An older first month than the default: the projection must follow it.
+	params, err := tpl.ParamValues(map[string]string{"ArchiveFirstMonth": "2025-06"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +134,21 @@ func TestTemplateGlueTableSchema(t *testing.T) {
 			t.Errorf("parameter %s = %q, want %q", k, got, want)
 		}
 	}
-	if r := cfn.Scalar(p["projection.month.range"]); !strings.HasSuffix(r, ",NOW") {
-		t.Errorf("projection.month.range = %q, want <start>,NOW", r)
+	if r := cfn.Scalar(p["projection.month.range"]); r != "2025-06,NOW" {
+		t.Errorf("projection.month.range = %q, want the ArchiveFirstMonth parameter,NOW", r)
+	}
+	first := tpl.Parameters["ArchiveFirstMonth"]
+	pattern := regexp.MustCompile("^(?:" + first.AllowedPattern + ")$")
+	for month, ok := range map[string]bool{"2026-01": true, "2019-12": true, "2026-13": false, "2026-00": false, "26-01": false, "2026-1": false, "2026-01,NOW": false} {
+		if pattern.MatchString(month) != ok {
+			t.Errorf("ArchiveFirstMonth's AllowedPattern accepts %q: %v, want %v", month, !ok, ok)
+		}
+	}
+	if !pattern.MatchString(cfn.Scalar(first.Default)) {
+		t.Errorf("ArchiveFirstMonth's default %v does not match its pattern", first.Default)
+	}
+	if _, err := tpl.ParamValues(map[string]string{"ArchiveFirstMonth": "2026-13"}); err == nil {
+		t.Error("the local stack accepts ArchiveFirstMonth=2026-13")
 	}
 	// The projected folder is the one the archive writes.
 	part := archive.PartitionOf("ddbpipe-votes-2026-11", time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))

@@ -35,9 +35,12 @@ type Parameter struct {
 	Type          string
 	Default       any
 	AllowedValues []any
-	MinValue      *float64
-	MaxValue      *float64
-	Description   string
+	// AllowedPattern is a String parameter's pattern, which CloudFormation
+	// matches against the whole value.
+	AllowedPattern string
+	MinValue       *float64
+	MaxValue       *float64
+	Description    string
 }
 
 // Resource is one resource with its raw properties.
@@ -100,6 +103,7 @@ func Parse(b []byte) (*Template, error) {
 		if av, ok := m["AllowedValues"].([]any); ok {
 			p.AllowedValues = av
 		}
+		p.AllowedPattern = str(m["AllowedPattern"])
 		if v, ok := number(m["MinValue"]); ok {
 			p.MinValue = &v
 		}

@@ -2,6 +2,7 @@ package cfn
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ type Context struct {
 type noValue struct{}
 
 // ParamValues applies defaults and overrides to the template's parameters and
-// checks AllowedValues, MinValue and MaxValue.
+// checks AllowedValues, AllowedPattern, MinValue and MaxValue.
 func (t *Template) ParamValues(overrides map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(t.Parameters))
 	for name := range overrides {
@@ -48,6 +49,15 @@ func (t *Template) ParamValues(overrides map[string]string) (map[string]string, 
 			}
 			if !allowed {
 				return nil, fmt.Errorf("%w: parameter %s=%q is not one of %v", ErrInvalid, name, v, p.AllowedValues)
+			}
+		}
+		if p.AllowedPattern != "" {
+			re, err := regexp.Compile("^(?:" + p.AllowedPattern + ")$")
+			if err != nil {
+				return nil, fmt.Errorf("%w: parameter %s: AllowedPattern %q: %v", ErrInvalid, name, p.AllowedPattern, err)
+			}
+			if !re.MatchString(v) {
+				return nil, fmt.Errorf("%w: parameter %s=%q does not match %s", ErrInvalid, name, v, p.AllowedPattern)
 			}
 		}
 		if p.Type == "Number" {
