@@ -29,8 +29,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 const bucket = "archive-test"
 
-// newArchiver is the archiver as SetupArchiver wires it, over the bucket
-// named name of api.
+// newArchiver is the archiver over the bucket named name of api, without a
+// quarantine (a poison record fails the batch); SetupArchiver adds one.
 func newArchiver(api archives3.PutObjectAPI, name string, logs *bytes.Buffer) *archivelambda.Archiver {
 	if logs == nil {
 		logs = &bytes.Buffer{}

@@ -3,6 +3,8 @@ package archivelambda
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -48,7 +50,7 @@ func FromLambda(r events.DynamoDBEventRecord) (archive.Record, error) {
 	}
 	table, label, err := StreamARN(r.EventSourceArn)
 	if err != nil {
-		return fail(err)
+		return fail(&PoisonError{Reasons: []string{err.Error()}, errs: []error{err}})
 	}
 	out := archive.Record{
 		Table: table, Stream: label,
@@ -66,14 +68,51 @@ func FromLambda(r events.DynamoDBEventRecord) (archive.Record, error) {
 		{"NewImage", r.Change.NewImage, &out.NewImage},
 		{"OldImage", r.Change.OldImage, &out.OldImage},
 	}
+	var poison PoisonError
 	for _, img := range images {
 		av, err := ddbstream.LambdaToDynamo(img.in)
-		if err != nil {
-			return fail(fmt.Errorf("%s: %w", img.name, err))
+		if err == nil {
+			*img.out, err = archiveddb.Plain(av)
 		}
-		if *img.out, err = archiveddb.Plain(av); err != nil {
-			return fail(fmt.Errorf("%s: %w", img.name, err))
+		if err != nil {
+			poison.add(img.name, img.in, err)
 		}
 	}
+	if len(poison.Reasons) > 0 {
+		return fail(&poison)
+	}
 	return out, nil
+}
+
+// PoisonError is every reason a record cannot be archived, in a stable
+// order (image by image, attributes by name), so the same record always
+// reads the same; errors.Is finds each underlying error.
+type PoisonError struct {
+	Reasons []string
+	errs    []error
+}
+
+func (e *PoisonError) Error() string { return strings.Join(e.Reasons, "; ") }
+
+func (e *PoisonError) Unwrap() []error { return e.errs }
+
+// add records why image (Keys, NewImage, OldImage) did not convert: each
+// attribute that fails alone, by name; the image's own error if none does.
+func (e *PoisonError) add(image string, in map[string]events.DynamoDBAttributeValue, whole error) {
+	found := false
+	for _, name := range slices.Sorted(maps.Keys(in)) {
+		av, err := ddbstream.LambdaToDynamo(map[string]events.DynamoDBAttributeValue{name: in[name]})
+		if err == nil {
+			_, err = archiveddb.Plain(av)
+		}
+		if err != nil {
+			found = true
+			e.Reasons = append(e.Reasons, fmt.Sprintf("%s.%s: %v", image, name, err))
+			e.errs = append(e.errs, err)
+		}
+	}
+	if !found {
+		e.Reasons = append(e.Reasons, fmt.Sprintf("%s: %v", image, whole))
+		e.errs = append(e.errs, whole)
+	}
 }

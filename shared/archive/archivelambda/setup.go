@@ -15,10 +15,12 @@ func SetupArchiver(_ context.Context, env lambdafn.Env) (any, error) {
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
+	w := archives3.Writer{S3: awsenv.S3(env.AWS), Bucket: bucket}
 	a := &Archiver{
-		Files:   archives3.Writer{S3: awsenv.S3(env.AWS), Bucket: bucket},
-		Log:     env.Log,
-		Metrics: lambdafn.NewMetrics(env, "archiver"),
+		Files:      w,
+		Quarantine: w,
+		Log:        env.Log,
+		Metrics:    lambdafn.NewMetrics(env, "archiver"),
 	}
 	return a.Handle, nil
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -126,4 +127,38 @@ func ListFiles(ctx context.Context, api ListObjectsAPI, bucket, prefix string) (
 		}
 	}
 	return files, nil
+}
+
+// quarantineFile is a quarantined record as it is stored: JSON, reasons
+// first so an operator reads why before what.
+type quarantineFile struct {
+	Reasons        []string        `json:"reasons"`
+	Table          string          `json:"table,omitempty"`
+	SequenceNumber string          `json:"sequenceNumber,omitempty"`
+	Record         json.RawMessage `json:"record"`
+}
+
+var _ archive.QuarantineWriter = Writer{}
+
+// Quarantine writes q under archive.QuarantinePrefix at q.Key(), replacing
+// any object there. A record that is not valid JSON is kept as a string.
+func (w Writer) Quarantine(ctx context.Context, q archive.Quarantined) error {
+	rec := json.RawMessage(q.Record)
+	if !json.Valid(q.Record) {
+		s, _ := json.Marshal(string(q.Record))
+		rec = s
+	}
+	data, err := json.MarshalIndent(quarantineFile{Reasons: q.Reasons, Table: q.Table, SequenceNumber: q.SequenceNumber, Record: rec}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("archives3: quarantine %s: %w", q.Key(), err)
+	}
+	key := q.Key()
+	_, err = w.S3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: aws.String(w.Bucket), Key: aws.String(key), Body: bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))), ContentType: aws.String("application/json"),
+	})
+	if err != nil {
+		return fmt.Errorf("archives3: put s3://%s/%s: %w", w.Bucket, key, err)
+	}
+	return nil
 }
