@@ -2,13 +2,10 @@ package archiveduckdb_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -16,30 +13,10 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
-
-// mustBucket creates a fresh bucket on the local S3 server, removed when
-// the test ends.
-func mustBucket(t *testing.T) (*s3.Client, string) {
-	t.Helper()
-	st := stacktest.Need(t)
-	client := s3.NewFromConfig(stacktest.Config(t, st, nil), func(o *s3.Options) { o.UsePathStyle = true })
-	name := fmt.Sprintf("duckarchive-it-%d", time.Now().UnixNano())
-	if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatalf("CreateBucket: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		files, _ := archives3.ListFiles(ctx, client, name, "")
-		for _, f := range files {
-			_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: aws.String(f.Key)})
-		}
-		_, _ = client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
-	})
-	return client, name
-}
 
 func mustPut(t *testing.T, client *s3.Client, bucket, key string, body []byte) {
 	t.Helper()
@@ -53,7 +30,7 @@ func mustPut(t *testing.T, client *s3.Client, bucket, key string, body []byte) {
 // while unchanged, dropped when their object goes; objects that are not
 // Parquet are skipped; and DuckDB counts the rows.
 func TestIntegrationSync(t *testing.T) {
-	client, bucket := mustBucket(t)
+	client, bucket := archivetest.MustBucket(t)
 	ctx := t.Context()
 	c := &archiveduckdb.Cache{Dir: t.TempDir(), S3: client, Bucket: bucket}
 

@@ -191,9 +191,15 @@ func MustBucket(t *testing.T) (*s3.Client, string) {
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		files, _ := archives3.ListFiles(ctx, client, name, "")
-		for _, f := range files {
-			_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: aws.String(f.Key)})
+		// Every object, the quarantine's too, so the bucket can go.
+		for p := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(name)}); p.HasMorePages(); {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				break
+			}
+			for _, o := range page.Contents {
+				_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: o.Key})
+			}
 		}
 		_, _ = client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
 	})
