@@ -12,24 +12,29 @@
 //
 // # Rows
 //
-// One stream record becomes one Row:
-//
-//	column                   type        value
-//	table                    string      the table's base name (see PartitionOf)
-//	month                    string      YYYY-MM (see PartitionOf)
-//	eventId                  string      the stream record's eventID
-//	eventName                string      INSERT, MODIFY or REMOVE
-//	sequenceNumber           string      the record's sequence number, as given
-//	approximateCreationTime  timestamp   UTC, whole seconds (as Streams sends it)
-//	keys                     string      JSON of the key attributes (see Item)
-//	newImage                 string      JSON of the new image; null when absent
-//	oldImage                 string      JSON of the old image; null when absent
-//	ttlDelete                bool        the REMOVE was made by TTL expiry
+// One stream record becomes one Row: the record's identity (table, month,
+// stream, sequence number), its event name and time, and its images as
+// DynamoDB's type-tagged JSON (see Item), so the archive loses nothing the
+// stream carried. Rows are written by archiveparquet in a table's Layout:
+// typed columns for the attributes its items are known to have (the
+// ledger's poll_id, option_id, voter_id, cast_at, ...; the objects table's
+// object_key, version, placement, size, ...), the rest of the image in a
+// type-tagged extra column, so that an analyst filters on poll_id = 'P'
+// and reads two small columns instead of every image. A table without a
+// declared layout keeps its keys and its whole image as type-tagged JSON.
+// Every file records its layout and schema version in its metadata.
 //
 // table and month repeat the partition so a file describes itself (DuckDB can
 // read it with no Hive partitioning, and the values agree when it does).
-// Sequence numbers are decimal strings of up to 40 digits; they order
-// numerically, so compare them with CompareSequence (in SQL: lpad to 40).
+// A record is identified by its stream and sequence number. Sequence numbers
+// are decimal strings of up to 40 digits; they order numerically, so compare
+// them with CompareSequence (in SQL: lpad to 40).
+//
+// When a month is retired its rows are compacted to the month's replayed
+// state (ReplayRows): one row per item, the item's last change (a REMOVE
+// when the item is gone), marked replayed. Counting the month's rows then
+// counts items exactly; a query that keeps the replayed rows whenever the
+// month has any stays exact while a compaction is half done.
 //
 // # Rotation
 //
@@ -121,18 +126,21 @@ type Record struct {
 }
 
 // Row is one archived stream record, as stored in the columnar files (see the
-// package documentation for the schema).
+// package documentation).
 type Row struct {
 	Table                   string
 	Month                   string
-	EventID                 string
+	Stream                  string // the stream label; "snapshot" for a snapshot's rows
 	EventName               string
 	SequenceNumber          string
 	ApproximateCreationTime time.Time
-	Keys                    string
-	NewImage                string // "" when absent
-	OldImage                string // "" when absent
+	Keys                    string // ImageJSON of the key attributes
+	NewImage                string // ImageJSON; "" when absent
+	OldImage                string // ImageJSON; "" when absent
 	TTLDelete               bool
+	// Replayed: the row is its item's final state in a compacted month
+	// (ReplayRows), not one of the stream's records.
+	Replayed bool
 }
 
 // NewRow converts a record into its row. It fails with ErrInvalidRecord or
@@ -163,8 +171,8 @@ func NewRow(r Record) (Row, error) {
 	}
 	p := PartitionOf(r.Table, r.CreatedAt)
 	row := Row{
-		Table: p.Table, Month: p.Month,
-		EventID: r.EventID, EventName: r.EventName, SequenceNumber: r.SequenceNumber,
+		Table: p.Table, Month: p.Month, Stream: r.Stream,
+		EventName: r.EventName, SequenceNumber: r.SequenceNumber,
 		ApproximateCreationTime: r.CreatedAt.UTC(), TTLDelete: r.TTLDelete,
 	}
 	var err error

@@ -70,17 +70,17 @@ func TestNewRow(t *testing.T) {
 		wantErr error
 	}{
 		{name: "insert", rec: record("100"), want: archive.Row{
-			Table: "ddbpipe-votes", Month: "2026-11", EventID: "ev-100", EventName: "INSERT", SequenceNumber: "100",
-			ApproximateCreationTime: nov30, Keys: `{"pk":"color#3","sk":"voter-100"}`,
-			NewImage: `{"optionId":"red","pk":"color#3","sk":"voter-100"}`,
+			Table: "ddbpipe-votes", Month: "2026-11", Stream: "2026-11-01T00:00:00.000", EventName: "INSERT", SequenceNumber: "100",
+			ApproximateCreationTime: nov30, Keys: `{"pk":{"S":"color#3"},"sk":{"S":"voter-100"}}`,
+			NewImage: `{"optionId":{"S":"red"},"pk":{"S":"color#3"},"sk":{"S":"voter-100"}}`,
 		}},
 		{name: "ttl remove", rec: record("101", func(r *archive.Record) {
 			r.EventName, r.TTLDelete, r.OldImage, r.NewImage = archive.EventRemove, true, r.NewImage, nil
 			r.CreatedAt = nov30.In(time.FixedZone("X", -7200))
 		}), want: archive.Row{
-			Table: "ddbpipe-votes", Month: "2026-11", EventID: "ev-101", EventName: "REMOVE", SequenceNumber: "101",
-			ApproximateCreationTime: nov30, Keys: `{"pk":"color#3","sk":"voter-101"}`,
-			OldImage: `{"optionId":"red","pk":"color#3","sk":"voter-101"}`, TTLDelete: true,
+			Table: "ddbpipe-votes", Month: "2026-11", Stream: "2026-11-01T00:00:00.000", EventName: "REMOVE", SequenceNumber: "101",
+			ApproximateCreationTime: nov30, Keys: `{"pk":{"S":"color#3"},"sk":{"S":"voter-101"}}`,
+			OldImage: `{"optionId":{"S":"red"},"pk":{"S":"color#3"},"sk":{"S":"voter-101"}}`, TTLDelete: true,
 		}},
 		{name: "no table", rec: record("1", func(r *archive.Record) { r.Table = "" }), wantErr: archive.ErrInvalidRecord},
 		{name: "no event id", rec: record("1", func(r *archive.Record) { r.EventID = "" }), wantErr: archive.ErrInvalidRecord},

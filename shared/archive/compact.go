@@ -101,14 +101,15 @@ func PlanCompaction(p Partition, files []File, pol CompactionPolicy) []Merge {
 
 // MergeRows joins the rows of several files into one file's rows: sorted by
 // sequence number, with any record present twice (a batch archived twice
-// under different keys) kept once.
+// under different keys) kept once. A record is its stream, sequence number
+// and keys (a snapshot's rows share one sequence number).
 func MergeRows(sets ...[]Row) []Row {
-	type id struct{ seq, event string }
+	type id struct{ stream, seq, keys string }
 	seen := map[id]bool{}
 	var out []Row
 	for _, rows := range sets {
 		for _, r := range rows {
-			k := id{strings.TrimLeft(r.SequenceNumber, "0"), r.EventID}
+			k := id{r.Stream, strings.TrimLeft(r.SequenceNumber, "0"), r.Keys}
 			if seen[k] {
 				continue
 			}
@@ -120,8 +121,31 @@ func MergeRows(sets ...[]Row) []Row {
 		if c := CompareSequence(out[i].SequenceNumber, out[j].SequenceNumber); c != 0 {
 			return c < 0
 		}
-		return out[i].EventID < out[j].EventID
+		return out[i].Keys < out[j].Keys
 	})
+	return out
+}
+
+// ReplayRows is a month's replayed state: for each item, its last change
+// (the row with the greatest sequence number, as Replay decides), marked
+// Replayed; an item whose last change is a REMOVE keeps that REMOVE, so a
+// deletion stays visible. Rows already replayed replay to themselves, so a
+// compaction run again writes the same rows. The result is sorted by keys.
+func ReplayRows(rows []Row) []Row {
+	last := map[string]int{}
+	for i, r := range rows {
+		j, seen := last[r.Keys]
+		if !seen || CompareSequence(r.SequenceNumber, rows[j].SequenceNumber) > 0 {
+			last[r.Keys] = i
+		}
+	}
+	out := make([]Row, 0, len(last))
+	for _, i := range last {
+		r := rows[i]
+		r.Replayed = true
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Keys < out[j].Keys })
 	return out
 }
 

@@ -70,7 +70,7 @@ func (w *world) put(table, pk, sk string, votes int, t time.Time) {
 	p := PartitionOf(table, t)
 	w.streams[mt.StreamARN] = append(w.streams[mt.StreamARN], streamRec{
 		StreamRecord: StreamRecord{Shard: "shard-0", SequenceNumber: seq, CreatedAt: t},
-		row: Row{Table: p.Table, Month: p.Month, EventID: "e" + seq, EventName: name, SequenceNumber: seq,
+		row: Row{Table: p.Table, Month: p.Month, Stream: "s", EventName: name, SequenceNumber: seq,
 			ApproximateCreationTime: t, Keys: key, NewImage: img},
 	})
 }

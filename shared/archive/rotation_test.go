@@ -244,9 +244,9 @@ func TestSnapshotRowsReplayToTheTable(t *testing.T) {
 	sb, _ := Checksum(b)
 	scan := Scan{State: State{ka: sa, kb: sb}, Images: map[string]string{ka: ia, kb: ib}}
 	// The archive holds an old image of a, nothing of b, and a key the table lost.
-	stale := Row{Table: p.Table, Month: p.Month, EventID: "1", EventName: EventInsert, SequenceNumber: "100000000000000000001",
+	stale := Row{Table: p.Table, Month: p.Month, Stream: "s", EventName: EventInsert, SequenceNumber: "100000000000000000001",
 		Keys: ka, NewImage: `{"n":"0","pk":"a","sk":"1"}`}
-	extra := Row{Table: p.Table, Month: p.Month, EventID: "2", EventName: EventInsert, SequenceNumber: "100000000000000000002",
+	extra := Row{Table: p.Table, Month: p.Month, Stream: "s", EventName: EventInsert, SequenceNumber: "100000000000000000002",
 		Keys: `{"pk":"z","sk":"1"}`, NewImage: `{"pk":"z","sk":"1"}`}
 	replay := NewReplay()
 	for _, r := range []Row{stale, extra} {

@@ -15,6 +15,9 @@ func SnapshotSequence(t time.Time) string {
 	return fmt.Sprintf("9%039d", t.UnixNano())
 }
 
+// SnapshotStream is the stream label of a snapshot's rows.
+const SnapshotStream = "snapshot"
+
 // SnapshotKey is where the snapshot export taken at t is written:
 // table=<base>/month=<YYYY-MM>/snapshot-<sequence>.parquet.
 func SnapshotKey(p Partition, t time.Time) string {
@@ -45,7 +48,7 @@ func SnapshotRows(p Partition, scan Scan, archived State, at time.Time) ([]Row, 
 	rows := make([]Row, 0, len(keys)+len(gone))
 	row := func(i int, name, keys, image string) Row {
 		return Row{
-			Table: p.Table, Month: p.Month, EventID: fmt.Sprintf("snapshot-%d-%d", at.UnixNano(), i),
+			Table: p.Table, Month: p.Month, Stream: SnapshotStream,
 			EventName: name, SequenceNumber: seq, ApproximateCreationTime: at.UTC().Truncate(time.Second),
 			Keys: keys, NewImage: image,
 		}

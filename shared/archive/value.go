@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"slices"
@@ -17,27 +18,27 @@ import (
 // Each attribute value is one of:
 //
 //	DynamoDB type  Go value          JSON in the archive
-//	S              string            string
-//	N              Number            string: the number's decimal text, exactly as stored
-//	B              []byte            string: standard base64, with padding
-//	BOOL           bool              true / false
-//	NULL           nil               null
-//	SS             []string          array of strings, sorted
-//	NS             []Number          array of strings, sorted by numeric value
-//	BS             [][]byte          array of base64 strings, sorted by bytes
-//	L              []any             array, in order
-//	M              map[string]any    object, keys sorted
+//	S              string            {"S":"text"}
+//	N              Number            {"N":"12.5"}: the decimal text, exactly as stored
+//	B              []byte            {"B":"base64"}: standard base64, with padding
+//	BOOL           bool              {"BOOL":true}
+//	NULL           nil               {"NULL":true}
+//	SS             []string          {"SS":["a","b"]}: sorted
+//	NS             []Number          {"NS":["1","10"]}: sorted by numeric value
+//	BS             [][]byte          {"BS":["base64",…]}: sorted by bytes
+//	L              []any             {"L":[…]}: in order
+//	M              map[string]any    {"M":{…}}: keys sorted
 //
-// Numbers are JSON strings, not JSON numbers, because SQL engines parse JSON
-// numbers as doubles: DuckDB reads 12345678901234567890.123456789 back as
-// 12345678901234567000. As text they stay exact, and cast as needed:
-// CAST(newImage->>'$.votes' AS DECIMAL(38,9)) in DuckDB,
-// CAST(json_extract_scalar(newImage, '$.votes') AS DECIMAL(38,9)) in Athena.
+// The JSON is DynamoDB's own type-tagged JSON (the format of the low-level
+// API and of a table export), so it is lossless: an image read back with
+// ParseImage is the image written, a number set still a number set, a
+// 38-digit number still exact. Numbers are JSON strings, as DynamoDB sends
+// them, so no SQL engine rounds them through a double. Set members are
+// sorted because DynamoDB sets have no order: the same set read from a
+// stream and from a Scan then gives the same JSON and checksum.
 //
-// The JSON is plain, for SQL: it does not tell a binary or a number from a
-// string, nor a set from a list. Set members are sorted because DynamoDB sets
-// have no order: the same set read from a stream and from a Scan then gives
-// the same JSON and checksum.
+// In SQL: json_extract_scalar(extra, '$.votes.N') in Athena,
+// extra->>'$.votes.N' in DuckDB (cast as needed).
 //
 // A nil Item is an absent image (a REMOVE has no NewImage) and encodes as "";
 // an empty non-nil Item encodes as "{}".
@@ -163,19 +164,25 @@ func encodeValue(b *bytes.Buffer, v any, path string, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: %s nested deeper than %d levels", ErrUnsupportedValue, pathName(path), maxDepth)
 	}
+	tag := func(t string) { b.WriteString(`{"` + t + `":`) }
 	switch v := v.(type) {
 	case nil:
-		b.WriteString("null")
+		b.WriteString(`{"NULL":true}`)
+		return nil
 	case string:
+		tag("S")
 		appendString(b, v)
 	case Number:
 		if err := v.Validate(); err != nil {
 			return fmt.Errorf("%s: %w", pathName(path), err)
 		}
+		tag("N")
 		appendString(b, string(v))
 	case []byte:
+		tag("B")
 		appendBase64(b, v)
 	case bool:
+		tag("BOOL")
 		if v {
 			b.WriteString("true")
 		} else {
@@ -184,6 +191,7 @@ func encodeValue(b *bytes.Buffer, v any, path string, depth int) error {
 	case []string:
 		ss := slices.Clone(v)
 		sort.Strings(ss)
+		tag("SS")
 		b.WriteByte('[')
 		for i, s := range ss {
 			if i > 0 {
@@ -197,6 +205,7 @@ func encodeValue(b *bytes.Buffer, v any, path string, depth int) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", pathName(path), err)
 		}
+		tag("NS")
 		b.WriteByte('[')
 		for i, n := range ns {
 			if i > 0 {
@@ -208,6 +217,7 @@ func encodeValue(b *bytes.Buffer, v any, path string, depth int) error {
 	case [][]byte:
 		bs := slices.Clone(v)
 		slices.SortFunc(bs, bytes.Compare)
+		tag("BS")
 		b.WriteByte('[')
 		for i, x := range bs {
 			if i > 0 {
@@ -217,6 +227,7 @@ func encodeValue(b *bytes.Buffer, v any, path string, depth int) error {
 		}
 		b.WriteByte(']')
 	case []any:
+		tag("L")
 		b.WriteByte('[')
 		for i, x := range v {
 			if i > 0 {
@@ -228,12 +239,19 @@ func encodeValue(b *bytes.Buffer, v any, path string, depth int) error {
 		}
 		b.WriteByte(']')
 	case map[string]any:
-		return encodeMap(b, v, path, depth)
+		tag("M")
+		if err := encodeMap(b, v, path, depth); err != nil {
+			return err
+		}
 	case Item:
-		return encodeMap(b, v, path, depth)
+		tag("M")
+		if err := encodeMap(b, v, path, depth); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("%w: %s holds a %T", ErrUnsupportedValue, pathName(path), v)
 	}
+	b.WriteByte('}')
 	return nil
 }
 
@@ -339,4 +357,131 @@ func appendString(b *bytes.Buffer, s string) {
 		i += size
 	}
 	b.WriteByte('"')
+}
+
+// ParseImage decodes an image encoded by ImageJSON; "" gives a nil image.
+// ImageJSON(ParseImage(s)) == s for every s ImageJSON wrote.
+func ParseImage(s string) (Item, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, fmt.Errorf("%w: image JSON: %v", ErrUnsupportedValue, err)
+	}
+	img := make(Item, len(raw))
+	for name, r := range raw {
+		v, err := parseValue(r, 0)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %q: %w", name, err)
+		}
+		img[name] = v
+	}
+	return img, nil
+}
+
+func parseValue(r json.RawMessage, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("%w: nested deeper than %d levels", ErrUnsupportedValue, maxDepth)
+	}
+	var tagged map[string]json.RawMessage
+	if err := json.Unmarshal(r, &tagged); err != nil || len(tagged) != 1 {
+		return nil, fmt.Errorf("%w: %.40s is not a type-tagged value", ErrUnsupportedValue, r)
+	}
+	for t, body := range tagged {
+		bad := func(err error) (any, error) {
+			return nil, fmt.Errorf("%w: %s value %.40s: %v", ErrUnsupportedValue, t, body, err)
+		}
+		switch t {
+		case "S":
+			var s string
+			if err := json.Unmarshal(body, &s); err != nil {
+				return bad(err)
+			}
+			return s, nil
+		case "N":
+			var s string
+			if err := json.Unmarshal(body, &s); err != nil {
+				return bad(err)
+			}
+			return Number(s), nil
+		case "B":
+			var b []byte // encoding/json decodes standard base64
+			if err := json.Unmarshal(body, &b); err != nil {
+				return bad(err)
+			}
+			if b == nil {
+				b = []byte{}
+			}
+			return b, nil
+		case "BOOL":
+			var v bool
+			if err := json.Unmarshal(body, &v); err != nil {
+				return bad(err)
+			}
+			return v, nil
+		case "NULL":
+			return nil, nil
+		case "SS":
+			var ss []string
+			if err := json.Unmarshal(body, &ss); err != nil {
+				return bad(err)
+			}
+			return nonNil(ss), nil
+		case "NS":
+			var ss []string
+			if err := json.Unmarshal(body, &ss); err != nil {
+				return bad(err)
+			}
+			ns := make([]Number, len(ss))
+			for i, s := range ss {
+				ns[i] = Number(s)
+			}
+			return ns, nil
+		case "BS":
+			var bs [][]byte
+			if err := json.Unmarshal(body, &bs); err != nil {
+				return bad(err)
+			}
+			return nonNil(bs), nil
+		case "L":
+			var items []json.RawMessage
+			if err := json.Unmarshal(body, &items); err != nil {
+				return bad(err)
+			}
+			l := make([]any, len(items))
+			for i, it := range items {
+				v, err := parseValue(it, depth+1)
+				if err != nil {
+					return nil, fmt.Errorf("[%d]: %w", i, err)
+				}
+				l[i] = v
+			}
+			return l, nil
+		case "M":
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(body, &m); err != nil {
+				return bad(err)
+			}
+			out := make(map[string]any, len(m))
+			for k, it := range m {
+				v, err := parseValue(it, depth+1)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", k, err)
+				}
+				out[k] = v
+			}
+			return out, nil
+		default:
+			return nil, fmt.Errorf("%w: unknown type tag %q", ErrUnsupportedValue, t)
+		}
+	}
+	panic("unreachable")
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -24,9 +24,9 @@ type Replay struct {
 }
 
 type replayed struct {
-	seq, eventID string
-	removed      bool
-	checksum     string
+	seq      string
+	removed  bool
+	checksum string
 }
 
 // NewReplay returns an empty replay.
@@ -39,12 +39,11 @@ func (r *Replay) Add(row Row) error {
 	}
 	cur, seen := r.last[row.Keys]
 	if seen {
-		c := CompareSequence(row.SequenceNumber, cur.seq)
-		if c < 0 || (c == 0 && row.EventID <= cur.eventID) {
+		if CompareSequence(row.SequenceNumber, cur.seq) <= 0 {
 			return nil // older, or the same record again
 		}
 	}
-	next := replayed{seq: row.SequenceNumber, eventID: row.EventID, removed: row.EventName == EventRemove}
+	next := replayed{seq: row.SequenceNumber, removed: row.EventName == EventRemove}
 	if !next.removed {
 		next.checksum = ChecksumJSON(row.NewImage)
 	}

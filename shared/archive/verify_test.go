@@ -9,7 +9,7 @@ import (
 )
 
 func row(seq, event, keys, newImage string) archive.Row {
-	return archive.Row{Table: "t", Month: "2026-11", EventID: "e" + seq, EventName: event, SequenceNumber: seq, Keys: keys, NewImage: newImage}
+	return archive.Row{Table: "t", Month: "2026-11", Stream: "s", EventName: event, SequenceNumber: seq, Keys: keys, NewImage: newImage}
 }
 
 func TestReplayAndVerify(t *testing.T) {

@@ -1,0 +1,165 @@
+package archivetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+)
+
+// RandomValue is a random attribute value of any DynamoDB type: S (with
+// escapes and non-ASCII), N (up to 38 digits, signs, fractions, exponents),
+// B (empty too), BOOL, NULL, the three sets (distinct members), and lists
+// and maps nested up to depth levels.
+func RandomValue(r *rand.Rand, depth int) any {
+	n := 9
+	if depth > 0 {
+		n = 11
+	}
+	switch r.IntN(n) {
+	case 0:
+		return randomString(r)
+	case 1:
+		return randomNumber(r)
+	case 2:
+		b := make([]byte, r.IntN(6))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return b
+	case 3:
+		return r.IntN(2) == 0
+	case 4:
+		return nil
+	case 5:
+		set := map[string]bool{}
+		for range 1 + r.IntN(4) {
+			set[randomString(r)] = true
+		}
+		var ss []string
+		for s := range set {
+			ss = append(ss, s)
+		}
+		return ss
+	case 6:
+		set := map[string]bool{}
+		var ns []archive.Number
+		for range 1 + r.IntN(4) {
+			if n := randomNumber(r); !set[string(n)] {
+				set[string(n)] = true
+				ns = append(ns, n)
+			}
+		}
+		return ns
+	case 7:
+		set := map[string]bool{}
+		var bs [][]byte
+		for range 1 + r.IntN(4) {
+			b := []byte{byte(r.IntN(256)), byte(r.IntN(4))}[:1+r.IntN(2)]
+			if !set[string(b)] {
+				set[string(b)] = true
+				bs = append(bs, b)
+			}
+		}
+		return bs
+	case 8:
+		return randomString(r) // strings twice as likely
+	case 9:
+		l := make([]any, r.IntN(4))
+		for i := range l {
+			l[i] = RandomValue(r, depth-1)
+		}
+		return l
+	default:
+		m := map[string]any{}
+		for range r.IntN(4) {
+			m[randomString(r)] = RandomValue(r, depth-1)
+		}
+		return m
+	}
+}
+
+var pieces = []string{"a", "poll", "#", "é", "✓", "\"", "\\", "\n", "\t", "\x01", "<&>", " ", "𝄞", "0", "Z"}
+
+func randomString(r *rand.Rand) string {
+	var b strings.Builder
+	for range r.IntN(6) {
+		b.WriteString(pieces[r.IntN(len(pieces))])
+	}
+	return b.String()
+}
+
+func randomNumber(r *rand.Rand) archive.Number {
+	digits := func(n int) string {
+		var b strings.Builder
+		b.WriteByte(byte('1' + r.IntN(9)))
+		for range n - 1 {
+			b.WriteByte(byte('0' + r.IntN(10)))
+		}
+		return b.String()
+	}
+	switch r.IntN(6) {
+	case 0:
+		return archive.Number(fmt.Sprint(r.Int64N(1000) - 500))
+	case 1:
+		return archive.Number(digits(38)) // 38 significant digits
+	case 2:
+		return archive.Number("-" + digits(20) + "." + digits(18))
+	case 3:
+		return archive.Number(digits(1) + "E+" + fmt.Sprint(r.IntN(125)))
+	case 4:
+		return archive.Number("0." + digits(5))
+	default:
+		return archive.Number(fmt.Sprint(r.Int64()))
+	}
+}
+
+// RandomItem is a random image: the keys pk and sk, and up to n attributes
+// of any type, each named for its index.
+func RandomItem(r *rand.Rand, n int) archive.Item {
+	img := archive.Item{"pk": randomString(r) + "p", "sk": randomString(r) + "s"}
+	for i := range r.IntN(n + 1) {
+		img[fmt.Sprintf("a%d", i)] = RandomValue(r, 3)
+	}
+	return img
+}
+
+// RandomLedgerItem is a vote ledger item as votesddb writes it, or, one
+// time in three per attribute, with a value the ledger layout's typed
+// columns cannot hold exactly (a number for a string, a time with
+// nanoseconds or an offset, a sort key of neither form, a missing
+// attribute, an extra attribute of any type), to prove those stay in extra.
+func RandomLedgerItem(r *rand.Rand) archive.Item {
+	odd := func() bool { return r.IntN(3) == 0 }
+	poll, voter, vote := fmt.Sprintf("poll-%d", r.IntN(5)), fmt.Sprintf("voter-%d", r.IntN(1000)), fmt.Sprintf("v%08x", r.Uint32())
+	at := time.Date(2026, 11, 1+r.IntN(30), r.IntN(24), r.IntN(60), r.IntN(60), r.IntN(1e6)*1000, time.UTC)
+	img := archive.Item{
+		"pk": fmt.Sprintf("%s#%d", poll, r.IntN(10)), "sk": voter + "#" + vote,
+		"pollId": poll, "optionId": fmt.Sprintf("opt-%d", r.IntN(4)), "voterId": voter, "voteId": vote,
+		"castAt": at.Format(time.RFC3339Nano), "countedAt": at.Add(time.Second).Format(time.RFC3339Nano),
+	}
+	if r.IntN(2) == 0 {
+		img["sk"] = voter
+	}
+	if odd() {
+		img["castAt"] = at.Add(7 * time.Nanosecond).Format(time.RFC3339Nano)
+	}
+	if odd() {
+		img["countedAt"] = at.In(time.FixedZone("X", 3600)).Format(time.RFC3339Nano)
+	}
+	if odd() {
+		img["optionId"] = randomNumber(r)
+	}
+	if odd() {
+		img["sk"] = "other#" + vote
+	}
+	if odd() {
+		delete(img, "voteId")
+	}
+	if odd() {
+		img["note"] = RandomValue(r, 3)
+	}
+	return img
+}
