@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"math/rand/v2"
 	"reflect"
 	"regexp"
 	"strings"
-	"math/rand/v2"
 	"testing"
 	"time"
 
