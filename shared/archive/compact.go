@@ -127,7 +127,7 @@ func MergeRows(sets ...[]Row) []Row {
 }
 
 // ReplayRows is a month's replayed state: for each item, its last change
-// (the row with the greatest sequence number, as Replay decides), marked
+// (the row that Supersedes the others, as Replay decides), marked
 // Replayed; an item whose last change is a REMOVE keeps that REMOVE, so a
 // deletion stays visible. Rows already replayed replay to themselves, so a
 // compaction run again writes the same rows. The result is sorted by keys.
@@ -135,7 +135,7 @@ func ReplayRows(rows []Row) []Row {
 	last := map[string]int{}
 	for i, r := range rows {
 		j, seen := last[r.Keys]
-		if !seen || CompareSequence(r.SequenceNumber, rows[j].SequenceNumber) > 0 {
+		if !seen || Supersedes(r, rows[j]) {
 			last[r.Keys] = i
 		}
 	}

@@ -12,19 +12,25 @@ import (
 // template.yaml's AWS::Athena::NamedQuery resources carry the same text (a
 // test compares them), so the two cannot drift.
 //
-// The SQL names what differs between the two places with CloudFormation
-// !Sub variables, filled by the template in AWS and by Expand locally:
-//
-//	${ArchiveTable}   the table over every partition: the Glue table in
-//	                  Athena, the view "archive" in DuckDB
-//	${VotesTable}     the vote ledgers' base name ("<stack>-votes")
-//	${ObjectsTable}   the objects table's name ("<stack>-objects")
+// The SQL reads one table per source table, named for its layout's data:
+// votes (the monthly vote ledgers, LedgerLayout) and objects (the objects
+// table, ObjectsLayout); a Glue table each in Athena, a view each in DuckDB,
+// with the same typed columns (see archiveparquet). Every query is limited
+// to one month, its first "?" parameter (YYYY-MM), so it reads one
+// partition: what it costs does not grow with the archive.
 //
 // A "?" is a parameter, given at run time (Athena's execution parameters,
-// DuckDB's prepared statements). The SQL keeps to what both engines share:
-// json_extract_scalar (DuckDB gets it as a macro), date_trunc on the
-// timestamp column (a plain UTC timestamp in both), lpad to order sequence
-// numbers, and "table" quoted because it is a reserved word.
+// DuckDB's prepared statements). ${Name} variables, if a query ever needs
+// one, are filled by the template's !Sub in AWS and by Expand locally.
+//
+// Counting votes is exact: a retired month holds one replayed row per vote
+// (ReplayRows), the live month one INSERT per vote, and
+//
+//	replayed = (SELECT bool_or(r.replayed) FROM votes r WHERE r.month = v.month)
+//
+// keeps only the replayed rows of a month that has any, so a compaction
+// interrupted between writing the month's state and deleting the stream's
+// files does not count a vote twice.
 type NamedQuery struct {
 	Name        string // kebab-case, as `-named` takes it
 	Description string
@@ -32,49 +38,55 @@ type NamedQuery struct {
 	SQL         string
 }
 
+// exactVotes is the condition that keeps each vote of a month once.
+const exactVotes = `event_name <> 'REMOVE'
+  AND replayed = (SELECT bool_or(r.replayed) FROM votes r WHERE r.month = v.month)`
+
 // NamedQueries are the archive's named queries, in a stable order.
 var NamedQueries = []NamedQuery{
 	{
+		Name:        "votes-per-option",
+		Description: "Votes per option of one poll in one month, exactly as the ledger holds them.",
+		Params:      []string{"month (YYYY-MM)", "poll id"},
+		SQL: `SELECT option_id, count(*) AS votes
+FROM votes v
+WHERE month = ? AND poll_id = ?
+  AND ` + exactVotes + `
+GROUP BY option_id
+ORDER BY option_id
+`,
+	},
+	{
 		Name:        "votes-per-poll-per-day",
-		Description: "Votes recorded per poll and option per UTC day, from the monthly ledgers.",
-		SQL: `SELECT json_extract_scalar(newImage, '$.pollId') AS poll,
-       json_extract_scalar(newImage, '$.optionId') AS option,
-       CAST(date_trunc('day', approximateCreationTime) AS DATE) AS day,
-       count(*) AS votes
-FROM ${ArchiveTable}
-WHERE "table" = '${VotesTable}' AND eventName = 'INSERT'
-GROUP BY 1, 2, 3
-ORDER BY day, poll, option
+		Description: "Votes per poll and option per UTC day (of the vote) in one month.",
+		Params:      []string{"month (YYYY-MM)"},
+		SQL: `SELECT poll_id, option_id, CAST(date_trunc('day', cast_at) AS DATE) AS day, count(*) AS votes
+FROM votes v
+WHERE month = ?
+  AND ` + exactVotes + `
+GROUP BY poll_id, option_id, CAST(date_trunc('day', cast_at) AS DATE)
+ORDER BY day, poll_id, option_id
 `,
 	},
 	{
 		Name:        "voter-history",
-		Description: "Every vote one voter cast, oldest first.",
-		Params:      []string{"voter id"},
-		SQL: `SELECT approximateCreationTime AS recorded,
-       json_extract_scalar(newImage, '$.pollId') AS poll,
-       json_extract_scalar(newImage, '$.optionId') AS option,
-       json_extract_scalar(newImage, '$.voteId') AS vote,
-       month
-FROM ${ArchiveTable}
-WHERE "table" = '${VotesTable}' AND eventName = 'INSERT'
-  AND json_extract_scalar(newImage, '$.voterId') = ?
-ORDER BY recorded, lpad(sequenceNumber, 40, '0')
+		Description: "Every vote one voter cast in one month, oldest first.",
+		Params:      []string{"month (YYYY-MM)", "voter id"},
+		SQL: `SELECT cast_at, poll_id, option_id, vote_id, counted_at
+FROM votes v
+WHERE month = ? AND voter_id = ?
+  AND ` + exactVotes + `
+ORDER BY cast_at, vote_id
 `,
 	},
 	{
 		Name:        "object-changes",
-		Description: "Every change to one object's items (its versions and head), in stream order.",
-		Params:      []string{"object key"},
-		SQL: `SELECT approximateCreationTime AS recorded,
-       eventName AS event,
-       json_extract_scalar(keys, '$.sk') AS item,
-       ttlDelete,
-       newImage,
-       oldImage
-FROM ${ArchiveTable}
-WHERE "table" = '${ObjectsTable}' AND json_extract_scalar(keys, '$.pk') = ?
-ORDER BY lpad(sequenceNumber, 40, '0')
+		Description: "Every change to one object's items (its head, versions and chunks) recorded in one month, in stream order.",
+		Params:      []string{"month (YYYY-MM)", "object key"},
+		SQL: `SELECT recorded_at, event_name, sort_key, version, placement, size, deleted, ttl_delete, extra
+FROM objects
+WHERE month = ? AND object_key = ?
+ORDER BY lpad(sequence_number, 40, '0')
 `,
 	},
 }

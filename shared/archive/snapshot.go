@@ -15,8 +15,14 @@ func SnapshotSequence(t time.Time) string {
 	return fmt.Sprintf("9%039d", t.UnixNano())
 }
 
-// SnapshotStream is the stream label of a snapshot's rows.
-const SnapshotStream = "snapshot"
+// Stream labels of rows that did not come from a stream.
+const (
+	// SnapshotStream labels a rotator snapshot's rows (SnapshotRows).
+	SnapshotStream = "snapshot"
+	// BackfillStream labels a backfill's rows: items read by a Scan, whose
+	// ApproximateCreationTime is the Scan's start (see Supersedes).
+	BackfillStream = "backfill"
+)
 
 // SnapshotKey is where the snapshot export taken at t is written:
 // table=<base>/month=<YYYY-MM>/snapshot-<sequence>.parquet.

@@ -24,7 +24,7 @@ type Replay struct {
 }
 
 type replayed struct {
-	seq      string
+	at       Row // the winning row, images dropped
 	removed  bool
 	checksum string
 }
@@ -32,18 +32,45 @@ type replayed struct {
 // NewReplay returns an empty replay.
 func NewReplay() *Replay { return &Replay{last: map[string]replayed{}} }
 
+// Supersedes reports whether row a, of the same item as b, is the later
+// change of the two: the one replay keeps.
+//
+// Between two stream records (or two snapshots) the greater sequence number
+// is later. A backfill's row (Stream BackfillStream) was read from the table
+// by a Scan that started at its ApproximateCreationTime, its watermark: a
+// stream record recorded at or after the watermark is later than it (the
+// Scan may have read the item before that change), one recorded before is
+// earlier (the Scan saw that change, or a later one). Between two
+// backfills, or a backfill and a rotator's snapshot, the later Scan wins. A
+// snapshot (sequence numbers 9…, taken once the stream is off) supersedes
+// every stream record.
+func Supersedes(a, b Row) bool {
+	ab, bb := a.Stream == BackfillStream, b.Stream == BackfillStream
+	switch {
+	case (ab || isSnapshot(a)) && (bb || isSnapshot(b)) && (ab || bb):
+		if c := a.ApproximateCreationTime.Compare(b.ApproximateCreationTime); c != 0 {
+			return c > 0
+		}
+	case ab && !isSnapshot(b):
+		return b.ApproximateCreationTime.Before(a.ApproximateCreationTime)
+	case bb && !isSnapshot(a):
+		return !a.ApproximateCreationTime.Before(b.ApproximateCreationTime)
+	}
+	return CompareSequence(a.SequenceNumber, b.SequenceNumber) > 0
+}
+
+func isSnapshot(r Row) bool { return r.Stream == SnapshotStream }
+
 // Add applies one archived row.
 func (r *Replay) Add(row Row) error {
 	if row.EventName != EventRemove && row.NewImage == "" {
 		return fmt.Errorf("%w: %s %s at sequence %s has no new image (the stream must carry new images)", ErrInvalidRecord, row.EventName, row.Keys, row.SequenceNumber)
 	}
-	cur, seen := r.last[row.Keys]
-	if seen {
-		if CompareSequence(row.SequenceNumber, cur.seq) <= 0 {
-			return nil // older, or the same record again
-		}
+	if cur, seen := r.last[row.Keys]; seen && !Supersedes(row, cur.at) {
+		return nil // older, or the same record again
 	}
-	next := replayed{seq: row.SequenceNumber, removed: row.EventName == EventRemove}
+	next := replayed{at: Row{Stream: row.Stream, SequenceNumber: row.SequenceNumber, ApproximateCreationTime: row.ApproximateCreationTime},
+		removed: row.EventName == EventRemove}
 	if !next.removed {
 		next.checksum = ChecksumJSON(row.NewImage)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
@@ -138,5 +139,40 @@ func TestVerifyFromScannedItems(t *testing.T) {
 	}
 	if rep := archive.Verify(r.State(), archive.State{k: c}); !rep.OK() {
 		t.Errorf("stream row and scanned item do not match: %s (%+v)", rep, rep)
+	}
+}
+
+func TestSupersedes(t *testing.T) {
+	at := func(stream, seq string, sec int) archive.Row {
+		return archive.Row{Stream: stream, SequenceNumber: seq, ApproximateCreationTime: time.Date(2026, 11, 20, 0, 0, sec, 0, time.UTC)}
+	}
+	stream := func(seq string, sec int) archive.Row { return at("s", seq, sec) }
+	backfill := func(sec int) archive.Row {
+		return at(archive.BackfillStream, archive.SnapshotSequence(time.Unix(int64(sec), 0)), sec)
+	}
+	snapshot := at(archive.SnapshotStream, archive.SnapshotSequence(time.Unix(50, 0)), 50)
+	tests := []struct {
+		name string
+		a, b archive.Row
+		want bool
+	}{
+		{"greater sequence", stream("200", 1), stream("100", 9), true},
+		{"smaller sequence", stream("99", 9), stream("100", 1), false},
+		{"same record", stream("100", 1), stream("100", 1), false},
+		{"stream record after the watermark beats the backfill", stream("1", 30), backfill(30), true},
+		{"stream record before the watermark loses to it", stream("999", 29), backfill(30), false},
+		{"backfill beats a stream record before its watermark", backfill(30), stream("999", 29), true},
+		{"backfill loses to a record at its watermark", backfill(30), stream("1", 30), false},
+		{"later backfill wins", backfill(40), backfill(30), true},
+		{"earlier backfill loses", backfill(30), backfill(40), false},
+		{"snapshot beats a backfill", snapshot, backfill(40), true},
+		{"backfill loses to a snapshot", backfill(40), snapshot, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := archive.Supersedes(tt.a, tt.b); got != tt.want {
+				t.Errorf("Supersedes = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
