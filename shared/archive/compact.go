@@ -21,9 +21,16 @@ type File struct {
 	MaxSequence string `json:"maxSequence,omitempty"`
 }
 
-// CompactionPolicy says which files are small and how large a merged file
-// may grow.
+// CompactionPolicy says how a partition is compacted: replayed into one
+// file of the month's state (Replay), or its small files merged.
 type CompactionPolicy struct {
+	// Replay: the partition's files are replaced by one file of its
+	// replayed state (PlanReplay, ReplayRows): one row per item, so
+	// counting rows counts items. SmallBytes and TargetBytes then do not
+	// apply: the state is one file (a month is held in memory to replay
+	// it, as the verification holds its keys), written in row groups of
+	// up to 128 Ki rows that readers skip through.
+	Replay bool
 	// SmallBytes: files under this size are merged; larger ones stay.
 	SmallBytes int64
 	// TargetBytes: a merged file's inputs add up to at most this size
@@ -31,9 +38,10 @@ type CompactionPolicy struct {
 	TargetBytes int64
 }
 
-// DefaultCompactionPolicy merges files under 32 MiB into files of up to
-// 128 MiB: a month of 100,000 votes (a few MB of Parquet) becomes one file.
-var DefaultCompactionPolicy = CompactionPolicy{SmallBytes: 32 << 20, TargetBytes: 128 << 20}
+// DefaultCompactionPolicy replays a month into one file of its state; a
+// policy without Replay merges files under 32 MiB into files of up to
+// 128 MiB.
+var DefaultCompactionPolicy = CompactionPolicy{Replay: true, SmallBytes: 32 << 20, TargetBytes: 128 << 20}
 
 // Merge is one step of a compaction plan: read Inputs, write their rows
 // (MergeRows) to Output.
@@ -97,6 +105,37 @@ func PlanCompaction(p Partition, files []File, pol CompactionPolicy) []Merge {
 	}
 	flush()
 	return plan
+}
+
+// PlanReplay is a replay compaction's one merge: every data file of the
+// partition into CompactedKey of the files not written by a compaction (a
+// run that crashed after writing its output, or a month compacted before
+// late files arrived, names the same output as long as those files are
+// the same). false when there is nothing to do: no file, or a single
+// compacted file.
+func PlanReplay(p Partition, files []File) (Merge, bool) {
+	var inputs, fresh []File
+	for _, f := range files {
+		if strings.HasPrefix(f.Key, p.Prefix()) && f.Key != p.ManifestKey() && strings.HasSuffix(f.Key, ".parquet") {
+			inputs = append(inputs, f)
+			if !strings.HasPrefix(f.Key, p.Prefix()+"compacted-") {
+				fresh = append(fresh, f)
+			}
+		}
+	}
+	if len(inputs) == 0 || (len(inputs) == 1 && len(fresh) == 0) {
+		return Merge{}, false
+	}
+	sort.Slice(inputs, func(i, j int) bool { return inputs[i].Key < inputs[j].Key })
+	if len(fresh) == 0 {
+		fresh = inputs // several compacted files: a name of their own
+	}
+	m := Merge{Output: CompactedKey(p, fresh), Inputs: inputs}
+	for _, f := range inputs {
+		m.Rows += f.Rows
+		m.Bytes += f.Bytes
+	}
+	return m, true
 }
 
 // MergeRows joins the rows of several files into one file's rows: sorted by

@@ -195,3 +195,82 @@ func TestManifestDrift(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanReplay(t *testing.T) {
+	tests := []struct {
+		name   string
+		files  []archive.File
+		inputs []string
+		named  []string // the inputs the output is named for
+	}{
+		{name: "nothing"},
+		{name: "one compacted file is done", files: []archive.File{file("compacted-00.parquet", 10, 1), file("_manifest.json", 1, 0)}},
+		{name: "one stream file is replayed", files: []archive.File{file("stream-x-1.parquet", 10, 1)},
+			inputs: []string{"stream-x-1.parquet"}, named: []string{"stream-x-1.parquet"}},
+		{name: "every data file, large ones too; the manifest and other partitions stay",
+			files: []archive.File{
+				file("stream-x-2.parquet", 1 << 40, 5), file("stream-x-1.parquet", 50, 5), file("_manifest.json", 1, 0),
+				{Key: "table=ddbpipe-votes/month=2026-12/s3.parquet", Bytes: 10}, file("notes.txt", 1, 0), file("backfill-9.parquet", 5, 1),
+			},
+			inputs: []string{"backfill-9.parquet", "stream-x-1.parquet", "stream-x-2.parquet"},
+			named:  []string{"backfill-9.parquet", "stream-x-1.parquet", "stream-x-2.parquet"}},
+		{name: "a crash left the output beside its inputs: the same output",
+			files:  []archive.File{file("stream-x-1.parquet", 50, 5), file("compacted-aa.parquet", 50, 5)},
+			inputs: []string{"compacted-aa.parquet", "stream-x-1.parquet"}, named: []string{"stream-x-1.parquet"}},
+		{name: "two compacted files",
+			files:  []archive.File{file("compacted-aa.parquet", 50, 5), file("compacted-bb.parquet", 50, 5)},
+			inputs: []string{"compacted-aa.parquet", "compacted-bb.parquet"}, named: []string{"compacted-aa.parquet", "compacted-bb.parquet"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, ok := archive.PlanReplay(nov, tt.files)
+			if ok != (tt.inputs != nil) {
+				t.Fatalf("PlanReplay ok = %v, want %v", ok, tt.inputs != nil)
+			}
+			if !ok {
+				return
+			}
+			var names []string
+			var named []archive.File
+			for _, f := range m.Inputs {
+				names = append(names, strings.TrimPrefix(f.Key, nov.Prefix()))
+			}
+			for _, n := range tt.named {
+				named = append(named, file(n, 0, 0))
+			}
+			if !reflect.DeepEqual(names, tt.inputs) {
+				t.Errorf("inputs %v, want %v", names, tt.inputs)
+			}
+			if want := archive.CompactedKey(nov, named); m.Output != want {
+				t.Errorf("output %s, want %s (named for %v)", m.Output, want, tt.named)
+			}
+		})
+	}
+}
+
+// ReplayRows keeps each item's last change once, marked replayed, and a
+// deleted item's REMOVE; replaying its output again gives the same rows.
+func TestReplayRows(t *testing.T) {
+	r := func(stream, seq, keys, event, img string) archive.Row {
+		return archive.Row{Table: "t", Month: "2026-11", Stream: stream, SequenceNumber: seq, Keys: keys, EventName: event, NewImage: img}
+	}
+	rows := []archive.Row{
+		r("s", "1", "a", archive.EventInsert, "a1"),
+		r("s", "3", "a", archive.EventModify, "a2"),
+		r("s", "2", "b", archive.EventInsert, "b1"),
+		r("s", "4", "b", archive.EventRemove, ""),
+		r("s", "3", "a", archive.EventModify, "a2"), // the same record twice
+		r("s", "5", "c", archive.EventInsert, "c1"),
+	}
+	got := archive.ReplayRows(rows)
+	want := []archive.Row{rows[1], rows[3], rows[5]}
+	for i := range want {
+		want[i].Replayed = true
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ReplayRows\n got %+v\nwant %+v", got, want)
+	}
+	if again := archive.ReplayRows(append(got, rows...)); !reflect.DeepEqual(again, want) {
+		t.Errorf("replayed again with the stream's rows\n got %+v\nwant %+v", again, want)
+	}
+}

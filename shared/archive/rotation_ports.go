@@ -120,9 +120,10 @@ type Compaction struct {
 type Partitions interface {
 	// Read lists and reads every data file of the partition.
 	Read(ctx context.Context, p Partition) (Contents, error)
-	// Compact merges the partition's small files (PlanCompaction),
-	// writes the manifest describing the files that remain (with v as its
-	// verification), then deletes the merged inputs.
+	// Compact replays the partition into one file of its state
+	// (pol.Replay: PlanReplay, ReplayRows) or merges its small files
+	// (PlanCompaction), writes the manifest describing the files that
+	// remain (with v as its verification), then deletes the merged inputs.
 	Compact(ctx context.Context, p Partition, pol CompactionPolicy, sourceTable string, v Verification) (Compaction, error)
 	// Write puts rows into the partition as one file at key.
 	Write(ctx context.Context, key string, rows []Row) (File, error)

@@ -291,9 +291,11 @@ func (a *Partitions) describe(ctx context.Context, f archive.File) (archive.File
 		MinSequence: md[MetaFirstSequence], MaxSequence: md[MetaLastSequence]}, nil
 }
 
-// Compact merges the partition's small files, writes the manifest and
-// deletes the merged inputs, in the crash-safe order described on
-// Partitions. It first finishes what an earlier, interrupted compaction
+// Compact replays the partition into one file of its state (pol.Replay, the
+// rotator's default) or merges its small files, writes the manifest and
+// deletes the replaced inputs, in the crash-safe order described on
+// Partitions: while the output and its inputs both exist, the output's rows
+// are the replayed ones, which exact queries keep. It first finishes what an earlier, interrupted compaction
 // left (inputs its manifest lists as replaced).
 func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archive.CompactionPolicy, sourceTable string, v archive.Verification) (archive.Compaction, error) {
 	files, err := a.dataFiles(ctx, p)
@@ -316,49 +318,15 @@ func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archi
 			}
 		}
 	}
-	plan := archive.PlanCompaction(p, files, pol)
-	replaced := map[string]bool{}
 	var live []archive.File
 	var gone []string
-	for _, m := range plan {
-		var sets [][]archive.Row
-		keys := make([]string, len(m.Inputs))
-		for i, in := range m.Inputs {
-			keys[i] = in.Key
-		}
-		if err := a.readAll(ctx, keys, func(_ archive.File, rows []archive.Row) error {
-			sets = append(sets, rows)
-			return nil
-		}); err != nil {
-			return res, err
-		}
-		rows := archive.MergeRows(sets...)
-		first, last := seqRange(rows)
-		f, err := PutRows(ctx, a.S3, a.Bucket, m.Output, rows, first, last)
-		if err != nil {
-			return res, err
-		}
-		live = append(live, f)
-		for _, k := range keys {
-			if k != m.Output { // an output merged again keeps its name only if its inputs are the same
-				replaced[k] = true
-				gone = append(gone, k)
-			}
-		}
+	if pol.Replay {
+		live, gone, err = a.replay(ctx, p, files)
+	} else {
+		live, gone, err = a.merge(ctx, p, files, pol)
 	}
-	outputs := map[string]bool{}
-	for _, f := range live {
-		outputs[f.Key] = true
-	}
-	for _, f := range files {
-		if replaced[f.Key] || outputs[f.Key] {
-			continue
-		}
-		d, err := a.describe(ctx, f)
-		if err != nil {
-			return res, err
-		}
-		live = append(live, d)
+	if err != nil {
+		return res, err
 	}
 	man := archive.NewManifest(p, live, gone, a.now())
 	man.SourceTable, man.Verification = sourceTable, &v
@@ -379,6 +347,93 @@ func (a *Partitions) Compact(ctx context.Context, p archive.Partition, pol archi
 	res.FilesAfter = len(man.Files)
 	res.Manifest = man
 	return res, nil
+}
+
+// replay writes the partition's replayed state (archive.PlanReplay,
+// archive.ReplayRows) as one file: the files that remain, and the inputs
+// it replaces.
+func (a *Partitions) replay(ctx context.Context, p archive.Partition, files []archive.File) (live []archive.File, gone []string, err error) {
+	m, ok := archive.PlanReplay(p, files)
+	if !ok {
+		for _, f := range files {
+			d, err := a.describe(ctx, f)
+			if err != nil {
+				return nil, nil, err
+			}
+			live = append(live, d)
+		}
+		return live, nil, nil
+	}
+	keys := make([]string, len(m.Inputs))
+	for i, in := range m.Inputs {
+		keys[i] = in.Key
+	}
+	var rows []archive.Row
+	if err := a.readAll(ctx, keys, func(_ archive.File, rs []archive.Row) error {
+		rows = append(rows, rs...)
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	state := archive.ReplayRows(rows)
+	first, last := seqRange(state)
+	f, err := PutRows(ctx, a.S3, a.Bucket, m.Output, state, first, last)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range keys {
+		if k != m.Output {
+			gone = append(gone, k)
+		}
+	}
+	return []archive.File{f}, gone, nil
+}
+
+// merge merges the partition's small files (archive.PlanCompaction): the
+// files that remain, and the inputs merged away.
+func (a *Partitions) merge(ctx context.Context, p archive.Partition, files []archive.File, pol archive.CompactionPolicy) (live []archive.File, gone []string, err error) {
+	replaced := map[string]bool{}
+	for _, m := range archive.PlanCompaction(p, files, pol) {
+		var sets [][]archive.Row
+		keys := make([]string, len(m.Inputs))
+		for i, in := range m.Inputs {
+			keys[i] = in.Key
+		}
+		if err := a.readAll(ctx, keys, func(_ archive.File, rows []archive.Row) error {
+			sets = append(sets, rows)
+			return nil
+		}); err != nil {
+			return nil, nil, err
+		}
+		rows := archive.MergeRows(sets...)
+		first, last := seqRange(rows)
+		f, err := PutRows(ctx, a.S3, a.Bucket, m.Output, rows, first, last)
+		if err != nil {
+			return nil, nil, err
+		}
+		live = append(live, f)
+		for _, k := range keys {
+			if k != m.Output { // an output merged again keeps its name only if its inputs are the same
+				replaced[k] = true
+				gone = append(gone, k)
+			}
+		}
+	}
+	outputs := map[string]bool{}
+	for _, f := range live {
+		outputs[f.Key] = true
+	}
+	for _, f := range files {
+		if replaced[f.Key] || outputs[f.Key] {
+			continue
+		}
+		d, err := a.describe(ctx, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		live = append(live, d)
+	}
+	return live, gone, nil
 }
 
 // delete removes keys, 1,000 to a request.

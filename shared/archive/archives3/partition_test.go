@@ -93,6 +93,28 @@ func TestIntegrationCompactSurvivesCrashes(t *testing.T) {
 		t.Fatalf("compact: %v, want the injected crash", err)
 	}
 	sameState("crash before the deletes")
+	// Both the stream's files and the month's state are there now: the
+	// state's rows are the replayed ones, one per vote, which exact
+	// queries keep.
+	var all, replayed int
+	for _, f := range mustList(t, client, name, p.Prefix()) {
+		if !strings.HasSuffix(f.Key, ".parquet") {
+			continue
+		}
+		rows, err := archives3.ReadRows(ctx, client, name, f.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			all++
+			if r.Replayed {
+				replayed++
+			}
+		}
+	}
+	if all != 1200 || replayed != 600 {
+		t.Errorf("half-done compaction: %d rows, %d replayed; want 1200 and 600", all, replayed)
+	}
 
 	res, err := parts.Compact(ctx, p, archive.DefaultCompactionPolicy, "ddbpipe-votes-2026-11", v)
 	if err != nil {
@@ -114,6 +136,15 @@ func TestIntegrationCompactSurvivesCrashes(t *testing.T) {
 	}
 }
 
+func mustList(t *testing.T, client archives3.ListObjectsAPI, bucket, prefix string) []archive.File {
+	t.Helper()
+	files, err := archives3.ListFiles(t.Context(), client, bucket, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 // A snapshot export's rows land as one file and replay over the stream's.
 func TestIntegrationSnapshotWrite(t *testing.T) {
 	client, name := archivetest.MustBucket(t)
@@ -121,8 +152,8 @@ func TestIntegrationSnapshotWrite(t *testing.T) {
 	p := archive.Partition{Table: "ddbpipe-votes", Month: "2026-11"}
 	parts := &archives3.Partitions{S3: client, Bucket: name}
 	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	key := `{"pk":"a","sk":"1"}`
-	img := `{"n":"1","pk":"a","sk":"1"}`
+	key := `{"pk":{"S":"a"},"sk":{"S":"1"}}`
+	img := `{"n":{"N":"1"},"pk":{"S":"a"},"sk":{"S":"1"}}`
 	scan := archive.Scan{State: archive.State{key: archive.ChecksumJSON(img)}, Images: map[string]string{key: img}}
 	rows, err := archive.SnapshotRows(p, scan, nil, at)
 	if err != nil {
