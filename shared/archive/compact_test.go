@@ -209,7 +209,7 @@ func TestPlanReplay(t *testing.T) {
 			inputs: []string{"stream-x-1.parquet"}, named: []string{"stream-x-1.parquet"}},
 		{name: "every data file, large ones too; the manifest and other partitions stay",
 			files: []archive.File{
-				file("stream-x-2.parquet", 1 << 40, 5), file("stream-x-1.parquet", 50, 5), file("_manifest.json", 1, 0),
+				file("stream-x-2.parquet", 1<<40, 5), file("stream-x-1.parquet", 50, 5), file("_manifest.json", 1, 0),
 				{Key: "table=ddbpipe-votes/month=2026-12/s3.parquet", Bytes: 10}, file("notes.txt", 1, 0), file("backfill-9.parquet", 5, 1),
 			},
 			inputs: []string{"backfill-9.parquet", "stream-x-1.parquet", "stream-x-2.parquet"},
