@@ -152,3 +152,18 @@ func describe(item map[string]types.AttributeValue) string {
 	}
 	return out
 }
+
+// A ledger item's times are UTC to the microsecond, the archive's typed
+// timestamp precision: a castAt with nanoseconds and an offset is written
+// as its microsecond in UTC.
+func TestLedgerItemTimes(t *testing.T) {
+	s := &Votes{now: func() time.Time { return time.Date(2026, 11, 2, 3, 4, 5, 123456789, time.UTC) }}
+	cast := time.Date(2026, 11, 2, 4, 4, 5, 987654321, time.FixedZone("CET", 3600))
+	e := votes.Entry{Vote: votes.Vote{VoteID: "v1", PollID: "p", OptionID: "a", VoterID: "u", CastAt: cast}}
+	item := s.ledgerItem(e, ledgerTime(s.now()))
+	for name, want := range map[string]string{"castAt": "2026-11-02T03:04:05.987654Z", "countedAt": "2026-11-02T03:04:05.123456Z"} {
+		if got := item[name].(*types.AttributeValueMemberS).Value; got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+}

@@ -21,8 +21,16 @@ func (s *Votes) ledgerItem(e votes.Entry, countedAt string) map[string]types.Att
 	return map[string]types.AttributeValue{
 		"pk": str(pk), "sk": str(sk),
 		"voteId": str(e.VoteID), "pollId": str(e.PollID), "optionId": str(e.OptionID), "voterId": str(e.VoterID),
-		"castAt": str(e.CastAt.UTC().Format(time.RFC3339Nano)), "countedAt": str(countedAt),
+		"castAt": str(ledgerTime(e.CastAt)), "countedAt": str(countedAt),
 	}
+}
+
+// ledgerTime writes a ledger time in UTC to the microsecond: the precision
+// of the archive's timestamp columns (and of Athena's and DuckDB's), so the
+// archive holds castAt and countedAt in its typed columns; a time with
+// nanoseconds would have to stay in the archive's JSON to stay exact.
+func ledgerTime(t time.Time) string {
+	return t.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
 }
 
 func (s *Votes) increment(inc votes.Increment) *types.Update {
@@ -41,7 +49,7 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 	if err := s.ensureLedger(ctx, g.Entries); err != nil {
 		return err
 	}
-	now := s.now().UTC().Format(time.RFC3339Nano)
+	now := ledgerTime(s.now())
 	items := make([]types.TransactWriteItem, 0, g.Actions())
 	for _, e := range g.Entries {
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
@@ -100,7 +108,7 @@ func (s *Votes) PutEntries(ctx context.Context, entries []votes.Entry) error {
 	if err := s.ensureLedger(ctx, entries); err != nil {
 		return err
 	}
-	now := s.now().UTC().Format(time.RFC3339Nano)
+	now := ledgerTime(s.now())
 	for start := 0; start < len(entries); start += 25 {
 		req := map[string][]types.WriteRequest{}
 		for _, e := range entries[start:min(start+25, len(entries))] {
