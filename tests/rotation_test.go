@@ -20,6 +20,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
@@ -153,15 +154,55 @@ func archivedVotes(t *testing.T, env *stack.Env, poll string) map[string]int64 {
 		if r.EventName == archive.EventRemove {
 			continue
 		}
-		var img struct{ PollID, OptionID string }
-		if err := json.Unmarshal([]byte(r.NewImage), &img); err != nil {
+		img, err := archive.ParseImage(r.NewImage)
+		if err != nil {
 			t.Fatalf("image %s: %v", r.NewImage, err)
 		}
-		if img.PollID == poll {
-			counts[img.OptionID]++
+		if img["pollId"] == poll {
+			counts[img["optionId"].(string)]++
 		}
 	}
 	return counts
+}
+
+// queriedVotes answers "votes per option for poll P in November" the way an
+// analyst does: the named query votes-per-option, in DuckDB, over a fresh
+// copy of the partition's files.
+func queriedVotes(t *testing.T, env *stack.Env, poll string) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	p := partitionOf(env)
+	cache := &archiveduckdb.Cache{Dir: t.TempDir(), S3: env.Clients.S3, Bucket: env.Vars["ARCHIVE_BUCKET_NAME"]}
+	f := archiveduckdb.Filter{Table: p.Table, Month: p.Month}
+	if _, err := cache.Sync(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	db, err := archiveduckdb.Open(ctx, cache.Root(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q, err := archive.LookupNamedQuery("votes-per-option")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := db.Query(ctx, q.SQL, p.Month, poll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int64{}
+	for _, r := range res.Rows {
+		counts[r[0].(string)] = r[1].(int64)
+	}
+	return counts
+}
+
+// sameCounts fails unless the archive's answers equal the counters'.
+func sameCounts(t *testing.T, when string, got, want map[string]int64) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: votes-per-option %v, the counters hold %v", when, got, want)
+	}
 }
 
 func tableExists(t *testing.T, env *stack.Env, name string) bool {
@@ -237,6 +278,9 @@ func TestRotationRetiresNovember(t *testing.T) {
 		t.Errorf("after the crash (%d objects: inputs and the merged file): %s", objects, rep)
 	}
 	t.Logf("crashed run: %s, %d objects left", time.Since(start).Round(time.Millisecond), objects)
+	// The month's state and the stream's files are both there: the named
+	// query still counts each vote once.
+	sameCounts(t, "compaction half done", queriedVotes(t, env, "nov"), counted.Totals)
 
 	// The re-run completes.
 	start = time.Now()
@@ -275,6 +319,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 			t.Errorf("option %s: %d archived, %d counted", o, got[o], n)
 		}
 	}
+	sameCounts(t, "retired", queriedVotes(t, env, "nov"), counted.Totals)
 	t.Logf("rotation: %s (scan %s, verification %s of 1500 items), compaction %d files → %d objects with the manifest, crash run left %d",
 		took.Round(time.Millisecond), ret.ScanTook.Round(time.Millisecond), ret.VerifyTook.Round(time.Millisecond), ret.Compaction.FilesBefore, len(after), objects)
 
@@ -353,4 +398,6 @@ func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
 	if got := archivedVotes(t, env, "lost"); got["red"]+got["green"]+got["blue"] != 300 {
 		t.Errorf("archived votes %v, want 300", got)
 	}
+	// Repaired by the snapshot and compacted: the named query is exact.
+	sameCounts(t, "repaired by a snapshot", queriedVotes(t, env, "lost"), getResults(t, env, "lost").Totals)
 }
