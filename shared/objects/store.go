@@ -233,7 +233,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, o PutOptions) 
 	}
 	rec := Record{
 		Key: key, Kind: pl.Kind, Size: int64(len(body)), SHA256: SumOf(body),
-		ContentType: ct, Codec: pl.Codec, WriteID: writeID, CreatedAt: s.Now().UTC(),
+		ContentType: ct, Codec: pl.Codec, WriteID: writeID, CreatedAt: s.stamp(),
 	}
 	stored := body
 	if pl.Codec == Gzip {
@@ -520,7 +520,7 @@ func (s *Store) Delete(ctx context.Context, key string, o DeleteOptions) (int64,
 		first := hist[:min(len(hist), MaxRemoveHistory)]
 		err = s.Items.Remove(ctx, Removal{
 			Key: key, Base: Base{Version: cur},
-			Tombstone: Record{Key: key, Version: cur, Deleted: true, CreatedAt: s.Now().UTC()},
+			Tombstone: Record{Key: key, Version: cur, Deleted: true, CreatedAt: s.stamp()},
 			History:   first,
 		})
 		var ce *ConflictError
@@ -571,3 +571,7 @@ func (s *Store) reap(ctx context.Context, r Record) error {
 	}
 	return nil
 }
+
+// stamp is a record's creation time: now, in UTC, to the microsecond (the
+// archive's timestamp columns hold microseconds, as Athena and DuckDB do).
+func (s *Store) stamp() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }

@@ -760,3 +760,15 @@ var (
 	random = objectstest.Random
 	text   = objectstest.Text
 )
+
+// A record's creation time is UTC to the microsecond, the precision of the
+// archive's timestamp columns, however fine the clock.
+func TestCreatedAtToTheMicrosecond(t *testing.T) {
+	e := newEnv(t)
+	fine := time.Date(2026, 11, 23, 10, 0, 0, 123456789, time.FixedZone("X", 3600))
+	e.now.Store(&fine)
+	r := e.mustPut(t, "times/doc", []byte("x"), objects.PutOptions{})
+	if want := time.Date(2026, 11, 23, 9, 0, 0, 123456000, time.UTC); !r.CreatedAt.Equal(want) || r.CreatedAt.Location() != time.UTC {
+		t.Errorf("CreatedAt = %v, want %v", r.CreatedAt, want)
+	}
+}

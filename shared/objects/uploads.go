@@ -180,7 +180,7 @@ func (s *Store) CommitBlob(ctx context.Context, key string, ref BlobRef, o Commi
 	}
 	rec := Record{
 		Key: key, Kind: InS3, Size: ref.Size, SHA256: ref.SHA256, ContentType: ct, Codec: Identity,
-		Blob: &ref, WriteID: o.WriteID, CreatedAt: s.Now().UTC(),
+		Blob: &ref, WriteID: o.WriteID, CreatedAt: s.stamp(),
 	}
 	base, err := s.base(ctx, key, o.IfMatch)
 	if err != nil {
