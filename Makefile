@@ -9,7 +9,7 @@ FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps install lint test test-race test-servers unit demo bench up down fmt vet clean
+.PHONY: all build deps install lint test test-race fuzz test-servers unit demo bench up down fmt vet clean
 
 all: build
 
@@ -76,12 +76,25 @@ lint: $(CFNGUARD_PKG)/package.json
 # once for all packages (`ddbpipe local servers` exports their endpoints;
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip.
-test: lint install test-race
+test: lint install test-race fuzz
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
 
 test-race: deps
 	$(GO) test -count=1 -race -short $(RACE_PKGS)
+
+# The fuzz targets, FUZZTIME each (seconds in `make test`; longer by hand,
+# e.g. `make fuzz FUZZTIME=5m`). Their seed corpora also run in every plain
+# `go test`. A failure leaves its input under the package's testdata/fuzz/.
+FUZZTIME ?= 3s
+FUZZ_TARGETS := FuzzParse:./shared/votes FuzzValidateKey:./shared/objects \
+	FuzzStreamRecord:./shared/archive/archivelambda FuzzHTTP:./shared/objects/objectslambda
+fuzz: deps
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} ($${t#*:}, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" > /tmp/ddbpipe-fuzz.$$$$.log 2>&1 || { cat /tmp/ddbpipe-fuzz.$$$$.log; rm -f /tmp/ddbpipe-fuzz.$$$$.log; exit 1; }; \
+		tail -1 /tmp/ddbpipe-fuzz.$$$$.log; rm -f /tmp/ddbpipe-fuzz.$$$$.log; \
+	done
 
 # Every package, on the servers the environment names.
 test-servers:
