@@ -196,7 +196,10 @@ type Retirement struct {
 	VerifyTook  time.Duration
 	ScanTook    time.Duration
 	ArchiveRows int64
-	Err         error
+	// Snapshot counts the rows the snapshot step wrote, by kind (the
+	// difference between the table and the archive; zero when none ran).
+	Snapshot Backfill
+	Err      error
 }
 
 // RotationReport is what a run did.
@@ -471,15 +474,23 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			if err != nil {
 				return "", err
 			}
+			// Only the difference: the items the archive misses or holds
+			// with another image, and REMOVEs of those the table lost (the
+			// same rows as a backfill's, with a snapshot's sequence, which
+			// supersedes every stream record: the stream is off).
 			rows, err := SnapshotRows(p, full, contents.State, r.now())
 			if err != nil {
 				return "", err
+			}
+			ret.Snapshot = CountBackfill(rows, contents.State)
+			if len(rows) == 0 {
+				return "the table now matches the archive: nothing to write", nil
 			}
 			f, err := r.Archive.Write(ctx, SnapshotKey(p, r.now()), rows)
 			if err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("wrote %d rows to %s", f.Rows, f.Key), nil
+			return fmt.Sprintf("wrote %s to %s", ret.Snapshot, f.Key), nil
 		}) {
 			return ret
 		}

@@ -209,6 +209,10 @@ func TestMissingFileTakesTheSnapshotPath(t *testing.T) {
 	if w.table("app-votes-2026-11") == nil {
 		t.Fatal("the table was deleted in the run that found the archive incomplete")
 	}
+	// The snapshot holds only the difference: the lost file's 10 items.
+	if ret.Snapshot != (Backfill{Missing: 10}) || len(ret.Verification.Missing) != 10 {
+		t.Errorf("snapshot %s for %d missing items, want the 10 items of the lost file only", ret.Snapshot, len(ret.Verification.Missing))
+	}
 	if ret.Compaction == nil || ret.Compaction.Manifest.Verification == nil || !ret.Compaction.Manifest.Verification.Snapshot {
 		t.Errorf("manifest %+v, want one recording the snapshot", ret.Compaction)
 	}
