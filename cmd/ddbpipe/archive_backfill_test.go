@@ -330,3 +330,66 @@ func TestArchiveBackfillErrors(t *testing.T) {
 		t.Errorf("-force (%v):\n%s", err, out)
 	}
 }
+
+// A table that is not monthly (as the objects table): its archive is split
+// by the month each record was made in, so the backfill compares the table
+// with every month of its archive, and writes what they all miss into the
+// watermark's month.
+func TestArchiveBackfillATableThatIsNotMonthly(t *testing.T) {
+	w := newBackfillWorld(t)
+	w.table = strings.TrimSuffix(w.table, "-votes-2026-11") + "-things"
+	w.createTable(archiveddb.CreateInput(archive.Spec{Name: w.table}))
+	october, november := time.Date(2026, 10, 5, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 5, 0, 0, 0, 0, time.UTC)
+	kept := w.put(vote("voter-a", "red"), archive.EventInsert, october) // archived in October, unchanged since
+	removed := w.record(vote("voter-b", "red"), archive.EventInsert, october)
+	removedAgain := w.record(vote("voter-b", "red"), archive.EventRemove, november) // the archive knows it is gone
+	changed := w.put(vote("voter-c", "red"), archive.EventInsert, october)
+	w.put(vote("voter-c", "blue"), archive.EventModify, november) // lost
+	w.put(vote("voter-d", "red"), archive.EventInsert, november)  // lost
+	w.archive(kept, removed, changed)
+	w.archive(removedAgain)
+
+	watermark := time.Date(2026, 12, 2, 3, 4, 5, 600, time.UTC)
+	job := backfillJob{DB: w.db, Local: true, S3: w.s3, Bucket: w.bucket, Table: w.table, Segments: 2, Now: func() time.Time { return watermark }}
+	res, err := job.run(w.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := archive.Partition{Table: w.table, Month: "2026-12"}
+	if res.Partition != want || res.Counts != (archive.Backfill{Missing: 1, Different: 1}) || res.ArchiveFiles != 2 || res.Archived != 2 ||
+		res.Key != archive.BackfillKey(want, watermark) || !res.Watermark.Equal(watermark.Truncate(time.Second)) {
+		t.Fatalf("backfill %+v, want voter-c and voter-d into %+v", res, want)
+	}
+	var buf bytes.Buffer
+	res.print(&buf, 5)
+	t.Logf("\n%s", buf.String())
+
+	// Every month of the table's archive, replayed, is the table.
+	files, err := archives3.ListFiles(w.ctx, w.s3, w.bucket, "table="+w.table+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := archive.NewReplay()
+	for _, f := range files {
+		rows, err := archives3.ReadRows(w.ctx, w.s3, w.bucket, f.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if err := replay.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	scan, err := (&archiveddb.Tables{DB: w.db, Local: true}).Scan(w.ctx, w.table, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := archive.Verify(replay.State(), scan.State); !rep.OK() {
+		t.Errorf("after the backfill: %s", rep)
+	}
+	job.Now = func() time.Time { return watermark.Add(time.Hour) }
+	if again, err := job.run(w.ctx); err != nil || again.Counts.Rows() != 0 || again.Key != "" {
+		t.Errorf("second backfill: %+v, %v; want nothing written", again.Counts, err)
+	}
+}
