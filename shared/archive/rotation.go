@@ -512,7 +512,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 		}
 		ret.Outcome = Alarm
 		r.log().Error("rotation alarm: the archive did not match the table; snapshot export written; table kept",
-			"table", t.Name, "first", report.String(), "afterSnapshot", again.String(),
+			"table", t.Name, "first", report.String(), "snapshot", ret.Snapshot.String(), "afterSnapshot", again.String(),
 			"missing", len(report.Missing), "extra", len(report.Extra), "different", len(report.Different))
 		if !again.OK() {
 			return ret
