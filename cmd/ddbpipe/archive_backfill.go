@@ -36,6 +36,9 @@ Items archived identically get no row, so running it again writes nothing,
 and the live month's vote counts stay exact. The stream keeps flowing: a
 stream record recorded at or after the watermark wins over the backfill's
 row when the archive is replayed (and compacted); one from before loses.
+Run it once the archiver has caught up (IteratorAge near zero): a record
+still on its way gets a backfill row too, and the live month would hold that
+item twice until it is compacted.
 
 TABLE is the DynamoDB table: a ledger month (ddbpipe-votes-2026-11) goes to
 its month's partition; the objects table (no month in its items) goes to the

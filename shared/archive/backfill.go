@@ -97,6 +97,12 @@ func CountBackfill(rows []Row, archived State) Backfill {
 // holds that the table does not. The rows are sorted by key (the MODIFYs,
 // then the REMOVEs), labelled BackfillStream, recorded at the watermark
 // (BackfillWatermark) with SnapshotSequence of it.
+//
+// archived must be read before the watermark is taken, and the Scan start
+// after it. Run it once the archiver has caught up with the stream: a
+// record still on its way when the archive was read gets a backfill row
+// too, and until the month is compacted (ReplayRows) a live month's rows
+// then hold that item twice (replay and verification are right either way).
 func BackfillRows(p Partition, scan Scan, archived State, watermark time.Time) ([]Row, error) {
 	w := BackfillWatermark(watermark)
 	return differenceRows(p, scan, archived, BackfillStream, SnapshotSequence(w), w)
