@@ -12,11 +12,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 const backfillUsage = `usage: ddbpipe archive backfill -table TABLE [-dry-run] [flags]
@@ -183,9 +185,29 @@ func (j backfillJob) run(ctx context.Context) (backfillResult, error) {
 
 	// The watermark: before the Scan's first read. A change made from here
 	// on is recorded at or after it and wins over the Scan's image.
-	res.Watermark = archive.BackfillWatermark(now())
-	if _, _, monthly := archive.MonthlyTable(j.Table); !monthly {
-		res.Partition = archive.BackfillPartition(j.Table, res.Watermark)
+	// Two backfills never share a watermark (nor so a file): one taken in
+	// the second of an earlier backfill waits for the next second.
+	for attempt := 0; ; attempt++ {
+		res.Watermark = archive.BackfillWatermark(now())
+		if _, _, monthly := archive.MonthlyTable(j.Table); !monthly {
+			res.Partition = archive.BackfillPartition(j.Table, res.Watermark)
+		}
+		key := archive.BackfillKey(res.Partition, res.Watermark)
+		_, err := j.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(j.Bucket), Key: aws.String(key)})
+		var nf *s3types.NotFound
+		if errors.As(err, &nf) {
+			break
+		}
+		if err != nil {
+			return res, fmt.Errorf("archives3: head s3://%s/%s: %w", j.Bucket, key, err)
+		}
+		if attempt == 2 {
+			return res, fmt.Errorf("a backfill with the watermark %s exists already (s3://%s/%s): try again in a second",
+				res.Watermark.Format(time.RFC3339), j.Bucket, key)
+		}
+		if err := retry.Sleep(ctx, res.Watermark.Add(time.Second).Sub(now())); err != nil {
+			return res, err
+		}
 	}
 	if j.Progress != nil {
 		tables.Progress = scanProgress(j.Progress, j.Table)

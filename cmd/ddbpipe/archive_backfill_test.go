@@ -388,6 +388,11 @@ func TestArchiveBackfillATableThatIsNotMonthly(t *testing.T) {
 	if rep := archive.Verify(replay.State(), scan.State); !rep.OK() {
 		t.Errorf("after the backfill: %s", rep)
 	}
+	// Two backfills never share a watermark: with the clock stopped on the
+	// first one's second, a second backfill waits, then gives up.
+	if _, err := job.run(w.ctx); err == nil || !strings.Contains(err.Error(), "a backfill with the watermark 2026-12-02T03:04:05Z exists already") {
+		t.Errorf("a backfill in the same second: %v", err)
+	}
 	job.Now = func() time.Time { return watermark.Add(time.Hour) }
 	if again, err := job.run(w.ctx); err != nil || again.Counts.Rows() != 0 || again.Key != "" {
 		t.Errorf("second backfill: %+v, %v; want nothing written", again.Counts, err)
