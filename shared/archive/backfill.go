@@ -64,28 +64,36 @@ type Backfill struct {
 	Missing   int // MODIFY rows of items the archive did not hold
 	Different int // MODIFY rows of items the archive held with another image
 	Removed   int // REMOVE rows of items the table no longer holds
+	// Unchanged: MODIFY rows of items the archive held identically (only
+	// a whole-table snapshot writes them).
+	Unchanged int
 }
 
 // Rows is the number of rows the backfill writes.
-func (b Backfill) Rows() int { return b.Missing + b.Different + b.Removed }
+func (b Backfill) Rows() int { return b.Missing + b.Different + b.Removed + b.Unchanged }
 
 func (b Backfill) String() string {
-	return fmt.Sprintf("%d rows: %d missing, %d different, %d removed", b.Rows(), b.Missing, b.Different, b.Removed)
+	s := fmt.Sprintf("%d rows: %d missing, %d different, %d removed", b.Rows(), b.Missing, b.Different, b.Removed)
+	if b.Unchanged > 0 {
+		s += fmt.Sprintf(", %d unchanged", b.Unchanged)
+	}
+	return s
 }
 
-// CountBackfill counts rows by kind against the archived state they were
-// made from.
+// CountBackfill counts rows by kind against the archived state.
 func CountBackfill(rows []Row, archived State) Backfill {
 	var b Backfill
 	for _, r := range rows {
-		_, held := archived[r.Keys]
+		sum, held := archived[r.Keys]
 		switch {
 		case r.EventName == EventRemove:
 			b.Removed++
-		case held:
-			b.Different++
-		default:
+		case !held:
 			b.Missing++
+		case sum == ChecksumJSON(r.NewImage):
+			b.Unchanged++
+		default:
+			b.Different++
 		}
 	}
 	return b

@@ -478,7 +478,16 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			// with another image, and REMOVEs of those the table lost (the
 			// same rows as a backfill's, with a snapshot's sequence, which
 			// supersedes every stream record: the stream is off).
-			rows, err := SnapshotRows(p, full, contents.State, r.now())
+			// A snapshot of the same instant (a run again with the same
+			// clock) would be overwritten: then write the whole table, which
+			// needs no earlier file.
+			key, base := SnapshotKey(p, r.now()), contents.State
+			for _, f := range contents.Files {
+				if f.Key == key {
+					base = State{}
+				}
+			}
+			rows, err := SnapshotRows(p, full, base, r.now())
 			if err != nil {
 				return "", err
 			}
@@ -486,7 +495,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			if len(rows) == 0 {
 				return "the table now matches the archive: nothing to write", nil
 			}
-			f, err := r.Archive.Write(ctx, SnapshotKey(p, r.now()), rows)
+			f, err := r.Archive.Write(ctx, key, rows)
 			if err != nil {
 				return "", err
 			}

@@ -223,6 +223,28 @@ func TestMissingFileTakesTheSnapshotPath(t *testing.T) {
 	}
 }
 
+// A snapshot holds only the difference, so it must not overwrite an
+// earlier one: a run again with the same clock (tables rotate -now) that
+// finds a snapshot file of the same instant writes the whole table there.
+func TestSnapshotOfTheSameInstantWritesTheWholeTable(t *testing.T) {
+	w := novemberWorld(t)
+	p := Partition{Table: "app-votes", Month: "2026-11"}
+	lost := w.fileKeys(p.Prefix())[1] // items 10–19
+	at := date(2026, 12, 3, 0)
+	// An earlier run at the same instant wrote 3 of them, then the rest
+	// of that file went too.
+	w.files[SnapshotKey(p, at)] = w.files[lost][:3]
+	delete(w.files, lost)
+	rep := w.rotator(at).Run(context.Background())
+	ret := rep.Retirements[0]
+	if ret.Outcome != Alarm || ret.Err != nil || ret.Reverification == nil || !ret.Reverification.OK() {
+		t.Fatalf("outcome %s (%v), reverification %v; want an alarm and the archive complete", ret.Outcome, ret.Err, ret.Reverification)
+	}
+	if len(ret.Verification.Missing) != 7 || ret.Snapshot != (Backfill{Missing: 7, Unchanged: 43}) {
+		t.Errorf("%d missing, snapshot %s; want the whole table (7 missing, 43 unchanged)", len(ret.Verification.Missing), ret.Snapshot)
+	}
+}
+
 func TestColdProvisionedTableIsLowered(t *testing.T) {
 	w := novemberWorld(t)
 	w.tables["app-votes-2026-11"].Capacity = &Capacity{Read: 50, Write: 100}
