@@ -478,6 +478,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			// with another image, and REMOVEs of those the table lost (the
 			// same rows as a backfill's, with a snapshot's sequence, which
 			// supersedes every stream record: the stream is off).
+			//
 			// A snapshot of the same instant (a run again with the same
 			// clock) would be overwritten: then write the whole table, which
 			// needs no earlier file.
