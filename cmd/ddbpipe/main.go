@@ -11,6 +11,7 @@
 //	ddbpipe votes results          a poll's totals, read from every shard
 //	ddbpipe votes dlq inspect|redrive, votes rejects inspect, archive failures
 //	                               the operator's queue commands (README: Runbook)
+//	ddbpipe archive backfill       heal a table's archive after lost stream records
 //	ddbpipe demo                   run the pipeline locally with a demo workload and report
 package main
 
@@ -59,6 +60,7 @@ func commands() []command {
 		{"objects upload", "upload a file through a presigned (multipart) upload: objects upload -file F [-type T] [-if-match N] KEY", objectsUpload},
 		{"archive query", `SQL over the archive with DuckDB: archive query "SELECT ..." | -named NAME [-table T -month M -format table|csv|json]`, archiveQuery},
 		{"archive ls", "the archive's partitions, files, rows, bytes and manifests: archive ls [-table T -month M -files]", archiveLs},
+		{"archive backfill", "heal a table's archive after lost stream records: write only what the archive misses, from a Scan: archive backfill -table T [-dry-run]", archiveBackfill},
 		{"archive failures", "the stream batches the archiver gave up on: table, shard, range, and what to do: archive failures [-max N -json]", archiveFailures},
 		{"tables", "monthly ledger tables: tables rotate [-now 2026-12-03T00:00:00Z] [-json] | tables ls [-now T]", tables},
 		{"demo", "run the whole pipeline locally with a demo workload, print what happened, stop", demo},

@@ -64,9 +64,12 @@
 //	             later, and the verification decides.
 //	verify       the archive, replayed, holds exactly the table's items (keys
 //	             and checksums of their final images) from a parallel Scan
-//	snapshot     only when verification failed: the Scan is written into the
-//	             archive as rows that supersede the stream's, verified again,
-//	             and an alarm is raised; the table is kept this run
+//	snapshot     only when verification failed: the difference between the
+//	             Scan and the archive (the items it misses or holds with
+//	             another image, REMOVEs of those the table lost: BackfillRows'
+//	             rows) is written into the archive as rows that supersede the
+//	             stream's, verified again, and an alarm is raised; the table
+//	             is kept this run
 //	compact      small files merged, _manifest.json written, merged inputs deleted
 //	unsubscribe  the stream's event source mappings removed
 //	unprotect    deletion protection turned off: only here, after a verification

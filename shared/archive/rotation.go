@@ -196,7 +196,10 @@ type Retirement struct {
 	VerifyTook  time.Duration
 	ScanTook    time.Duration
 	ArchiveRows int64
-	Err         error
+	// Snapshot counts the rows the snapshot step wrote, by kind (the
+	// difference between the table and the archive; zero when none ran).
+	Snapshot Backfill
+	Err      error
 }
 
 // RotationReport is what a run did.
@@ -471,15 +474,33 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			if err != nil {
 				return "", err
 			}
-			rows, err := SnapshotRows(p, full, contents.State, r.now())
+			// Only the difference: the items the archive misses or holds
+			// with another image, and REMOVEs of those the table lost (the
+			// same rows as a backfill's, with a snapshot's sequence, which
+			// supersedes every stream record: the stream is off).
+			//
+			// A snapshot of the same instant (a run again with the same
+			// clock) would be overwritten: then write the whole table, which
+			// needs no earlier file.
+			key, base := SnapshotKey(p, r.now()), contents.State
+			for _, f := range contents.Files {
+				if f.Key == key {
+					base = State{}
+				}
+			}
+			rows, err := SnapshotRows(p, full, base, r.now())
 			if err != nil {
 				return "", err
 			}
-			f, err := r.Archive.Write(ctx, SnapshotKey(p, r.now()), rows)
+			ret.Snapshot = CountBackfill(rows, contents.State)
+			if len(rows) == 0 {
+				return "the table now matches the archive: nothing to write", nil
+			}
+			f, err := r.Archive.Write(ctx, key, rows)
 			if err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("wrote %d rows to %s", f.Rows, f.Key), nil
+			return fmt.Sprintf("wrote %s to %s", ret.Snapshot, f.Key), nil
 		}) {
 			return ret
 		}
@@ -501,7 +522,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 		}
 		ret.Outcome = Alarm
 		r.log().Error("rotation alarm: the archive did not match the table; snapshot export written; table kept",
-			"table", t.Name, "first", report.String(), "afterSnapshot", again.String(),
+			"table", t.Name, "first", report.String(), "snapshot", ret.Snapshot.String(), "afterSnapshot", again.String(),
 			"missing", len(report.Missing), "extra", len(report.Extra), "different", len(report.Different))
 		if !again.OK() {
 			return ret

@@ -209,6 +209,10 @@ func TestMissingFileTakesTheSnapshotPath(t *testing.T) {
 	if w.table("app-votes-2026-11") == nil {
 		t.Fatal("the table was deleted in the run that found the archive incomplete")
 	}
+	// The snapshot holds only the difference: the lost file's 10 items.
+	if ret.Snapshot != (Backfill{Missing: 10}) || len(ret.Verification.Missing) != 10 {
+		t.Errorf("snapshot %s for %d missing items, want the 10 items of the lost file only", ret.Snapshot, len(ret.Verification.Missing))
+	}
 	if ret.Compaction == nil || ret.Compaction.Manifest.Verification == nil || !ret.Compaction.Manifest.Verification.Snapshot {
 		t.Errorf("manifest %+v, want one recording the snapshot", ret.Compaction)
 	}
@@ -216,6 +220,28 @@ func TestMissingFileTakesTheSnapshotPath(t *testing.T) {
 	rep = w.rotator(date(2026, 12, 4, 0)).Run(context.Background())
 	if ret := rep.Retirements[0]; ret.Outcome != Retired || !ret.Verification.OK() {
 		t.Errorf("next run: %s %v, want retired", ret.Outcome, ret.Verification)
+	}
+}
+
+// A snapshot holds only the difference, so it must not overwrite an
+// earlier one: a run again with the same clock (tables rotate -now) that
+// finds a snapshot file of the same instant writes the whole table there.
+func TestSnapshotOfTheSameInstantWritesTheWholeTable(t *testing.T) {
+	w := novemberWorld(t)
+	p := Partition{Table: "app-votes", Month: "2026-11"}
+	lost := w.fileKeys(p.Prefix())[1] // items 10–19
+	at := date(2026, 12, 3, 0)
+	// An earlier run at the same instant wrote 3 of them, then the rest
+	// of that file went too.
+	w.files[SnapshotKey(p, at)] = w.files[lost][:3]
+	delete(w.files, lost)
+	rep := w.rotator(at).Run(context.Background())
+	ret := rep.Retirements[0]
+	if ret.Outcome != Alarm || ret.Err != nil || ret.Reverification == nil || !ret.Reverification.OK() {
+		t.Fatalf("outcome %s (%v), reverification %v; want an alarm and the archive complete", ret.Outcome, ret.Err, ret.Reverification)
+	}
+	if len(ret.Verification.Missing) != 7 || ret.Snapshot != (Backfill{Missing: 7, Unchanged: 43}) {
+		t.Errorf("%d missing, snapshot %s; want the whole table (7 missing, 43 unchanged)", len(ret.Verification.Missing), ret.Snapshot)
 	}
 }
 

@@ -2,7 +2,6 @@ package archive
 
 import (
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -30,40 +29,15 @@ func SnapshotKey(p Partition, t time.Time) string {
 	return p.Prefix() + "snapshot-" + SnapshotSequence(t) + ".parquet"
 }
 
-// SnapshotRows turns a full Scan (with images) into rows that make the
-// archive replay to the table: a MODIFY with the scanned image for each item
-// of the table, and a REMOVE for each key the archive holds that the table
-// does not. Rows are sorted by key, and all carry SnapshotSequence(at).
+// SnapshotRows turns a Scan (with images) into rows that make the
+// archive replay to the table, for the rotator once a month's stream is off:
+// the difference between the table and the archived state, as BackfillRows
+// computes it (a MODIFY with the scanned image for each item the archive
+// misses or holds with another image, a REMOVE for each key the archive
+// holds that the table does not; items archived identically get no row).
+// Rows are sorted by key and all carry SnapshotSequence(at), which
+// supersedes every stream record. With an empty archived state it is the
+// whole table.
 func SnapshotRows(p Partition, scan Scan, archived State, at time.Time) ([]Row, error) {
-	if len(scan.Images) != len(scan.State) {
-		return nil, fmt.Errorf("rotation: snapshot needs the scan's images (%d images for %d items)", len(scan.Images), len(scan.State))
-	}
-	seq := SnapshotSequence(at)
-	keys := make([]string, 0, len(scan.Images))
-	for k := range scan.Images {
-		keys = append(keys, k)
-	}
-	var gone []string
-	for k := range archived {
-		if _, ok := scan.State[k]; !ok {
-			gone = append(gone, k)
-		}
-	}
-	sort.Strings(keys)
-	sort.Strings(gone)
-	rows := make([]Row, 0, len(keys)+len(gone))
-	row := func(i int, name, keys, image string) Row {
-		return Row{
-			Table: p.Table, Month: p.Month, Stream: SnapshotStream,
-			EventName: name, SequenceNumber: seq, ApproximateCreationTime: at.UTC().Truncate(time.Second),
-			Keys: keys, NewImage: image,
-		}
-	}
-	for _, k := range keys {
-		rows = append(rows, row(len(rows), EventModify, k, scan.Images[k]))
-	}
-	for _, k := range gone {
-		rows = append(rows, row(len(rows), EventRemove, k, ""))
-	}
-	return rows, nil
+	return differenceRows(p, scan, archived, SnapshotStream, SnapshotSequence(at), at.UTC().Truncate(time.Second))
 }

@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -62,6 +63,10 @@ type Tables struct {
 	Log   *slog.Logger
 	// Segments of the parallel Scan (default 4).
 	Segments int
+	// Progress, when set, hears after each page of a Scan how many items
+	// the Scan has read so far, all segments together (a long Scan's
+	// progress line). It is called from the segments' goroutines.
+	Progress func(items int64)
 	// ActiveWait bounds each wait for a table to become active (default 2 min).
 	ActiveWait time.Duration
 
@@ -128,6 +133,16 @@ func (t *Tables) describe(ctx context.Context, name string) (*types.TableDescrip
 		return nil, fmt.Errorf("archiveddb: describe %s: %w", name, err)
 	}
 	return out.Table, nil
+}
+
+// Describe describes one table (archive.ErrNotFound when it does not
+// exist): its stream, protection and capacity.
+func (t *Tables) Describe(ctx context.Context, name string) (archive.Table, error) {
+	d, err := t.describe(ctx, name)
+	if err != nil {
+		return archive.Table{}, err
+	}
+	return tableOf(d), nil
 }
 
 func tableOf(d *types.TableDescription) archive.Table {
@@ -389,11 +404,12 @@ func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (archiv
 	parts := make([]archive.Scan, segs)
 	errs := make([]error, segs)
 	var wg sync.WaitGroup
+	var read atomic.Int64
 	for i := range segs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[i], errs[i] = t.scanSegment(ctx, name, keyNames, i, segs, keepImages)
+			parts[i], errs[i] = t.scanSegment(ctx, name, keyNames, i, segs, keepImages, &read)
 		}()
 	}
 	wg.Wait()
@@ -416,7 +432,7 @@ func (t *Tables) Scan(ctx context.Context, name string, keepImages bool) (archiv
 	return out, nil
 }
 
-func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string, seg, total int, keepImages bool) (archive.Scan, error) {
+func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string, seg, total int, keepImages bool, read *atomic.Int64) (archive.Scan, error) {
 	s := archive.Scan{State: archive.State{}}
 	if keepImages {
 		s.Images = map[string]string{}
@@ -447,6 +463,9 @@ func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string
 			if keepImages {
 				s.Images[key] = img
 			}
+		}
+		if n := read.Add(int64(len(page.Items))); t.Progress != nil {
+			t.Progress(n)
 		}
 	}
 	return s, nil

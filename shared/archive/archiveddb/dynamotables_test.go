@@ -2,6 +2,7 @@ package archiveddb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync/atomic"
@@ -109,9 +110,26 @@ func TestTableLifecycle(t *testing.T) {
 		}
 	}
 	flush()
+	var reported atomic.Int64
+	var calls atomic.Int64
+	tables.Progress = func(items int64) {
+		calls.Add(1)
+		for cur := reported.Load(); items > cur && !reported.CompareAndSwap(cur, items); cur = reported.Load() {
+		}
+	}
 	scan, err := tables.Scan(ctx, name, true)
+	tables.Progress = nil
 	if err != nil {
 		t.Fatal(err)
+	}
+	if reported.Load() != n || calls.Load() < int64(scan.Segments) {
+		t.Errorf("progress: %d items in %d calls, want %d in at least one call per segment", reported.Load(), calls.Load(), n)
+	}
+	if d, err := tables.Describe(ctx, name); err != nil || d.Name != name || d.StreamARN != tb.StreamARN {
+		t.Errorf("describe: %+v %v", d, err)
+	}
+	if _, err := tables.Describe(ctx, name+"-nope"); !errors.Is(err, archive.ErrNotFound) {
+		t.Errorf("describe a missing table: %v, want ErrNotFound", err)
 	}
 	if rep := archive.Verify(want, scan.State); !rep.OK() || len(scan.Images) != n {
 		t.Errorf("scan state: %s; %d images", rep, len(scan.Images))
