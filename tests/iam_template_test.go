@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -365,5 +366,150 @@ func TestTransformedPoliciesLeastPrivilege(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// iamGlob reports whether an IAM resource pattern (* and ? wildcards, which
+// cross "/") matches s.
+func iamGlob(pattern, s string) bool {
+	var re strings.Builder
+	re.WriteString("^")
+	for _, r := range pattern {
+		switch r {
+		case '*':
+			re.WriteString(".*")
+		case '?':
+			re.WriteString(".")
+		default:
+			re.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	re.WriteString("$")
+	return regexp.MustCompile(re.String()).MatchString(s)
+}
+
+// invokeResources are the "METHOD/path" parts of a managed policy's
+// execute-api:Invoke resources on this API's $default stage.
+func invokeResources(t *testing.T, tpl *cfn.Template, id string) []string {
+	t.Helper()
+	r, ok := tpl.Resources[id]
+	if !ok || r.Type != "AWS::IAM::ManagedPolicy" {
+		t.Fatalf("%s: no AWS::IAM::ManagedPolicy", id)
+	}
+	const prefix = "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${HttpApi}/$default/"
+	var out []string
+	for _, st := range asList(asMap(r.Properties["PolicyDocument"])["Statement"]) {
+		s := asMap(st)
+		if !slices.Equal(stringsOf(s["Action"]), []string{"execute-api:Invoke"}) || cfn.Scalar(s["Effect"]) != "Allow" {
+			t.Errorf("%s: statement %v, want only Allow execute-api:Invoke", id, s)
+			continue
+		}
+		for _, res := range resourcesOf(s["Resource"]) {
+			sub := cfn.Scalar(asMap(res)["Fn::Sub"])
+			rest, ok := strings.CutPrefix(sub, prefix)
+			method, _, _ := strings.Cut(rest, "/")
+			if !ok || method == "" || strings.ContainsAny(method, "*?") {
+				t.Errorf("%s: resource %v is not one method of this API's $default stage (%sMETHOD/path)", id, res, prefix)
+				continue
+			}
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+// Callers' permission: ApiInvokePolicy lets a caller invoke every signed
+// route of the API, and nothing else (not /health, which is public, nor any
+// other API or stage); ApiReadPolicy only the GET and HEAD ones. Both are
+// outputs, for operators to attach.
+func TestTemplateApiInvokePolicies(t *testing.T) {
+	tpl := mustTemplate(t)
+	type route struct{ method, path string }
+	var signed []route
+	for _, f := range tpl.Functions() {
+		for _, ev := range asMap(f.Properties["Events"]) {
+			e := asMap(ev)
+			if cfn.Scalar(e["Type"]) != "HttpApi" {
+				continue
+			}
+			p := asMap(e["Properties"])
+			if cfn.Scalar(asMap(p["Auth"])["Authorizer"]) == "NONE" {
+				continue
+			}
+			// A request path of the route: {x} one segment, {x+} several.
+			path := regexp.MustCompile(`\{[^}]+\+\}`).ReplaceAllString(cfn.Scalar(p["Path"]), "a/b")
+			path = regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, "x")
+			methods := []string{cfn.Scalar(p["Method"])}
+			if methods[0] == "ANY" {
+				methods = []string{"GET", "HEAD", "PUT", "POST", "DELETE"}
+			}
+			for _, m := range methods {
+				signed = append(signed, route{m, path})
+			}
+		}
+	}
+	if len(signed) == 0 {
+		t.Fatal("no signed HttpApi route in the template")
+	}
+	allows := func(res []string, r route) bool {
+		for _, p := range res {
+			if iamGlob(p, r.method+r.path) {
+				return true
+			}
+		}
+		return false
+	}
+	all := invokeResources(t, tpl, "ApiInvokePolicy")
+	read := invokeResources(t, tpl, "ApiReadPolicy")
+	for _, r := range signed {
+		if !allows(all, r) {
+			t.Errorf("ApiInvokePolicy does not allow %s %s", r.method, r.path)
+		}
+		if isRead := r.method == "GET" || r.method == "HEAD"; allows(read, r) != isRead {
+			t.Errorf("ApiReadPolicy allows %s %s: %v, want %v", r.method, r.path, !isRead, isRead)
+		}
+	}
+	for _, res := range append(slices.Clone(all), read...) {
+		if iamGlob(res, "GET/health") {
+			t.Errorf("%s covers GET /health, which is public", res)
+		}
+	}
+	for _, out := range []string{"ApiInvokePolicyArn", "ApiReadPolicyArn"} {
+		if o, ok := tpl.Outputs[out]; !ok || refTarget(o.Value) != strings.TrimSuffix(out, "Arn") {
+			t.Errorf("output %s: %v, want !Ref %s", out, o, strings.TrimSuffix(out, "Arn"))
+		}
+	}
+}
+
+// Concurrency caps where they protect something, and only there: the
+// counter's event source (the counters table and ledger), the rotator and the
+// sweeper at 1 (runs never overlap) unless ReserveConcurrency is off; none on
+// the API functions, whose stage is throttled.
+func TestTemplateConcurrencyCaps(t *testing.T) {
+	tpl := mustTemplate(t)
+	reserved := map[string]bool{"RotatorFunction": true, "ObjectsSweeperFunction": true}
+	for _, f := range tpl.Functions() {
+		rc := f.Properties["ReservedConcurrentExecutions"]
+		if !reserved[f.LogicalID] {
+			if rc != nil {
+				t.Errorf("%s: ReservedConcurrentExecutions %v; only the rotator and the sweeper are reserved", f.LogicalID, rc)
+			}
+			continue
+		}
+		args := asList(asMap(rc)["Fn::If"])
+		if len(args) != 3 || cfn.Scalar(args[0]) != "ReservesConcurrency" || cfn.Scalar(args[1]) != "1" || refTarget(args[2]) != "AWS::NoValue" {
+			t.Errorf("%s: ReservedConcurrentExecutions %v, want !If [ReservesConcurrency, 1, !Ref AWS::NoValue]", f.LogicalID, rc)
+		}
+	}
+	if p := tpl.Parameters["ReserveConcurrency"]; cfn.Scalar(p.Default) != "true" {
+		t.Errorf("ReserveConcurrency defaults to %v, want true", p.Default)
+	}
+	counter, err := tpl.Function("CounterFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := asMap(asMap(asMap(counter.Properties["Events"])["Votes"])["Properties"])
+	if refTarget(asMap(p["ScalingConfig"])["MaximumConcurrency"]) != "CounterMaxConcurrency" {
+		t.Errorf("CounterFunction's Votes event: ScalingConfig %v, want MaximumConcurrency: !Ref CounterMaxConcurrency", p["ScalingConfig"])
 	}
 }
