@@ -352,6 +352,7 @@ func TestTemplateFunctionsLogAndTrace(t *testing.T) {
 // CreateEventSourceMapping, which is narrowed by lambda:FunctionArn instead.
 var noResourceLevel = map[string]bool{
 	"dynamodb:ListTables":               true,
+	"dynamodb:ListStreams":              true,
 	"lambda:ListEventSourceMappings":    true,
 	"lambda:CreateEventSourceMapping":   true,
 	"cloudwatch:PutMetricData":          true,
@@ -366,14 +367,38 @@ var noResourceLevel = map[string]bool{
 	"dynamodb:DescribeReservedCapacity": true,
 }
 
-func TestTemplateLeastPrivilege(t *testing.T) {
-	tpl := mustTemplate(t)
+// Every policy written in the template: the functions' (their roles'
+// inline policies, and any Policies left on a function) and the managed
+// policies for callers.
+func templatePolicyDocuments(tpl *cfn.Template) map[string][]any {
+	docs := map[string][]any{}
 	for _, f := range tpl.Functions() {
 		for _, pol := range asList(f.Properties["Policies"]) {
+			docs[f.LogicalID] = append(docs[f.LogicalID], pol)
+		}
+	}
+	for _, id := range tpl.ResourceIDs("AWS::IAM::Role") {
+		for _, pol := range asList(props(tpl, id)["Policies"]) {
+			docs[id] = append(docs[id], asMap(pol)["PolicyDocument"])
+		}
+	}
+	for _, id := range append(tpl.ResourceIDs("AWS::IAM::ManagedPolicy"), tpl.ResourceIDs("AWS::IAM::Policy")...) {
+		docs[id] = append(docs[id], props(tpl, id)["PolicyDocument"])
+	}
+	return docs
+}
+
+func TestTemplateLeastPrivilege(t *testing.T) {
+	tpl := mustTemplate(t)
+	if len(tpl.ResourceIDs("AWS::IAM::Role")) < len(tpl.Functions()) {
+		t.Errorf("%d roles for %d functions: each function gets its own", len(tpl.ResourceIDs("AWS::IAM::Role")), len(tpl.Functions()))
+	}
+	for owner, pols := range templatePolicyDocuments(tpl) {
+		for _, pol := range pols {
 			pm := asMap(pol)
 			for tmpl := range pm {
-				if tmpl != "Statement" && strings.HasPrefix(tmpl, "SQS") {
-					t.Errorf("%s: SAM policy template %s grants sqs:SendMessage*; name the action", f.LogicalID, tmpl)
+				if tmpl != "Statement" && tmpl != "Version" && strings.HasPrefix(tmpl, "SQS") {
+					t.Errorf("%s: SAM policy template %s grants sqs:SendMessage*; name the action", owner, tmpl)
 				}
 			}
 			for _, st := range asList(pm["Statement"]) {
@@ -389,21 +414,21 @@ func TestTemplateLeastPrivilege(t *testing.T) {
 				for _, a := range actions {
 					name := cfn.Scalar(a)
 					if strings.Contains(name, "*") {
-						t.Errorf("%s: wildcard action %s", f.LogicalID, name)
+						t.Errorf("%s: wildcard action %s", owner, name)
 					}
 					if star && !noResourceLevel[name] {
-						t.Errorf("%s: %s on Resource \"*\", but it has resource-level permissions", f.LogicalID, name)
+						t.Errorf("%s: %s on Resource \"*\", but it has resource-level permissions", owner, name)
 					}
 					if name == "lambda:CreateEventSourceMapping" || name == "lambda:DeleteEventSourceMapping" {
 						cond := asMap(asMap(s["Condition"])["ArnLike"])
 						if refTarget(cond["lambda:FunctionArn"]) != "ArchiverFunction" {
-							t.Errorf("%s: %s not conditioned on the archiver's ARN (lambda:FunctionArn)", f.LogicalID, name)
+							t.Errorf("%s: %s not conditioned on the archiver's ARN (lambda:FunctionArn)", owner, name)
 						}
 					}
 				}
 				for _, r := range append(asList(s["Resource"]), s["Resource"]) {
 					if sub := cfn.Scalar(asMap(r)["Fn::Sub"]); strings.Contains(sub, "-votes-*") {
-						t.Errorf("%s: ledger tables named %q; want the exact pattern <prefix>-votes-????-??", f.LogicalID, sub)
+						t.Errorf("%s: ledger tables named %q; want the exact pattern <prefix>-votes-????-??", owner, sub)
 					}
 				}
 			}

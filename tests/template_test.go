@@ -82,8 +82,17 @@ func TestTemplateGlobals(t *testing.T) {
 		if f.Metadata["BuildMethod"] != "makefile" {
 			t.Errorf("%s Metadata.BuildMethod = %v, want makefile (the Makefile's build-%%Function rule)", f.LogicalID, f.Metadata["BuildMethod"])
 		}
-		if len(f.Properties["Policies"].([]any)) == 0 {
-			t.Errorf("%s has no Policies: each function gets its own least-privilege policy", f.LogicalID)
+		// Each function runs with a role of its own, written in the
+		// template: a role SAM generates gets AWS managed policies that
+		// grant on "*" (tests/iam_template_test.go reads the transform).
+		role := refTarget(f.Properties["Role"])
+		if r, ok := tpl.Resources[role]; !ok || r.Type != "AWS::IAM::Role" || len(cfn.Refs(f.Properties["Role"])) != 1 || cfn.Refs(f.Properties["Role"])[0].Attr != "Arn" {
+			t.Errorf("%s Role = %v, want !GetAtt of an AWS::IAM::Role of the template", f.LogicalID, f.Properties["Role"])
+		} else if len(asList(r.Properties["Policies"])) == 0 {
+			t.Errorf("%s: its role %s has no Policies", f.LogicalID, role)
+		}
+		if f.Properties["Policies"] != nil {
+			t.Errorf("%s has Policies beside its Role: SAM ignores them; put them in the role", f.LogicalID)
 		}
 	}
 }
