@@ -76,7 +76,7 @@ type keyState struct {
 type describeFunc func(ctx context.Context, table string, h http.Header) (string, error)
 
 type keyLimiter struct {
-	rate     float64 // units per second; also the burst
+	rate     float64 // units per second; also the burst (guarded by mu)
 	clock    Clock
 	describe describeFunc
 
@@ -318,6 +318,19 @@ func (l *keyLimiter) admit(writes []keyWrite) []bool {
 		l.sweep(now)
 	}
 	return throttled
+}
+
+// setRate changes the rate (and burst): buckets are refilled at the old
+// rate up to now, then capped at the new burst.
+func (l *keyLimiter) setRate(rate float64) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.keys {
+		l.refill(st, now)
+		st.tokens = min(st.tokens, rate)
+	}
+	l.rate = rate
 }
 
 func (l *keyLimiter) refill(st *keyState, now time.Time) {
