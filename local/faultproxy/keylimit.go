@@ -57,6 +57,9 @@ type KeyStat struct {
 	Key string
 	// Units is the write units asked for, admitted or not.
 	Units float64
+	// AdmittedUnits is the units of the writes admitted: what AWS would
+	// bill (it does not bill throttled requests).
+	AdmittedUnits float64
 	// Writes counts the writes on the key (batch entries and transaction
 	// actions each count), Throttled those refused because the key's bucket
 	// was empty.
@@ -312,6 +315,7 @@ func (l *keyLimiter) admit(writes []keyWrite) []bool {
 			throttled[i] = true
 		case len(short) == 0:
 			st.tokens -= w.units
+			st.AdmittedUnits += w.units
 		}
 	}
 	if len(l.keys) > l.sweepAt {

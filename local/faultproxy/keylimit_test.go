@@ -441,6 +441,9 @@ func TestSetKeyWriteLimitOnARunningProxy(t *testing.T) {
 	if len(hot) != 1 || hot[0].Writes != 100+1+10+1+5+1+10+1+100+1 || hot[0].Throttled != 5 {
 		t.Errorf("HotKeys = %+v, want one key with 230 writes, 5 throttled", hot)
 	}
+	if len(hot) == 1 && (hot[0].AdmittedUnits != 225*10 || hot[0].Units != 230*10) {
+		t.Errorf("HotKeys = %+v, want 2,250 units admitted of 2,300 asked", hot)
+	}
 
 	plain, _ := MustStart(t, DynamoDB, upstream.URL)
 	if err := plain.SetKeyWriteLimit(100); !errors.Is(err, ErrBadOption) {
