@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +25,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
@@ -139,6 +142,15 @@ type flood struct {
 	seed    uint64   // the same votes for every consumer
 }
 
+// mapping is the event source mapping's settings of a run.
+type mapping struct {
+	concurrency int // ScalingConfig.MaximumConcurrency
+	visibility  int // the queue's visibility timeout, seconds
+}
+
+// debugVotes prints each run's progress every 5 s (DDBPIPE_BENCH_DEBUG=1).
+var debugVotes = os.Getenv("DDBPIPE_BENCH_DEBUG") != ""
+
 // runStats is what one consumer did with one flood.
 type runStats struct {
 	label string
@@ -215,14 +227,14 @@ func (e *emfSums) get(name string) float64 {
 
 // runVotes loads n votes of fl into a new queue and a new poll, then
 // consumes them with v and measures it.
-func runVotes(ctx context.Context, env *stack.Env, v variant, fl flood, n, shards int) (runStats, error) {
+func runVotes(ctx context.Context, env *stack.Env, v variant, fl flood, n, shards int, m mapping) (runStats, error) {
 	allOptions := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
 	poll := fmt.Sprintf("bench-%d", time.Now().UnixNano()%1e9)
 	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
 	if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: allOptions, Shards: shards}); err != nil {
 		return runStats{}, err
 	}
-	q, err := env.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(poll), Attributes: map[string]string{"VisibilityTimeout": "600"}})
+	q, err := env.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(poll), Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(m.visibility)}})
 	if err != nil {
 		return runStats{}, err
 	}
@@ -244,7 +256,7 @@ func runVotes(ctx context.Context, env *stack.Env, v variant, fl flood, n, shard
 		return runStats{}, err
 	}
 	if _, err := r.AddSQS(env.Clients.SQS, runner.SQSMapping{Function: "Consumer", QueueURL: url, BatchSize: 1000, Window: 5 * time.Second,
-		ReportBatchItemFailures: true, MaxConcurrency: 10, WaitTime: time.Second}); err != nil {
+		ReportBatchItemFailures: true, MaxConcurrency: m.concurrency, WaitTime: time.Second}); err != nil {
 		return runStats{}, err
 	}
 	proxy := env.Proxies[faultproxy.DynamoDB]
@@ -262,6 +274,10 @@ func runVotes(ctx context.Context, env *stack.Env, v variant, fl flood, n, shard
 		}
 		if t >= int64(n) {
 			break
+		}
+		if debugVotes && time.Since(start)%(5*time.Second) < 100*time.Millisecond {
+			fmt.Fprintf(os.Stderr, "  %s %s: %s counted %d/%d, retried %.0f, tx retries %.0f, throttles %.0f, runner %+v\n", fl.label, v.label,
+				time.Since(start).Round(time.Second), t, n, metrics.get("VotesRetried"), metrics.get("TransactionRetries"), metrics.get("Throttles"), r.Stats())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -315,6 +331,40 @@ func runVotes(ctx context.Context, env *stack.Env, v variant, fl flood, n, shard
 	return rs, nil
 }
 
+// oursRetrying is ours with the one setting the deployed function does not
+// expose: a commit that keeps being throttled is retried until the
+// invocation's deadline margin instead of 8 attempts (~3 s of backoff), so
+// sustained partition throttling slows the counter down instead of failing
+// groups back to the queue for the visibility timeout. The rest is
+// SetupCounter's wiring.
+func oursRetrying(mode votes.Mode) variant {
+	v := ours(mode)
+	v.label += ", retried to the deadline"
+	v.handler = func(ctx context.Context, env *stack.Env, poll string, metrics io.Writer) (any, error) {
+		fns, err := env.Stack.Functions()
+		if err != nil {
+			return nil, err
+		}
+		vars := map[string]string{}
+		for _, f := range fns {
+			if f.LogicalID == "CounterFunction" {
+				vars = f.Env
+			}
+		}
+		fenv := lambdafn.Env{Getenv: func(k string) string { return vars[k] }, AWS: env.AWS, Log: slog.New(slog.DiscardHandler), Metrics: metrics}
+		counter := &votes.Counter{
+			Store:       votesddb.New(awsenv.DynamoDB(env.AWS), vars["COUNTERS_TABLE"], vars["LEDGER_TABLE_PREFIX"]),
+			Rejects:     votessqs.NewRejects(sqs.NewFromConfig(env.AWS), vars["REJECTS_QUEUE_URL"]),
+			Mode:        mode,
+			MaxAttempts: 1000,
+			Log:         fenv.Log,
+		}
+		h := &voteslambda.SQS{Counter: counter, Metrics: lambdafn.NewMetrics(fenv, "counter"), Log: fenv.Log}
+		return h.Handle, nil
+	}
+	return v
+}
+
 // benchVotes: the same votes through a naive consumer and through ours, on
 // the local stack with AWS's per-partition write limit enforced by the proxy;
 // then at scaled partition limits, and the cost per million votes.
@@ -333,7 +383,7 @@ func benchVotes(ctx context.Context, env *stack.Env, scale float64) (*section, e
 	var rates []float64
 	var unscaled []runStats
 	for _, v := range []variant{naive(), ours(votes.ExactlyOnce), ours(votes.AtLeastOnce)} {
-		rs, err := runVotes(ctx, env, v, spread, n, shards)
+		rs, err := runVotes(ctx, env, v, spread, n, shards, mapping{concurrency: 10, visibility: 600})
 		if err != nil {
 			return nil, err
 		}
@@ -394,7 +444,7 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 	defer func() { _ = proxy.SetKeyWriteLimit(prev) }()
 
 	L := scaledKeyLimit
-	n := max(int(6000*scale), 1000)
+	n := max(int(4000*scale), 1000)
 	floods := []flood{
 		{label: "one hot option", options: []string{"o0"}, seed: 2},
 		{label: "ten-option spread", options: []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}, seed: 3},
@@ -418,13 +468,20 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 		"for a batch that will not fill), a fixed cost of a finite flood that a continuous one does not pay in throughput.\n\n")
 	s.printf("| flood | consumer | votes/s end to end | ÷ naive | votes/s counting | ÷ naive | end to end | counting | write units per vote | writes refused by the key limit | transaction retries | messages failed back | invocations | messages per invocation | mean invocation |\n" +
 		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	ratio := pngchart.Chart{Title: fmt.Sprintf("ours ÷ naive at %.0f write units/s per key (end to end; counting)", L), Unit: "×"}
-	type ratios struct{ exactly, least, cExactly, cLeast float64 }
+	ratio := pngchart.Chart{Title: fmt.Sprintf("ours ÷ naive at %.0f write units/s per key, end to end", L), Unit: "×"}
+	// ratios are ours ÷ naive, end to end and counting, for exactly-once
+	// as deployed, exactly-once retried to the deadline, at-least-once.
+	type ratios struct{ e2e, counting [3]float64 }
 	var got []ratios
+	var all [][]runStats
 	for _, fl := range floods {
 		var runs []runStats
-		for _, v := range []variant{naive(), ours(votes.ExactlyOnce), ours(votes.AtLeastOnce)} {
-			rs, err := runVotes(ctx, env, v, fl, n, shards)
+		for _, v := range []variant{naive(), ours(votes.ExactlyOnce), oursRetrying(votes.ExactlyOnce), ours(votes.AtLeastOnce)} {
+			m := mapping{concurrency: 10, visibility: scaledVisibility}
+			if !strings.HasPrefix(v.label, "naive") {
+				m.concurrency = scaledOursConcurrency
+			}
+			rs, err := runVotes(ctx, env, v, fl, n, shards, m)
 			if err != nil {
 				return fmt.Errorf("scaled, %s: %w", fl.label, err)
 			}
@@ -439,21 +496,27 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 			}
 			s.printf("| %s | %s | %.0f | %.2f× | %.0f | %.2f× | %s | %s | %.2f | %d | %s | %.0f | %d | %.0f | %s |\n", fl.label, v.label,
 				rs.vps, rs.vps/runs[0].vps, rs.cvps, rs.cvps/runs[0].cvps,
-				rs.took.Round(100*time.Millisecond), rs.counting.Round(100*time.Millisecond), rs.units()/float64(n), rs.keyThrottled, tx, rs.retried, rs.invocations,
+				rs.took.Round(100*time.Millisecond), rs.counting.Round(100*time.Millisecond), rs.units()/float64(n),
+				rs.keyThrottled, tx, rs.retried, rs.invocations,
 				float64(rs.records)/float64(max(rs.invocations, 1)), mean.Round(time.Millisecond))
 		}
-		r := ratios{runs[1].vps / runs[0].vps, runs[2].vps / runs[0].vps, runs[1].cvps / runs[0].cvps, runs[2].cvps / runs[0].cvps}
+		var r ratios
+		for i := range 3 {
+			r.e2e[i] = runs[i+1].vps / runs[0].vps
+			r.counting[i] = runs[i+1].cvps / runs[0].cvps
+		}
 		got = append(got, r)
+		all = append(all, runs)
 		ratio.Bars = append(ratio.Bars,
-			pngchart.Bar{Label: fl.label + ", exactly-once", Value: r.exactly},
-			pngchart.Bar{Label: fl.label + ", exactly-once, counting", Value: r.cExactly},
-			pngchart.Bar{Label: fl.label + ", at-least-once", Value: r.least},
-			pngchart.Bar{Label: fl.label + ", at-least-once, counting", Value: r.cLeast})
+			pngchart.Bar{Label: fl.label + ", exactly-once", Value: r.e2e[0]},
+			pngchart.Bar{Label: fl.label + ", exactly-once retried to the deadline", Value: r.e2e[1]},
+			pngchart.Bar{Label: fl.label + ", at-least-once", Value: r.e2e[2]})
 	}
-	s.printf("\n| flood | exactly-once ÷ naive, end to end | at-least-once ÷ naive, end to end | exactly-once ÷ naive, counting | at-least-once ÷ naive, counting | ceiling at this limit (exactly-once, at-least-once) |\n|---|---:|---:|---:|---:|---:|\n")
+	s.printf("\n| flood | exactly-once ÷ naive | exactly-once retried to the deadline ÷ naive | at-least-once ÷ naive | ceiling at this limit (exactly-once, at-least-once) |\n|---|---:|---:|---:|---:|\n")
 	for i, fl := range floods {
-		s.printf("| %s | **%.1f×** | %.1f× | **%.1f×** | %.1f× | %.0f×, %.0f× |\n", fl.label, got[i].exactly, got[i].least, got[i].cExactly, got[i].cLeast,
-			float64(votes.LedgerSuffixes)/2, float64(votes.LedgerSuffixes))
+		g := got[i]
+		s.printf("| %s | **%.1f×** (counting %.1f×) | **%.1f×** (counting %.1f×) | %.1f× (counting %.1f×) | %.0f×, %.0f× |\n", fl.label,
+			g.e2e[0], g.counting[0], g.e2e[1], g.counting[1], g.e2e[2], g.counting[2], float64(votes.LedgerSuffixes)/2, float64(votes.LedgerSuffixes))
 	}
 	verdict := func(x float64) string {
 		if x >= 5 {
@@ -461,17 +524,45 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 		}
 		return fmt.Sprintf("not met (%.1f×, %.1f× short)", x, 5-x)
 	}
-	s.printf("\nGoal: exactly-once ≥ 5× the naive consumer on the hot flood: end to end **%s**; counting **%s**.\n", verdict(got[0].exactly), verdict(got[0].cExactly))
-	s.printf("\nWhy the ratios sit below the ceilings: ours reaches its partitions' limit only in steady state, while a run of %d votes\n"+
-		"also holds the first batching window (up to 5 s to gather a batch) and the tail of the last batches; and a transaction is\n"+
-		"admitted only when every ledger key it writes has the tokens for its share, so near the limit whole transactions are\n"+
-		"refused and retried (\"writes refused\", \"transaction retries\"). The naive consumer is exactly at its ceiling from the\n"+
-		"first second. What would differ on AWS: every rate ×%.0f (and the windows matter ten times less); a new on-demand table\n"+
-		"(each month's ledger is one) serves about 4,000 write units per second until DynamoDB has scaled it (or it is pre-warmed\n"+
-		"with warm throughput), which caps exactly-once at about 2,000 votes/s, still 2× the naive counter's hard 1,000 on one item,\n"+
-		"which no scaling splits; ledger keys of one poll may share a physical partition until DynamoDB splits it for heat.\n", n, awsKeyLimit()/L)
+	hot := all[0]
+	s.printf("\nGoal: exactly-once ≥ 5× the naive consumer on the hot flood, end to end: as deployed **%s**; retried to the deadline **%s**.\n",
+		verdict(got[0].e2e[0]), verdict(got[0].e2e[1]))
+	s.printf("\nWhere the time goes. The naive consumer sits at its one key's limit from its first write (%.0f votes/s counting, the\n"+
+		"limit %.0f; %d writes refused and retried). Exactly-once as deployed commits each group of up to 100 votes in one\n"+
+		"transaction that writes to all %d ledger keys at once, and the key limit admits a transaction only when every key it\n"+
+		"writes has the tokens for its share: near the limit whole transactions are refused (%d refused writes, %.0f transaction\n"+
+		"retries on the hot flood). The counter retries a group 8 times over about 3 s of backoff, a budget sized for transaction\n"+
+		"conflicts, not for sustained partition throttling; then it fails the group's messages back to the queue (%.0f here),\n"+
+		"which come back after the visibility timeout (%d s in this bench; the template's is six times the counter's timeout):\n"+
+		"that wait, not DynamoDB, is most of its %s. Retried to the deadline (MaxAttempts 1000, the invocation's deadline margin\n"+
+		"still bounding it; a setting SetupCounter does not expose today) nothing is failed back (%.0f) and it counts at %.0f votes/s,\n"+
+		"against a ceiling of %.0f. Our consumer runs here with CounterMaxConcurrency %d (a template parameter; fewer concurrent\n"+
+		"transactions contending for the same ledger keys); the naive one keeps 10, which already saturates its key. At-least-once\n"+
+		"writes its ledger with BatchWriteItem, one unit per entry, and was refused %d writes.\n",
+		hot[0].cvps, L, hot[0].keyThrottled, votes.LedgerSuffixes, hot[1].keyThrottled, hot[1].txRetries, hot[1].retried, scaledVisibility,
+		hot[1].took.Round(100*time.Millisecond), hot[2].retried, hot[2].cvps, float64(votes.LedgerSuffixes)*L/2, scaledOursConcurrency, hot[3].keyThrottled)
+	s.printf("\nWhat would differ on AWS: every rate ×%.0f, so the fixed costs (the first batching window, the last batch) weigh ten\n"+
+		"times less; a new on-demand table (each month's ledger is one) serves about 4,000 write units per second until DynamoDB has\n"+
+		"scaled it (or it is pre-warmed with warm throughput), which caps exactly-once near 2,000 votes/s at first, still 2× the\n"+
+		"naive counter's hard 1,000 on one item that no partition split helps; and the ledger keys of one poll may share a physical\n"+
+		"partition until DynamoDB splits it for heat, which this per-key model does not show.\n", awsKeyLimit()/L)
 	s.charts = append(s.charts, ratio)
 	return nil
+}
+
+// The scaled runs' mapping: our consumer at CounterMaxConcurrency
+// scaledOursConcurrency (tuned: see the report), the naive one at 10; a
+// message failed back waits scaledVisibility seconds.
+var (
+	scaledOursConcurrency = envInt("DDBPIPE_BENCH_OURS_CONCURRENCY", 2)
+	scaledVisibility      = envInt("DDBPIPE_BENCH_VISIBILITY", 30)
+)
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
 
 // awsKeyLimit is AWS's per-partition write limit the scale is taken from.
