@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/stack"
@@ -11,6 +16,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
@@ -102,11 +108,21 @@ func objectsCost(ctx context.Context, s *section, env *stack.Env, scale float64)
 	}
 	ops := max(5, int(20*scale))
 	table := env.Vars["OBJECTS_TABLE_NAME"]
+	// The S3 PUT-class requests of this store's own client: the S3 proxy
+	// also sees the archive's uploads of the ledger's stream.
+	var puts atomic.Int64
+	s3cfg := env.AWS.Copy()
+	base := s3cfg.HTTPClient
+	if base == nil {
+		base = awshttp.NewBuildableClient()
+	}
+	s3cfg.HTTPClient = putCounter{base: base, n: &puts}
+	s3Puts := puts.Load
 	store := func(pol objects.Policy) *objects.Store {
 		items := objectsddb.New(env.Clients.DynamoDB, table)
-		return &objects.Store{Items: items, Chunks: items, Blobs: objectss3.FromClient(env.Clients.S3, env.Vars["OBJECTS_BUCKET_NAME"]), Policy: pol, MaxVersions: 1000}
+		return &objects.Store{Items: items, Chunks: items, Blobs: objectss3.FromClient(awsenv.S3(s3cfg), env.Vars["OBJECTS_BUCKET_NAME"]), Policy: pol, MaxVersions: 1000}
 	}
-	ddbProxy, s3Proxy := env.Proxies[faultproxy.DynamoDB], env.Proxies[faultproxy.S3]
+	ddbProxy := env.Proxies[faultproxy.DynamoDB]
 	unitsOn := func() float64 {
 		var u float64
 		for _, k := range ddbProxy.HotKeys() {
@@ -116,17 +132,9 @@ func objectsCost(ctx context.Context, s *section, env *stack.Env, scale float64)
 		}
 		return u
 	}
-	s3Puts := func() int64 {
-		st := s3Proxy.Stats()
-		var n int64
-		for _, a := range []string{"PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload", "CopyObject"} {
-			n += st.ByAction[a].Forwarded
-		}
-		return n
-	}
 	s.printf("\n### Objects: cost per 1,000 PUTs by placement\n\n"+
 		"%d new documents per row written with `Store.Put` through the proxies: the write units the DynamoDB proxy admitted on the\n"+
-		"objects table and the PUT-class requests the S3 proxy forwarded, per 1,000 PUTs, × the list prices above and S3\n"+
+		"objects table and the PUT-class requests (PUT, POST) of the store's S3 client, per 1,000 PUTs, × the list prices above and S3\n"+
 		"Standard's $%.3f per 1,000 PUTs; the read column is the model of `objects.Prices` (strongly consistent read of v0 plus\n"+
 		"the blob GET or the chunks) per 1,000 GETs. The model's write figure (`objects.Prices.WriteCost`, the design's counts:\n"+
 		"v0 and vN in one transaction, 2 units per KB each, plus the blob PUT or the chunk puts) is beside the measured one.\n\n",
@@ -146,7 +154,7 @@ func objectsCost(ctx context.Context, s *section, env *stack.Env, scale float64)
 			}
 		}
 		units := (unitsOn() - u0) / float64(ops)
-		puts := float64(s3Puts()-p0) / float64(ops)
+		s3PerPut := float64(s3Puts()-p0) / float64(ops)
 		pl, err := placementOf(d.pol, d.body)
 		if err != nil {
 			return err
@@ -155,9 +163,23 @@ func objectsCost(ctx context.Context, s *section, env *stack.Env, scale float64)
 		if rec.Kind == objects.Chunked {
 			placement += fmt.Sprintf(", %d chunks", pl.Chunks)
 		}
-		measured := 1000 * (units*objects.DefaultPrices.WriteUnit + puts*objects.DefaultPrices.S3Put)
-		s.printf("| %s | %s | %.1f | %.1f | %.4f | %.4f | %.5f |\n", d.label, placement, units, puts, measured,
+		measured := 1000 * (units*objects.DefaultPrices.WriteUnit + s3PerPut*objects.DefaultPrices.S3Put)
+		s.printf("| %s | %s | %.1f | %.1f | %.4f | %.4f | %.5f |\n", d.label, placement, units, s3PerPut, measured,
 			1000*objects.DefaultPrices.WriteCost(pl), 1000*objects.DefaultPrices.ReadCost(pl))
 	}
 	return nil
+}
+
+// putCounter is an aws.HTTPClient that counts S3's PUT-class requests
+// (PUT and POST: PutObject, the multipart calls).
+type putCounter struct {
+	base aws.HTTPClient
+	n    *atomic.Int64
+}
+
+func (c putCounter) Do(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		c.n.Add(1)
+	}
+	return c.base.Do(r)
 }

@@ -477,9 +477,13 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 	for _, fl := range floods {
 		var runs []runStats
 		for _, v := range []variant{naive(), ours(votes.ExactlyOnce), oursRetrying(votes.ExactlyOnce), ours(votes.AtLeastOnce)} {
-			m := mapping{concurrency: 10, visibility: scaledVisibility}
+			// The naive consumer never fails a message back (it retries
+			// until its writes pass), but its invocations run for most of
+			// the flood: its visibility timeout stays long, so no message
+			// is delivered again while it is still being counted.
+			m := mapping{concurrency: 10, visibility: 600}
 			if !strings.HasPrefix(v.label, "naive") {
-				m.concurrency = scaledOursConcurrency
+				m = mapping{concurrency: scaledOursConcurrency, visibility: scaledVisibility}
 			}
 			rs, err := runVotes(ctx, env, v, fl, n, shards, m)
 			if err != nil {
@@ -518,6 +522,9 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 		s.printf("| %s | **%.1f×** (counting %.1f×) | **%.1f×** (counting %.1f×) | %.1f× (counting %.1f×) | %.0f×, %.0f× |\n", fl.label,
 			g.e2e[0], g.counting[0], g.e2e[1], g.counting[1], g.e2e[2], g.counting[2], float64(votes.LedgerSuffixes)/2, float64(votes.LedgerSuffixes))
 	}
+	s.printf("\nEach key's bucket starts full (one second of its limit), so a run's first votes pass at once: %.0f for the naive\n"+
+		"consumer, %.0f exactly-once (%.0f per ledger key); over %d votes that lets a measured ratio come out a little above\n"+
+		"the steady ceiling.\n", L, float64(votes.LedgerSuffixes)*L/2, L/2, n)
 	verdict := func(x float64) string {
 		if x >= 5 {
 			return fmt.Sprintf("met (%.1f×)", x)
