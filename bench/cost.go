@@ -101,6 +101,7 @@ func objectsCost(ctx context.Context, s *section, env *stack.Env, scale float64)
 	}
 	pols := objectsPolicies() // our policy, always inline, always S3
 	docs := []doc{
+		{"1 KB random", objectstest.Random(1<<10, 4), pols[0]},
 		{"1 KB text", objectstest.Text(1 << 10), pols[0]},
 		{"100 KB text", objectstest.Text(100 << 10), pols[0]},
 		{"399 KB random", objectstest.Random(399<<10, 2), pols[1]},
