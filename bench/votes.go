@@ -540,14 +540,13 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 		"writes has the tokens for its share: near the limit whole transactions are refused (%d refused writes, %.0f transaction\n"+
 		"retries on the hot flood). The counter retries a group 8 times over about 3 s of backoff, a budget sized for transaction\n"+
 		"conflicts, not for sustained partition throttling; then it fails the group's messages back to the queue (%.0f here),\n"+
-		"which come back after the visibility timeout (%d s in this bench; the template's is six times the counter's timeout):\n"+
-		"that wait, not DynamoDB, is most of its %s. Retried to the deadline (MaxAttempts 1000, the invocation's deadline margin\n"+
+		"which come back after the visibility timeout (%d s in this bench; the template's is six times the counter's timeout)%s. Retried to the deadline (MaxAttempts 1000, the invocation's deadline margin\n"+
 		"still bounding it; a setting SetupCounter does not expose today) nothing is failed back (%.0f) and it counts at %.0f votes/s,\n"+
 		"against a ceiling of %.0f. Our consumer runs here with CounterMaxConcurrency %d (a template parameter; fewer concurrent\n"+
 		"transactions contending for the same ledger keys); the naive one keeps 10, which already saturates its key. At-least-once\n"+
 		"writes its ledger with BatchWriteItem, one unit per entry, and was refused %d writes.\n",
 		hot[0].cvps, L, hot[0].keyThrottled, votes.LedgerSuffixes, hot[1].keyThrottled, hot[1].txRetries, hot[1].retried, scaledVisibility,
-		hot[1].took.Round(100*time.Millisecond), hot[2].retried, hot[2].cvps, float64(votes.LedgerSuffixes)*L/2, scaledOursConcurrency, hot[3].keyThrottled)
+		waitNote(hot[1]), hot[2].retried, hot[2].cvps, float64(votes.LedgerSuffixes)*L/2, scaledOursConcurrency, hot[3].keyThrottled)
 	s.printf("\nWhat would differ on AWS: every rate ×%.0f, so the fixed costs (the first batching window, the last batch) weigh ten\n"+
 		"times less; a new on-demand table (each month's ledger is one) serves about 4,000 write units per second until DynamoDB has\n"+
 		"scaled it (or it is pre-warmed with warm throughput), which caps exactly-once near 2,000 votes/s at first, still 2× the\n"+
@@ -555,6 +554,15 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 		"partition until DynamoDB splits it for heat, which this per-key model does not show.\n", awsKeyLimit()/L)
 	s.charts = append(s.charts, ratio)
 	return nil
+}
+
+// waitNote says how much of a run the visibility timeout took, when it
+// failed messages back.
+func waitNote(r runStats) string {
+	if r.retried == 0 {
+		return ": none was, in this run"
+	}
+	return fmt.Sprintf(": that wait, not DynamoDB, is most of its %s", r.took.Round(100*time.Millisecond))
 }
 
 // The scaled runs' mapping: our consumer at CounterMaxConcurrency
