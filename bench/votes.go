@@ -534,6 +534,12 @@ func benchVotesScaled(ctx context.Context, env *stack.Env, scale float64, shards
 	hot := all[0]
 	s.printf("\nGoal: exactly-once ≥ 5× the naive consumer on the hot flood, end to end: as deployed **%s**; retried to the deadline **%s**.\n",
 		verdict(got[0].e2e[0]), verdict(got[0].e2e[1]))
+	s.printf("As deployed, the figure is all or nothing: it depends on whether any group of the flood exhausts its 8 commit attempts\n"+
+		"(%.0f messages failed back on the hot flood, %.0f on the spread, in this run). With none it runs near its ceiling; with one,\n"+
+		"the run waits out the visibility timeout and the ratio falls to about %.1f× (%d votes in the timeout's %d s and the\n"+
+		"first window's 5 s). Retried to the deadline it fails none back\n"+
+		"and held its ceiling in every run made so far: that is the figure to judge the design by, and the setting to expose.\n",
+		all[0][1].retried, all[1][1].retried, float64(n)/float64(scaledVisibility+5)/all[0][0].vps, n, scaledVisibility)
 	s.printf("\nWhere the time goes. The naive consumer sits at its one key's limit from its first write (%.0f votes/s counting, the\n"+
 		"limit %.0f; %d writes refused and retried). Exactly-once as deployed commits each group of up to 100 votes in one\n"+
 		"transaction that writes to all %d ledger keys at once, and the key limit admits a transaction only when every key it\n"+
