@@ -107,8 +107,14 @@ unit: deps
 demo: install
 	$(GO) run ./cmd/ddbpipe demo
 
+# BENCH_SCALE sizes the workloads (0.1 for a quick run); KEY_LIMIT is the
+# per-key write units per second of the votes benchmark's scaled runs, beside
+# AWS's 1,000 (0 skips them).
+BENCH_SCALE ?= 1
+KEY_LIMIT   ?= 100
+
 bench: install
-	$(GO) run ./bench -out bench/out
+	$(GO) run ./bench -out bench/out -scale $(BENCH_SCALE) -key-limit $(KEY_LIMIT)
 
 up: install
 	$(GO) run ./cmd/ddbpipe local up

@@ -54,6 +54,7 @@ func main() {
 	out := flag.String("out", "bench/out", "folder for report.md and the charts")
 	scale := flag.Float64("scale", 1, "workload size factor (0.1 for a quick run)")
 	only := flag.String("only", "", "run only the benchmarks whose names contain one of these comma-separated words")
+	flag.Float64Var(&scaledKeyLimit, "key-limit", scaledKeyLimit, "per-key write units per second of the votes benchmark's scaled runs, beside AWS's 1,000 (0: skip them)")
 	flag.Parse()
 	if err := run(context.Background(), *out, *scale, *only, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

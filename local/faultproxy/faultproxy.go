@@ -480,6 +480,34 @@ func (p *Proxy) Stats() Stats {
 	return s
 }
 
+// SetKeyWriteLimit changes the key limiter's rate, and so its burst, on a
+// running proxy: unitsPerSecond write units per second per partition key
+// (DefaultKeyWriteLimit when <= 0). Every bucket is first refilled at the
+// old rate up to now, then capped at the new burst; the keys' statistics
+// are kept. It fails with ErrBadOption when the proxy was built without
+// WithKeyWriteLimit.
+func (p *Proxy) SetKeyWriteLimit(unitsPerSecond float64) error {
+	if p.limiter == nil {
+		return fmt.Errorf("%w: SetKeyWriteLimit needs a proxy built WithKeyWriteLimit", ErrBadOption)
+	}
+	if unitsPerSecond <= 0 {
+		unitsPerSecond = DefaultKeyWriteLimit
+	}
+	p.limiter.setRate(unitsPerSecond)
+	return nil
+}
+
+// KeyWriteLimit returns the key limiter's rate in write units per second
+// per partition key, 0 when the limiter is off.
+func (p *Proxy) KeyWriteLimit() float64 {
+	if p.limiter == nil {
+		return 0
+	}
+	p.limiter.mu.Lock()
+	defer p.limiter.mu.Unlock()
+	return p.limiter.rate
+}
+
 // HotKeys returns the write statistics of the partition keys the key limiter
 // tracks, the most written first; nil when the limiter is off.
 func (p *Proxy) HotKeys() []KeyStat {

@@ -57,6 +57,9 @@ type KeyStat struct {
 	Key string
 	// Units is the write units asked for, admitted or not.
 	Units float64
+	// AdmittedUnits is the units of the writes admitted: what AWS would
+	// bill (it does not bill throttled requests).
+	AdmittedUnits float64
 	// Writes counts the writes on the key (batch entries and transaction
 	// actions each count), Throttled those refused because the key's bucket
 	// was empty.
@@ -76,7 +79,7 @@ type keyState struct {
 type describeFunc func(ctx context.Context, table string, h http.Header) (string, error)
 
 type keyLimiter struct {
-	rate     float64 // units per second; also the burst
+	rate     float64 // units per second; also the burst (guarded by mu)
 	clock    Clock
 	describe describeFunc
 
@@ -312,12 +315,26 @@ func (l *keyLimiter) admit(writes []keyWrite) []bool {
 			throttled[i] = true
 		case len(short) == 0:
 			st.tokens -= w.units
+			st.AdmittedUnits += w.units
 		}
 	}
 	if len(l.keys) > l.sweepAt {
 		l.sweep(now)
 	}
 	return throttled
+}
+
+// setRate changes the rate (and burst): buckets are refilled at the old
+// rate up to now, then capped at the new burst.
+func (l *keyLimiter) setRate(rate float64) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.keys {
+		l.refill(st, now)
+		st.tokens = min(st.tokens, rate)
+	}
+	l.rate = rate
 }
 
 func (l *keyLimiter) refill(st *keyState, now time.Time) {

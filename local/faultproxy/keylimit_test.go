@@ -386,3 +386,70 @@ func TestKeyLimiterForgetsIdleKeys(t *testing.T) {
 		t.Errorf("keys kept = %v, want %v (idle full buckets forgotten)", got, want)
 	}
 }
+
+func TestSetKeyWriteLimitOnARunningProxy(t *testing.T) {
+	clock := newFakeClock()
+	upstream := MustUpstream(t, newFakeDynamo(map[string]string{"counters": "pk"}))
+	p, endpoint := MustStart(t, DynamoDB, upstream.URL, WithClock(clock), WithKeyWriteLimit(1000))
+	// admitted writes 10-unit puts on one key until the first refusal.
+	admitted := func() int {
+		for n := 0; ; n++ {
+			switch status := dynamoRequest(t, http.DefaultClient, endpoint, "PutItem", putItem("counters", "hot", 10)); status {
+			case http.StatusOK:
+			case http.StatusBadRequest:
+				return n
+			default:
+				t.Fatalf("status %d", status)
+			}
+		}
+	}
+	if got := p.KeyWriteLimit(); got != 1000 {
+		t.Fatalf("KeyWriteLimit = %v, want 1000", got)
+	}
+	if n := admitted(); n != 100 {
+		t.Fatalf("at 1,000 units/s a full bucket admitted %d writes of 10 units, want 100", n)
+	}
+	clock.Advance(time.Second) // the bucket refills to 1,000 units at the old rate...
+	if err := p.SetKeyWriteLimit(100); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.KeyWriteLimit(); got != 100 {
+		t.Fatalf("KeyWriteLimit = %v, want 100", got)
+	}
+	// ...and is capped at the new burst.
+	if n := admitted(); n != 10 {
+		t.Fatalf("at 100 units/s a full bucket admitted %d writes of 10 units, want 10", n)
+	}
+	clock.Advance(500 * time.Millisecond)
+	if n := admitted(); n != 5 {
+		t.Fatalf("half a second at 100 units/s admitted %d writes of 10 units, want 5", n)
+	}
+	// Back to the default: the bucket refills at the new rate from where it was.
+	if err := p.SetKeyWriteLimit(0); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(100 * time.Millisecond)
+	if n := admitted(); n != 10 {
+		t.Fatalf("0.1 s at 1,000 units/s admitted %d writes of 10 units, want 10", n)
+	}
+	clock.Advance(10 * time.Second)
+	if n := admitted(); n != 100 {
+		t.Fatalf("a full bucket at 1,000 units/s admitted %d writes of 10 units, want 100", n)
+	}
+	// The statistics survive the changes.
+	hot := p.HotKeys()
+	if len(hot) != 1 || hot[0].Writes != 100+1+10+1+5+1+10+1+100+1 || hot[0].Throttled != 5 {
+		t.Errorf("HotKeys = %+v, want one key with 230 writes, 5 throttled", hot)
+	}
+	if len(hot) == 1 && (hot[0].AdmittedUnits != 225*10 || hot[0].Units != 230*10) {
+		t.Errorf("HotKeys = %+v, want 2,250 units admitted of 2,300 asked", hot)
+	}
+
+	plain, _ := MustStart(t, DynamoDB, upstream.URL)
+	if err := plain.SetKeyWriteLimit(100); !errors.Is(err, ErrBadOption) {
+		t.Errorf("SetKeyWriteLimit without the limiter: %v, want ErrBadOption", err)
+	}
+	if got := plain.KeyWriteLimit(); got != 0 {
+		t.Errorf("KeyWriteLimit without the limiter = %v, want 0", got)
+	}
+}
