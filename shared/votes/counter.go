@@ -110,7 +110,10 @@ type Counter struct {
 	// they rarely conflict.
 	Parallel int
 	// MaxAttempts bounds the commits of one group (default 8); a group
-	// that still fails is reported as failed messages and redelivered.
+	// that still fails is reported as failed messages and redelivered. A
+	// group refused for throttling is retried, with backoff, until the
+	// invocation's deadline margin instead (when ctx has a deadline, as a
+	// Lambda invocation's does).
 	MaxAttempts int
 	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s, with jitter).
 	Backoff func(attempt int) time.Duration
@@ -364,10 +367,15 @@ func (c *Counter) commitGroup(ctx context.Context, g Group, shards map[string]in
 			continue // the rest is retried at once: nothing conflicted
 		}
 		out.TxRetries++
-		if errors.Is(err, ErrThrottled) || ce != nil && ce.Throttled {
+		throttled := errors.Is(err, ErrThrottled) || ce != nil && ce.Throttled
+		if throttled {
 			out.Throttles++
 		}
-		if attempt >= c.MaxAttempts {
+		// A throttled group waits here, within the invocation's deadline:
+		// given back, its messages would wait out the queue's visibility
+		// timeout (six times the function's) before anyone tried again.
+		_, bounded := ctx.Deadline()
+		if attempt >= c.MaxAttempts && !(throttled && bounded) {
 			c.Log.WarnContext(ctx, "commit failed; the group's messages will be retried", "err", err, "votes", len(g.Entries), "attempts", attempt)
 			fail()
 			return out

@@ -370,6 +370,44 @@ func TestCountGivesUpAndReportsFailures(t *testing.T) {
 	}
 }
 
+// Throttling is waited out until the invocation's deadline margin, not
+// MaxAttempts: given back, the group would wait out the visibility timeout.
+// Without a deadline MaxAttempts still bounds it.
+func TestCountWaitsOutThrottlingUntilTheDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		deadline bool
+		accepted int
+		commits  int
+	}{
+		{name: "with a deadline", deadline: true, accepted: 1, commits: 21},
+		{name: "without one", deadline: false, accepted: 0, commits: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newMem(Poll{ID: "p", Options: []string{"a"}, Shards: 1})
+			store.failNext = func(Group) error {
+				if store.commits <= 20 {
+					return fmt.Errorf("%w: slow down", ErrThrottled)
+				}
+				return nil
+			}
+			c := newCounter(store, &memRejects{})
+			c.MaxAttempts, c.Margin = 3, time.Millisecond
+			c.Backoff = func(int) time.Duration { return 0 }
+			ctx := context.Background()
+			if tt.deadline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+			}
+			res := c.Count(ctx, []Message{msg("m1", vote("v1", "p", "a", "u1"))})
+			if res.Accepted != tt.accepted || store.commits != tt.commits {
+				t.Errorf("accepted %d after %d commits, want %d after %d (%+v)", res.Accepted, store.commits, tt.accepted, tt.commits, res)
+			}
+		})
+	}
+}
+
 func TestCountKeepsRejectsWhenTheRejectStoreFails(t *testing.T) {
 	c := newCounter(newMem(), &memRejects{fail: true})
 	res := c.Count(context.Background(), []Message{msg("m1", []byte("not json"))})
