@@ -10,20 +10,35 @@
 // One view per table base name, named by its last dash-separated word when
 // that is unique ("ddbpipe-votes" → votes, "ddbpipe-objects" → objects),
 // else by the whole base name with other characters turned into "_"; and the
-// view archive over every partition, as Athena's Glue table. Every view has
-// the columns of the archive's rows (see shared/archive), with table and
-// month taken from the partition folder (Hive partitioning) and
-// approximateCreationTime as a plain TIMESTAMP in UTC (Athena's timestamp).
+// view archive over every partition (union_by_name: a column a table lacks
+// is null there). Every view has the archive's schema version 2 columns
+// (see archiveparquet: table, month, stream, sequence_number, event_name,
+// recorded_at, ttl_delete, image, replayed, keys, extra, old_image) and its
+// layout's typed columns (votes: poll_id, option_id, voter_id, vote_id,
+// cast_at, counted_at, pk, sk_form; objects: object_key, sort_key, version,
+// placement, size, sha256, content_type, codec, write_id, created_at,
+// deleted), the same names and types as the Glue tables Athena reads. month
+// and table come from the partition folder (Hive partitioning). DuckDB reads
+// the files' UTC timestamps as TIMESTAMP WITH TIME ZONE; every such column
+// is given as a plain TIMESTAMP in UTC instead, as Athena shows it, so the
+// same SQL compares them with the same literals.
 //
-// Helper macros:
+// Files of schema version 1 (camelCase columns, no stream column), which an
+// old cache may still hold, are left out and listed in DB.Outdated: rewrite
+// them (archive the month again, or compact it) to query them.
 //
-//	attr(doc, name)                the attribute name of a keys or image JSON, as text:
-//	                               attr(newImage, 'pollId'); names with dots or spaces work
-//	json_extract_scalar(doc, path) Athena's function, so the same SQL runs in both:
-//	                               json_extract_scalar(newImage, '$.pollId')
-//	seq_order(sequenceNumber)      a sort key that orders sequence numbers numerically
+// Helper macros, for keys, extra and old_image (DynamoDB's type-tagged JSON,
+// {"pollId":{"S":"p1"},"n":{"N":"1"}}):
 //
-// DuckDB's own JSON functions work too: newImage->>'$.pollId',
+//	attr(doc, name)                the attribute name's scalar value as text, whatever
+//	                               its type tag (S, N, BOOL, B); null when absent or not a
+//	                               scalar: attr(extra, 'note'); names with dots or spaces work
+//	json_extract_scalar(doc, path) Athena's function, so the same SQL runs in both; mind
+//	                               the type tag: json_extract_scalar(extra, '$.note.S')
+//	seq_order(sequence_number)     a sort key that orders sequence numbers numerically
+//	                               (lpad(sequence_number, 40, '0'), which Athena has too)
+//
+// DuckDB's own JSON functions work too: extra->>'$.note.S',
 // json_extract_string, json_keys.
 package archiveduckdb
 
@@ -39,6 +54,8 @@ import (
 	"strings"
 
 	_ "github.com/marcboeker/go-duckdb" // registers the "duckdb" database/sql driver
+
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 )
 
 // Sentinel errors, for errors.Is.
@@ -78,6 +95,9 @@ type DB struct {
 	// Skipped lists files left out because they are not Parquet files (no
 	// PAR1 at both ends): one would fail every query of its table.
 	Skipped []string
+	// Outdated lists archive files of an older schema version (1: camelCase
+	// columns, no stream), left out: rewrite them to query them.
+	Outdated []string
 }
 
 // Open starts DuckDB over the archive files under root (a table=/month=
@@ -109,20 +129,34 @@ func Open(ctx context.Context, root string, f Filter) (*DB, error) {
 		d.Views = append(d.Views, View{Name: names[t], Table: t, Files: byTable[t]})
 	}
 	d.Views = append(d.Views, View{Name: "archive", Files: all})
-	for _, s := range []string{
-		`CREATE MACRO json_extract_scalar(doc, path) AS json_extract_string(doc, path)`,
-		`CREATE MACRO attr(doc, name) AS json_extract_string(doc, '$."' || replace(name, '"', '\"') || '"')`,
-		`CREATE MACRO seq_order(s) AS lpad(s, 40, '0')`,
-	} {
+	// Without the ICU extension (the bundled libduckdb has none) a cast of
+	// a TIMESTAMP WITH TIME ZONE to TIMESTAMP gives its UTC time; with it,
+	// the session's time zone's: make that UTC too. A DuckDB that does not
+	// know the setting has no ICU, and casts in UTC already.
+	_, _ = db.ExecContext(ctx, "SET TimeZone = 'UTC'")
+	for _, s := range macros {
 		if _, err := db.ExecContext(ctx, s); err != nil {
 			db.Close()
 			return nil, &QueryError{SQL: s, Err: err}
 		}
 	}
+	if err := d.dropOutdated(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if len(d.Views) == 0 {
+		db.Close()
+		return nil, fmt.Errorf("%w: only files of an older schema under %s (%d; rewrite them)", ErrEmpty, root, len(d.Outdated))
+	}
 	for _, v := range d.Views {
-		// Creating the view reads every file's schema (union_by_name): a
+		// Describing the view reads every file's schema (union_by_name): a
 		// damaged file fails here, and DuckDB's message names it.
-		if _, err := db.ExecContext(ctx, "CREATE VIEW "+quoteIdent(v.Name)+" AS "+selectFiles(v.Files)); err != nil {
+		sel, err := d.selectFiles(ctx, v.Files)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("duckarchive: read the schema of view %s over %d files: %w", v.Name, len(v.Files), err)
+		}
+		if _, err := db.ExecContext(ctx, "CREATE VIEW "+quoteIdent(v.Name)+" AS "+sel); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("duckarchive: create view %s over %d files: %w", v.Name, len(v.Files), err)
 		}
@@ -133,16 +167,119 @@ func Open(ctx context.Context, root string, f Filter) (*DB, error) {
 // Close stops DuckDB.
 func (d *DB) Close() error { return d.db.Close() }
 
-// selectFiles reads files as the archive's rows: Hive partitions typed as
-// text, the creation time as a plain UTC timestamp (what Athena gives).
-func selectFiles(files []string) string {
+// macros are the helper functions of the package doc.
+var macros = []string{
+	`CREATE MACRO json_extract_scalar(doc, path) AS
+	  CASE WHEN json_type(doc, path) IN ('OBJECT', 'ARRAY') THEN NULL ELSE json_extract_string(doc, path) END`,
+	`CREATE MACRO attr_path(name) AS '$."' || replace(name, '"', '\"') || '"'`,
+	`CREATE MACRO attr(doc, name) AS coalesce(
+	  json_extract_string(doc, attr_path(name) || '.S'),
+	  json_extract_string(doc, attr_path(name) || '.N'),
+	  json_extract_string(doc, attr_path(name) || '.BOOL'),
+	  json_extract_string(doc, attr_path(name) || '.B'))`,
+	`CREATE MACRO seq_order(s) AS lpad(s, 40, '0')`,
+}
+
+// dropOutdated leaves out the files whose schema version (the key-value
+// metadata archiveparquet writes) is not the current one, and views left
+// without files.
+func (d *DB) dropOutdated(ctx context.Context) error {
+	var all []string
+	for _, v := range d.Views {
+		if v.Table == "" {
+			all = v.Files
+		}
+	}
+	version := map[string]string{}
+	q := "SELECT file_name, decode(value) FROM parquet_kv_metadata(" + fileList(all) + ") WHERE decode(key) = " + quoteString(archiveparquet.SchemaVersionKey)
+	rows, err := d.db.QueryContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("duckarchive: read the files' metadata: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var f, v string
+		if err := rows.Scan(&f, &v); err != nil {
+			return fmt.Errorf("duckarchive: read the files' metadata: %w", err)
+		}
+		version[filepath.FromSlash(f)] = v
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("duckarchive: read the files' metadata: %w", err)
+	}
+	views := d.Views[:0]
+	for _, v := range d.Views {
+		var keep []string
+		for _, f := range v.Files {
+			switch {
+			case version[f] == archiveparquet.SchemaVersion:
+				keep = append(keep, f)
+			case v.Table != "":
+				d.Outdated = append(d.Outdated, f)
+			}
+		}
+		if len(keep) > 0 {
+			v.Files = keep
+			views = append(views, v)
+		}
+	}
+	d.Views = views
+	sort.Strings(d.Outdated)
+	return nil
+}
+
+func fileList(files []string) string {
 	lits := make([]string, len(files))
 	for i, f := range files {
 		lits[i] = quoteString(filepath.ToSlash(f))
 	}
-	return "SELECT * REPLACE (CAST(approximateCreationTime AS TIMESTAMP) AS approximateCreationTime) FROM read_parquet([" +
-		strings.Join(lits, ", ") + "], hive_partitioning = true, union_by_name = true, hive_types = {'table': VARCHAR, 'month': VARCHAR})"
+	return "[" + strings.Join(lits, ", ") + "]"
 }
+
+// selectFiles reads files as the archive's rows: Hive partitions typed as
+// text, every TIMESTAMP WITH TIME ZONE column (DuckDB's type for Parquet's
+// UTC-adjusted timestamps) as a plain TIMESTAMP in UTC (what Athena gives).
+// It finds those columns by describing the files, so a layout's new
+// timestamp column needs no change here.
+func (d *DB) selectFiles(ctx context.Context, files []string) (string, error) {
+	from := " FROM read_parquet(" + fileList(files) +
+		", hive_partitioning = true, union_by_name = true, hive_types = {'table': VARCHAR, 'month': VARCHAR})"
+	rows, err := d.db.QueryContext(ctx, "DESCRIBE SELECT *"+from)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	var tz []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		// column_name, column_type, ...
+		if name, typ := Cell(vals[0]), Cell(vals[1]); typ == "TIMESTAMP WITH TIME ZONE" {
+			q := quoteColumn(name)
+			tz = append(tz, "CAST("+q+" AS TIMESTAMP) AS "+q)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(tz) == 0 {
+		return "SELECT *" + from, nil
+	}
+	return "SELECT * REPLACE (" + strings.Join(tz, ", ") + ")" + from, nil
+}
+
+// quoteColumn always quotes: column names such as "table" are keywords.
+func quoteColumn(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 

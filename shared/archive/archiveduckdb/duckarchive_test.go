@@ -1,6 +1,7 @@
 package archiveduckdb_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 )
 
@@ -36,16 +38,19 @@ func mustLedgerArchive(t *testing.T) (string, []vote) {
 	mustArchive(t, put, "local", decVotes, 100)
 
 	s := events.NewStringAttribute
-	v1 := map[string]events.DynamoDBAttributeValue{"pk": s("docs/a.txt"), "sk": s("v#1"), "size": events.NewNumberAttribute("12")}
-	v2 := map[string]events.DynamoDBAttributeValue{"pk": s("docs/a.txt"), "sk": s("v#1"), "size": events.NewNumberAttribute("14")}
+	v1 := map[string]events.DynamoDBAttributeValue{"pk": s("docs/a.txt"), "sk": s("v#1"), "size": events.NewNumberAttribute("12"), "kind": s("inline")}
+	v2 := map[string]events.DynamoDBAttributeValue{
+		"pk": s("docs/a.txt"), "sk": s("v#1"), "size": events.NewNumberAttribute("14"), "kind": s("inline"),
+		"note": s("hello"), "rev": events.NewNumberAttribute("2"), "flag": events.NewBooleanAttribute(true),
+	}
 	other := map[string]events.DynamoDBAttributeValue{"pk": s("docs/b.txt"), "sk": s("v#1")}
-	at := time.Date(2026, 10, 30, 12, 0, 0, 0, time.UTC)
+	at := time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC)
 	a := &archivelambda.Archiver{Files: archives3.Writer{S3: put, Bucket: "local"}}
 	res := a.Archive(t.Context(), []events.DynamoDBEventRecord{
 		objectChange(1, "INSERT", "docs/a.txt", "v#1", at, v1, nil),
 		objectChange(2, "INSERT", "docs/b.txt", "v#1", at, other, nil),
 		objectChange(3, "MODIFY", "docs/a.txt", "v#1", at.Add(time.Hour), v2, v1),
-		objectChange(4, "REMOVE", "docs/a.txt", "v#1", at.Add(72*time.Hour), nil, v2), // in November
+		objectChange(4, "REMOVE", "docs/a.txt", "v#1", at.Add(72*time.Hour), nil, v2),
 	})
 	if res.Err != nil {
 		t.Fatal(res.Err)
@@ -72,50 +77,54 @@ func mustQuery(t *testing.T, db *archiveduckdb.DB, sql string, args ...any) *arc
 	return res
 }
 
-// TestSchema reads the archiver's files with DuckDB: the columns are the
-// documented ones (shared/archive's package doc), in order, with the
-// documented types.
+// duckType is the DuckDB type of a column of an Athena type (ColumnTypes),
+// as a view shows it.
+var duckType = map[string]string{"string": "VARCHAR", "bigint": "BIGINT", "int": "INTEGER", "boolean": "BOOLEAN", "timestamp": "TIMESTAMP"}
+
+// TestSchema reads the archiver's files with DuckDB: the columns are
+// archiveparquet.ColumnTypes of the table's layout, in order, with the
+// types Athena's Glue tables give them; the files' UTC timestamps (DuckDB's
+// TIMESTAMP WITH TIME ZONE) are plain TIMESTAMPs in the views.
 func TestSchema(t *testing.T) {
 	dir, _ := mustLedgerArchive(t)
 	db := mustOpen(t, dir, archiveduckdb.Filter{})
-	file := filepath.Join(dir, "table=ddbpipe-votes", "month=2026-12", "*.parquet")
-
-	// The file itself, with no Hive partitioning: what any reader sees.
-	got := mustQuery(t, db, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))", file)
-	want := [][]any{
-		{"table", "VARCHAR"}, {"month", "VARCHAR"}, {"eventId", "VARCHAR"}, {"eventName", "VARCHAR"},
-		{"sequenceNumber", "VARCHAR"}, {"approximateCreationTime", "TIMESTAMP WITH TIME ZONE"},
-		{"keys", "VARCHAR"}, {"newImage", "VARCHAR"}, {"oldImage", "VARCHAR"}, {"ttlDelete", "BOOLEAN"},
-	}
-	if !reflect.DeepEqual(got.Rows, want) {
-		t.Errorf("file columns\n got %v\nwant %v", got.Rows, want)
-	}
-	// The views: the same columns, the time as a plain UTC timestamp.
-	want[5][1] = "TIMESTAMP"
-	for _, view := range []string{"archive", "votes", "objects"} {
-		got := mustQuery(t, db, "SELECT column_name, column_type FROM (DESCRIBE "+view+")")
+	all := map[string]string{}
+	for _, tt := range []struct {
+		view, table string
+		layout      archive.Layout
+	}{
+		{"votes", "ddbpipe-votes", archive.LedgerLayout},
+		{"objects", "ddbpipe-objects", archive.ObjectsLayout},
+	} {
+		var want, wantFile [][]any
+		for _, c := range archiveparquet.ColumnTypes(tt.layout) {
+			typ := duckType[c[1]]
+			want = append(want, []any{c[0], typ})
+			if typ == "TIMESTAMP" {
+				typ = "TIMESTAMP WITH TIME ZONE"
+			}
+			wantFile = append(wantFile, []any{c[0], typ})
+			all[c[0]] = duckType[c[1]]
+		}
+		// The file itself, with no Hive partitioning: what any reader sees.
+		file := filepath.Join(dir, "table="+tt.table, "month=2026-11", "*.parquet")
+		got := mustQuery(t, db, "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))", file)
+		if !reflect.DeepEqual(got.Rows, wantFile) {
+			t.Errorf("%s file columns\n got %v\nwant %v", tt.table, got.Rows, wantFile)
+		}
+		got = mustQuery(t, db, "SELECT column_name, column_type FROM (DESCRIBE "+tt.view+")")
 		if !reflect.DeepEqual(got.Rows, want) {
-			t.Errorf("view %s columns\n got %v\nwant %v", view, got.Rows, want)
+			t.Errorf("view %s columns\n got %v\nwant %v", tt.view, got.Rows, want)
 		}
 	}
-	// Parquet's own view of the file: physical and logical types.
-	meta := mustQuery(t, db, `SELECT name, type, converted_type, repetition_type FROM parquet_schema(?) WHERE name <> 'ddbpipe_archive'`, file)
-	wantMeta := map[string]string{
-		"table": "BYTE_ARRAY UTF8 REQUIRED", "month": "BYTE_ARRAY UTF8 REQUIRED", "eventId": "BYTE_ARRAY UTF8 REQUIRED",
-		"eventName": "BYTE_ARRAY UTF8 REQUIRED", "sequenceNumber": "BYTE_ARRAY UTF8 REQUIRED",
-		"approximateCreationTime": "INT64 TIMESTAMP_MILLIS REQUIRED", "keys": "BYTE_ARRAY UTF8 REQUIRED",
-		"newImage": "BYTE_ARRAY UTF8 OPTIONAL", "oldImage": "BYTE_ARRAY UTF8 OPTIONAL", "ttlDelete": "BOOLEAN NULL REQUIRED",
+	// The view over everything: every table's columns, by name.
+	got := mustQuery(t, db, "SELECT column_name, column_type FROM (DESCRIBE archive)")
+	gotAll := map[string]string{}
+	for _, r := range got.Rows {
+		gotAll[r[0].(string)] = r[1].(string)
 	}
-	for _, r := range meta.Rows {
-		name := archiveduckdb.Cell(r[0])
-		got := archiveduckdb.Cell(r[1]) + " " + archiveduckdb.Cell(r[2]) + " " + archiveduckdb.Cell(r[3])
-		if got != wantMeta[name] {
-			t.Errorf("parquet column %s: %s, want %s", name, got, wantMeta[name])
-		}
-		delete(wantMeta, name)
-	}
-	if len(wantMeta) != 0 {
-		t.Errorf("parquet columns missing: %v", wantMeta)
+	if !reflect.DeepEqual(gotAll, all) {
+		t.Errorf("view archive columns\n got %v\nwant %v", gotAll, all)
 	}
 }
 
@@ -134,7 +143,7 @@ func TestViewsAndCounts(t *testing.T) {
 	for _, v := range vs {
 		wantPerPoll[v.poll+"/"+v.table[len(v.table)-7:]]++
 	}
-	res := mustQuery(t, db, `SELECT attr(newImage, 'pollId') || '/' || month, count(*) FROM votes GROUP BY 1`)
+	res := mustQuery(t, db, `SELECT poll_id || '/' || month, count(*) FROM votes GROUP BY 1`)
 	gotPerPoll := map[string]int64{}
 	for _, r := range res.Rows {
 		gotPerPoll[r[0].(string)] = r[1].(int64)
@@ -147,14 +156,23 @@ func TestViewsAndCounts(t *testing.T) {
 		name, sql string
 		want      int64
 	}{
-		{"every row", "SELECT count(*) FROM archive", 120 + 45 + 4},
-		{"hive partition", "SELECT count(*) FROM archive WHERE month = '2026-11'", 120 + 1},
+		{"every row", "SELECT count(*) FROM archive", 132 + 49 + 4},
+		{"hive partition", "SELECT count(*) FROM archive WHERE month = '2026-11'", 132 + 4},
 		{"table column", `SELECT count(*) FROM archive WHERE "table" = 'ddbpipe-objects'`, 4},
-		{"json_extract_scalar as in Athena", `SELECT count(*) FROM votes WHERE json_extract_scalar(newImage, '$.pollId') = 'lunch'`, 40 + 15},
-		{"keys", `SELECT count(*) FROM objects WHERE attr(keys, 'pk') = 'docs/a.txt'`, 3},
-		{"old images", `SELECT count(*) FROM objects WHERE oldImage IS NOT NULL`, 2},
-		{"sequence order", `SELECT count(*) FROM (SELECT seq_order(sequenceNumber) AS s, lag(s) OVER (ORDER BY s) AS p FROM votes WHERE month = '2026-11') WHERE p >= s`, 0},
-		{"timestamp is UTC", `SELECT count(*) FROM votes WHERE approximateCreationTime = TIMESTAMP '2026-11-01 00:05:00'`, 1},
+		{"typed column", `SELECT count(*) FROM votes WHERE poll_id = 'lunch'`, 40 + 15},
+		{"sk forms", `SELECT count(*) FROM votes WHERE sk_form = 2 AND poll_id = '` + onePerVoterPoll + `'`, 12 + 4},
+		{"json_extract_scalar as in Athena", `SELECT count(*) FROM objects WHERE json_extract_scalar(extra, '$.note.S') = 'hello'`, 2},
+		{"json_extract_scalar of an object", `SELECT count(*) FROM objects WHERE json_extract_scalar(extra, '$.note') IS NOT NULL`, 0},
+		{"attr of a string", `SELECT count(*) FROM objects WHERE attr(extra, 'note') = 'hello'`, 2},
+		{"attr of a number", `SELECT count(*) FROM objects WHERE attr(extra, 'rev') = '2'`, 2},
+		{"attr of a boolean", `SELECT count(*) FROM objects WHERE attr(extra, 'flag') = 'true'`, 2},
+		{"attr of a missing attribute", `SELECT count(*) FROM objects WHERE attr(extra, 'nope') IS NOT NULL`, 0},
+		{"object keys", `SELECT count(*) FROM objects WHERE object_key = 'docs/a.txt'`, 3},
+		{"old images", `SELECT count(*) FROM objects WHERE old_image IS NOT NULL AND attr(old_image, 'pk') = 'docs/a.txt'`, 1},
+		{"sequence order", `SELECT count(*) FROM (SELECT seq_order(sequence_number) AS s, lag(s) OVER (ORDER BY s) AS p FROM votes WHERE month = '2026-11') WHERE p >= s`, 0},
+		{"recorded_at is UTC", `SELECT count(*) FROM votes WHERE recorded_at = TIMESTAMP '2026-11-01 00:05:02'`, 1},
+		{"cast_at is UTC", `SELECT count(*) FROM votes WHERE cast_at = TIMESTAMP '2026-11-01 00:05:00'`, 1},
+		{"counted_at is UTC", `SELECT count(*) FROM votes WHERE counted_at = TIMESTAMP '2026-11-01 00:05:02'`, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,61 +185,51 @@ func TestViewsAndCounts(t *testing.T) {
 
 	// A filter narrows the views to one table and month.
 	dbNov := mustOpen(t, dir, archiveduckdb.Filter{Table: "votes", Month: "2026-11"})
-	if res := mustQuery(t, dbNov, "SELECT count(*) FROM archive"); res.Rows[0][0].(int64) != 120 {
-		t.Errorf("filtered archive holds %v rows, want 120", res.Rows[0][0])
+	if res := mustQuery(t, dbNov, "SELECT count(*) FROM archive"); res.Rows[0][0].(int64) != 132 {
+		t.Errorf("filtered archive holds %v rows, want 132", res.Rows[0][0])
 	}
 }
 
 // TestNamedQueries runs the named queries (the SQL template.yaml gives
-// Athena) against DuckDB.
+// Athena) against DuckDB over the archiver's files of two months; the
+// integration test runs them over a compacted month too.
 func TestNamedQueries(t *testing.T) {
 	dir, vs := mustLedgerArchive(t)
 	db := mustOpen(t, dir, archiveduckdb.Filter{})
-	vars := map[string]string{"ArchiveTable": "archive", "VotesTable": "ddbpipe-votes", "ObjectsTable": "ddbpipe-objects"}
-	run := func(name string, args ...any) *archiveduckdb.Result {
-		t.Helper()
-		q, err := archive.LookupNamedQuery(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sql, err := q.Expand(vars)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mustQuery(t, db, sql, args...)
-	}
+	checkNamedQueries(t, db, vs, "2026-11")
+	checkNamedQueries(t, db, vs, "2026-12")
+}
 
-	perDay := run("votes-per-poll-per-day")
-	want := map[string]int64{}
-	for _, v := range vs {
-		want[v.poll+" "+v.option+" "+v.at.Format("2006-01-02")]++
+// TestOutdated: files of schema version 1 in an old cache are left out and
+// listed, the rest answers; a cache of old files only is empty, and says why.
+func TestOutdated(t *testing.T) {
+	dir, _ := mustLedgerArchive(t)
+	old := filepath.Join(dir, "table=ddbpipe-votes", "month=2026-10", "stream-old-0001.parquet")
+	if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	got := map[string]int64{}
-	for _, r := range perDay.Rows {
-		got[archiveduckdb.Cell(r[0])+" "+archiveduckdb.Cell(r[1])+" "+r[2].(time.Time).Format("2006-01-02")] += r[3].(int64)
+	var b bytes.Buffer
+	r, err := archive.NewRow(archive.Record{Table: "ddbpipe-votes-2026-10", EventID: "e7", EventName: "INSERT", SequenceNumber: "7",
+		Stream: "s", CreatedAt: time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC), Keys: archive.Item{"pk": "p#1", "sk": "v"}, NewImage: archive.Item{"pk": "p#1", "sk": "v"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("votes per poll per day\n got %v\nwant %v", got, want)
+	if err := archiveparquet.EncodeV1(&b, []archive.Row{r}); err != nil {
+		t.Fatal(err)
 	}
-
-	history := run("voter-history", "voter-7")
-	var wantVotes int
-	for _, v := range vs {
-		if v.voter == "voter-7" {
-			wantVotes++
-		}
+	if err := os.WriteFile(old, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if len(history.Rows) != wantVotes || wantVotes == 0 {
-		t.Errorf("voter-7's history: %d votes, want %d", len(history.Rows), wantVotes)
+	db := mustOpen(t, dir, archiveduckdb.Filter{})
+	if !reflect.DeepEqual(db.Outdated, []string{old}) {
+		t.Errorf("outdated %v, want %v", db.Outdated, []string{old})
 	}
-
-	changes := run("object-changes", "docs/a.txt")
-	var events []string
-	for _, r := range changes.Rows {
-		events = append(events, r[1].(string))
+	if res := mustQuery(t, db, "SELECT count(*) FROM votes"); res.Rows[0][0].(int64) != 181 {
+		t.Errorf("votes count = %v, want 181", res.Rows[0][0])
 	}
-	if want := []string{"INSERT", "MODIFY", "REMOVE"}; !reflect.DeepEqual(events, want) {
-		t.Errorf("changes to docs/a.txt: %v, want %v", events, want)
+	_, err = archiveduckdb.Open(t.Context(), dir, archiveduckdb.Filter{Month: "2026-10"})
+	if !errors.Is(err, archiveduckdb.ErrEmpty) || !strings.Contains(err.Error(), "older schema") {
+		t.Errorf("Open over old files only: %v, want ErrEmpty saying why", err)
 	}
 }
 
@@ -232,7 +240,7 @@ func TestQueryErrors(t *testing.T) {
 		"SELEC count(*) FROM votes",
 		"SELECT nosuchcolumn FROM votes",
 		"SELECT * FROM nosuchview",
-		"SELECT CAST(attr(newImage, 'pollId') AS INTEGER) FROM votes",
+		"SELECT CAST(poll_id AS INTEGER) FROM votes",
 	} {
 		_, err := db.Query(t.Context(), sql)
 		var qe *archiveduckdb.QueryError
@@ -245,7 +253,7 @@ func TestQueryErrors(t *testing.T) {
 		}
 	}
 	// The database still answers after a failed query.
-	if res := mustQuery(t, db, "SELECT count(*) FROM votes"); res.Rows[0][0].(int64) != 165 {
+	if res := mustQuery(t, db, "SELECT count(*) FROM votes"); res.Rows[0][0].(int64) != 181 {
 		t.Errorf("count after errors = %v", res.Rows[0][0])
 	}
 }
@@ -289,8 +297,8 @@ func TestNotParquet(t *testing.T) {
 	if !reflect.DeepEqual(db.Skipped, []string{bad}) {
 		t.Errorf("skipped %v, want %v", db.Skipped, []string{bad})
 	}
-	if res := mustQuery(t, db, "SELECT count(*) FROM votes"); res.Rows[0][0].(int64) != 165 {
-		t.Errorf("votes count = %v, want 165", res.Rows[0][0])
+	if res := mustQuery(t, db, "SELECT count(*) FROM votes"); res.Rows[0][0].(int64) != 181 {
+		t.Errorf("votes count = %v, want 181", res.Rows[0][0])
 	}
 
 	// PAR1 at both ends, garbage between.
@@ -338,7 +346,7 @@ func TestOddNames(t *testing.T) {
 		t.Fatalf("views %+v, want it_s_a_table and archive", db.Views)
 	}
 	view := db.Views[0].Name
-	res := mustQuery(t, db, `SELECT "table", attr(newImage, 'we"ird.name'), attr(newImage, 'ü ñ'), attr(keys, 'pk')
+	res := mustQuery(t, db, `SELECT "table", attr(extra, 'we"ird.name'), attr(extra, 'ü ñ'), attr(keys, 'pk')
 		FROM `+quote(view)+` WHERE attr(keys, 'sk') = ?`, "x/y z")
 	want := [][]any{{table, "dotted 'value'", "unicode", `a'b"c`}}
 	if !reflect.DeepEqual(res.Rows, want) {

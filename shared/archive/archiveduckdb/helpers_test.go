@@ -40,40 +40,59 @@ func (d dirPutter) PutObject(_ context.Context, in *s3.PutObjectInput, _ ...func
 type vote struct {
 	table, poll, option, voter string
 	at                         time.Time
+	id                         string // the vote id
+	onePerVoter                bool   // the poll takes one vote per voter: sk is the voter id
 }
 
 var polls = []string{"color", "best-pet", "lunch"}
 
+// onePerVoterPoll takes one vote per voter (sk <voterId>).
+const onePerVoterPoll = "mayor"
+
 // votes makes n votes in table (a monthly ledger), spread over polls,
-// options and voters, one every 97 minutes from start.
+// options and voters, one every 97 minutes from start; and then one vote
+// of each of the first n/10 voters in the one-vote-per-voter poll.
 func votes(table string, start time.Time, n int) []vote {
-	out := make([]vote, n)
+	out := make([]vote, n, n+n/10)
 	for i := range out {
 		out[i] = vote{
 			table: table, poll: polls[i%3], option: []string{"red", "green", "blue", "cat"}[(i*7)%4],
 			voter: fmt.Sprintf("voter-%d", (i*31)%50), at: start.Add(time.Duration(i) * 97 * time.Minute),
+			id: fmt.Sprintf("%s-vote-%06d", table[len(table)-7:], i),
 		}
+	}
+	for j := range n / 10 {
+		out = append(out, vote{
+			table: table, poll: onePerVoterPoll, option: []string{"ada", "bob"}[j%3/2],
+			voter: fmt.Sprintf("voter-%d", j), at: start.Add(time.Duration(j)*131*time.Minute + 17*time.Second),
+			id: fmt.Sprintf("%s-vote-p%06d", table[len(table)-7:], j), onePerVoter: true,
+		})
 	}
 	return out
 }
 
-// record is the stream record of the i-th vote of its table.
+// record is the stream record of the i-th vote of its table, as
+// shared/votes/votesddb writes the ledger item.
 func (v vote) record(i int) events.DynamoDBEventRecord {
 	s := events.NewStringAttribute
 	pk := fmt.Sprintf("%s#%d", v.poll, i%16)
-	sk := fmt.Sprintf("%s#vote-%06d", v.voter, i)
+	sk := v.voter + "#" + v.id
+	if v.onePerVoter {
+		sk = v.voter
+	}
 	return events.DynamoDBEventRecord{
 		AWSRegion: "us-east-1", EventSource: "aws:dynamodb", EventName: "INSERT",
 		EventSourceArn: "arn:aws:dynamodb:us-east-1:000000000000:table/" + v.table + "/stream/2026-11-01T00:00:00.000",
 		EventID:        fmt.Sprintf("%s-%d", v.table, i),
 		Change: events.DynamoDBStreamRecord{
-			ApproximateCreationDateTime: events.SecondsEpochTime{Time: v.at},
+			ApproximateCreationDateTime: events.SecondsEpochTime{Time: v.at.Add(2 * time.Second)},
 			SequenceNumber:              fmt.Sprintf("%d", 100000000000000000+i*3),
 			StreamViewType:              "NEW_AND_OLD_IMAGES",
 			Keys:                        map[string]events.DynamoDBAttributeValue{"pk": s(pk), "sk": s(sk)},
 			NewImage: map[string]events.DynamoDBAttributeValue{
 				"pk": s(pk), "sk": s(sk), "pollId": s(v.poll), "optionId": s(v.option), "voterId": s(v.voter),
-				"voteId": s(fmt.Sprintf("vote-%06d", i)),
+				"voteId": s(v.id), "castAt": s(v.at.UTC().Format(time.RFC3339Nano)),
+				"countedAt": s(v.at.Add(2 * time.Second).UTC().Format(time.RFC3339Nano)),
 			},
 		},
 	}
