@@ -101,10 +101,12 @@ func archiveQuery(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: ddbpipe archive query [flags] "SELECT ..."   or   ddbpipe archive query -named NAME [-arg V]...
 
-Views: one per table (votes, objects: the base name's last word) and archive
-(every table; the Glue table's twin). Macros: attr(doc, name), seq_order(seq),
-json_extract_scalar(doc, path) as in Athena. Example:
-  ddbpipe archive query "SELECT attr(newImage, 'pollId') AS poll, count(*) FROM votes GROUP BY 1"
+Views: one per table (votes, objects: the base name's last word; the Glue
+tables' twins, with the same typed columns) and archive (every table).
+Macros: attr(doc, name), seq_order(seq), json_extract_scalar(doc, path) as in
+Athena. Examples:
+  ddbpipe archive query "SELECT poll_id, count(*) FROM votes WHERE month = '2026-11' GROUP BY 1"
+  ddbpipe archive query -named votes-per-option -arg 2026-11 -arg color
 
 Flags:`)
 		fs.PrintDefaults()
@@ -209,9 +211,10 @@ func listNamed(w io.Writer) error {
 		fmt.Fprintf(w, "%s%s\n  %s\n\n%s\n", q.Name, params, q.Description, indentSQL(q.SQL))
 	}
 	_, err := fmt.Fprint(w, `Helper macros (DuckDB):
-  attr(doc, name)                 an attribute of keys/newImage/oldImage as text: attr(newImage, 'pollId')
-  json_extract_scalar(doc, path)  Athena's function: json_extract_scalar(newImage, '$.pollId')
-  seq_order(sequenceNumber)       sorts sequence numbers numerically
+  attr(doc, name)                 an attribute of keys, extra or old_image (type-tagged JSON) as text,
+                                  whatever its type: attr(extra, 'note')
+  json_extract_scalar(doc, path)  Athena's function: json_extract_scalar(extra, '$.note.S')
+  seq_order(sequence_number)      sorts sequence numbers numerically
 `)
 	return err
 }

@@ -33,7 +33,7 @@ func TestArchiveCommandErrors(t *testing.T) {
 		{"two statements", []string{"archive", "query", "SELECT 1", "SELECT 2", "-state-dir", state}, "one SQL statement, quoted"},
 		{"SQL and named", []string{"archive", "query", "SELECT 1", "-named", "voter-history"}, "not both"},
 		{"unknown named query", []string{"archive", "query", "-named", "nope"}, `no named query "nope"`},
-		{"named query without its argument", []string{"archive", "query", "-named", "voter-history"}, "takes 1 -arg (voter id), got 0"},
+		{"named query without its argument", []string{"archive", "query", "-named", "voter-history"}, "takes 2 -arg (month (YYYY-MM), voter id), got 0"},
 		{"bad format", []string{"archive", "query", "SELECT 1", "-format", "xml"}, `-format "xml"`},
 		{"bad month", []string{"archive", "ls", "-month", "2026-13", "-bucket", "b", "-state-dir", state}, "want YYYY-MM"},
 		{"no bucket", []string{"archive", "ls", "-state-dir", state}, "no archive bucket"},
@@ -122,7 +122,7 @@ func TestArchiveCommands(t *testing.T) {
 		t.Errorf("archive ls -files:\n%s", out)
 	}
 
-	out, progress := cli("archive", "query", "SELECT attr(newImage, 'pollId') AS poll, count(*) AS n FROM votes GROUP BY 1 ORDER BY 1", "-format", "json")
+	out, progress := cli("archive", "query", "SELECT poll_id AS poll, count(*) AS n FROM votes GROUP BY 1 ORDER BY 1", "-format", "json")
 	want := fmt.Sprintf("{\"poll\":\"color\",\"n\":%d}\n{\"poll\":\"lunch\",\"n\":%d}\n", perPoll["color"], perPoll["lunch"])
 	if out != want {
 		t.Errorf("query output\n%s\nwant\n%s", out, want)
@@ -135,11 +135,11 @@ func TestArchiveCommands(t *testing.T) {
 		t.Errorf("second query downloaded again: %q", progress)
 	}
 
-	out, _ = cli("archive", "query", "-named", "voter-history", "-arg", "voter-3", "-format", "csv")
-	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1+3 || lines[0] != "recorded,poll,option,vote,month" {
+	out, _ = cli("archive", "query", "-named", "voter-history", "-arg", "2026-11", "-arg", "voter-3", "-format", "csv")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 1+3 || lines[0] != "cast_at,poll_id,option_id,vote_id,counted_at" {
 		t.Errorf("voter-3's history:\n%s\nwant a header and 3 votes", out)
 	}
-	out, _ = cli("archive", "query", "-named", "votes-per-poll-per-day")
+	out, _ = cli("archive", "query", "-named", "votes-per-poll-per-day", "-arg", "2026-11")
 	if !strings.Contains(out, "2026-11-20") || !strings.Contains(out, "rows)") {
 		t.Errorf("votes per poll per day:\n%s", out)
 	}
@@ -173,6 +173,7 @@ func cliVote(i int, poll, voter string, at time.Time) events.DynamoDBEventRecord
 			Keys:                        map[string]events.DynamoDBAttributeValue{"pk": s(pk), "sk": s(sk)},
 			NewImage: map[string]events.DynamoDBAttributeValue{
 				"pk": s(pk), "sk": s(sk), "pollId": s(poll), "optionId": s("red"), "voterId": s(voter), "voteId": s(fmt.Sprintf("v%d", i)),
+				"castAt": s(at.UTC().Format(time.RFC3339Nano)),
 			},
 		},
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 )
 
@@ -48,9 +49,14 @@ func demoArchive(ctx context.Context, env *stack.Env, counted pollCount, w io.Wr
 		return fmt.Errorf("archive ls: %w", err)
 	}
 
-	sql := fmt.Sprintf("SELECT attr(newImage, 'optionId') AS option, count(*) AS votes FROM votes WHERE attr(newImage, 'pollId') = '%s' GROUP BY 1 ORDER BY 2 DESC", counted.poll)
-	fmt.Fprintf(w, "\n$ ddbpipe archive query %q\n", sql)
-	if err := archiveQuery(ctx, append(stateFlag, sql), indent(w), io.Discard); err != nil {
+	// The analyst's question, as Athena's named query asks it.
+	perOption, err := archive.LookupNamedQuery("votes-per-option")
+	if err != nil {
+		return err
+	}
+	m := month.Format("2006-01")
+	fmt.Fprintf(w, "\n$ ddbpipe archive query -named votes-per-option -arg %s -arg %s\n", m, counted.poll)
+	if err := archiveQuery(ctx, append(stateFlag, "-named", perOption.Name, "-arg", m, "-arg", counted.poll), indent(w), io.Discard); err != nil {
 		return fmt.Errorf("archive query: %w", err)
 	}
 
@@ -60,7 +66,7 @@ func demoArchive(ctx context.Context, env *stack.Env, counted pollCount, w io.Wr
 		return err
 	}
 	defer db.Close()
-	res, err := db.Query(ctx, sql)
+	res, err := db.Query(ctx, perOption.SQL, m, counted.poll)
 	if err != nil {
 		return err
 	}
