@@ -100,8 +100,10 @@ type Stack struct {
 	// Base URLs, http://127.0.0.1:<port>. DynamoDB also serves DynamoDB Streams.
 	DynamoDB, SQS, S3 string
 
+	procsMu sync.Mutex // Restart replaces a process
 	procs   []*process
 	log     io.Writer
+	ready   time.Duration // each server's ready timeout
 	tempDir string // removed by Stop; "" when DataDir is set
 	// dynamoAllInterfaces reports that DynamoDB Local could not be bound to
 	// 127.0.0.1 (no javac to build the launcher) and listens on every address.
@@ -127,7 +129,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 
-	s := &Stack{log: o.Log, dynamoAllInterfaces: inst.dynamoLauncherDir == ""}
+	s := &Stack{log: o.Log, ready: o.ReadyTimeout, dynamoAllInterfaces: inst.dynamoLauncherDir == ""}
 	dirs, err := s.dataDirs(o.DataDir)
 	if err != nil {
 		return nil, err
@@ -238,11 +240,51 @@ func (s *Stack) dataDirs(dataDir string) (dataDirs, error) {
 	return d, nil
 }
 
+// Restart stops one server (DynamoDBServer, SQSServer or S3Server) the way
+// Stop does and starts it again on the same port, waiting until it answers:
+// an outage of that service, as clients see one. What survives is the
+// server's own: S3 keeps its objects (they are files), DynamoDB keeps its
+// tables only with a DataDir, and the SQS server keeps nothing. It returns
+// how long the server was down.
+func (s *Stack) Restart(ctx context.Context, name string) (time.Duration, error) {
+	s.procsMu.Lock()
+	defer s.procsMu.Unlock()
+	for i, p := range s.procs {
+		if p.name != name {
+			continue
+		}
+		began := time.Now()
+		if err := p.stop(stopGrace, s.log); err != nil {
+			return 0, fmt.Errorf("localstack: restart %s: %w", p.title, err)
+		}
+		var err error
+		for attempt := 0; attempt < 50; attempt++ { // the port may linger a moment
+			var np *process
+			if np, err = spawn(p.spec, p.port); err != nil {
+				return 0, err
+			}
+			if err = np.waitReady(ctx, s.ready, p.spec.ready); err == nil {
+				s.procs[i] = np
+				return time.Since(began), nil
+			}
+			_ = np.stop(stopGrace, s.log)
+			if !errors.Is(err, errExited) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return 0, fmt.Errorf("localstack: restart %s on port %d: %w", p.title, p.port, err)
+	}
+	return 0, fmt.Errorf("localstack: no server %q to restart", name)
+}
+
 // Stop terminates the servers (SIGTERM, then SIGKILL after a few seconds),
 // waits for them and removes the temporary S3 directory. Calling it again
 // returns the first call's result.
 func (s *Stack) Stop() error {
 	s.stopOnce.Do(func() {
+		s.procsMu.Lock()
+		defer s.procsMu.Unlock()
 		errs := make([]error, len(s.procs))
 		var wg sync.WaitGroup
 		for i, p := range s.procs {
@@ -266,6 +308,8 @@ func (s *Stack) removeTemp() error {
 
 // PIDs returns the process ids of the servers.
 func (s *Stack) PIDs() []int {
+	s.procsMu.Lock()
+	defer s.procsMu.Unlock()
 	pids := make([]int, 0, len(s.procs))
 	for _, p := range s.procs {
 		pids = append(pids, p.cmd.Process.Pid)
@@ -276,6 +320,8 @@ func (s *Stack) PIDs() []int {
 // Logs returns the last output (stdout and stderr interleaved, up to 64 KiB)
 // of the named server: DynamoDBServer, SQSServer or S3Server; "" for others.
 func (s *Stack) Logs(name string) string {
+	s.procsMu.Lock()
+	defer s.procsMu.Unlock()
 	for _, p := range s.procs {
 		if p.name == name {
 			return p.logs.String()
@@ -287,6 +333,8 @@ func (s *Stack) Logs(name string) string {
 // RSSBytes returns the summed resident set size of the servers, read from
 // /proc/<pid>/status (Linux only).
 func (s *Stack) RSSBytes() (int64, error) {
+	s.procsMu.Lock()
+	defer s.procsMu.Unlock()
 	var total int64
 	for _, p := range s.procs {
 		n, err := rssBytes(p.cmd.Process.Pid)

@@ -203,6 +203,22 @@ func TestStackKeepsDataInDataDir(t *testing.T) {
 	if _, err := store.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("kept"), Key: aws.String("k"), Body: strings.NewReader("still here")}); err != nil {
 		t.Fatalf("PutObject: %v", err)
 	}
+	// Restart: the S3 server goes down and comes back on its port with its
+	// objects, a new process.
+	pidsBefore := first.PIDs()
+	down, err := first.Restart(ctx, S3Server)
+	if err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if got, want := mustGetObject(t, store, "kept", "k"), "still here"; got != want {
+		t.Errorf("object after Restart (down %s): got %q, want %q", down, got, want)
+	}
+	if slices.Equal(first.PIDs(), pidsBefore) {
+		t.Errorf("Restart left the same processes %v", pidsBefore)
+	}
+	if _, err := first.Restart(ctx, "ftp"); err == nil {
+		t.Error("Restart of an unknown server: no error")
+	}
 	if err := first.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}

@@ -44,6 +44,8 @@ type serverSpec struct {
 // process is one running server.
 type process struct {
 	name, title, url string
+	spec             serverSpec
+	port             int
 	cmd              *exec.Cmd
 	logs             *tailBuffer
 	done             chan struct{} // closed once the process has exited and been reaped
@@ -93,6 +95,8 @@ func spawn(spec serverSpec, port int) (*process, error) {
 		return nil, fmt.Errorf("localstack: start %s: %w", spec.title, err)
 	}
 	p := &process{
+		spec:  spec,
+		port:  port,
 		name:  spec.name,
 		title: spec.title,
 		url:   "http://127.0.0.1:" + strconv.Itoa(port),

@@ -59,6 +59,12 @@ type Options struct {
 	JWKSClient *http.Client
 	// APIPort and LambdaPort pin the local HTTP API and Lambda API ports (0: free).
 	APIPort, LambdaPort int
+	// Processes runs these functions (by logical id) from their binaries in
+	// separate processes behind a Runtime API (runner.Processes), as Lambda
+	// runs them, instead of calling their Setup in this process; Env.Processes
+	// then holds them, to kill one mid-invocation. Build a binary with `go
+	// build ./functions/<name>` (cfn.FunctionName gives the name).
+	Processes map[string]string
 	// Servers are running servers to provision on (Close leaves them
 	// running); DataDir is then theirs to decide. nil: inside a test binary
 	// the servers the environment names (servers.FromEnv, as `ddbpipe local
@@ -84,6 +90,8 @@ type Env struct {
 	LambdaURL string
 	Clients   provision.Clients
 	Streams   *dynamodbstreams.Client
+	// Processes are the functions Options.Processes named, by logical id.
+	Processes map[string]*runner.Processes
 
 	apiAuth map[string]httpAuth // by HttpApi logical id
 	servers []*http.Server
@@ -205,7 +213,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if e.apiAuth, err = readHTTPAuth(e.Stack.Template, e.Stack.Context); err != nil {
 		return nil, err
 	}
-	routes, err := e.host(ctx, o.Setups)
+	routes, err := e.host(ctx, o.Setups, o.Processes)
 	if err != nil {
 		return nil, err
 	}
@@ -244,17 +252,13 @@ func (e *Env) queueURL(arn string) (string, bool) {
 
 // host sets every function up and registers its event sources; it returns
 // the HTTP API routes.
-func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup) ([]httpapi.Route, error) {
+func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup, binaries map[string]string) ([]httpapi.Route, error) {
 	fns, err := e.Stack.Functions()
 	if err != nil {
 		return nil, err
 	}
 	var routes []httpapi.Route
 	for _, f := range fns {
-		setup, ok := setups[f.LogicalID]
-		if !ok {
-			return nil, fmt.Errorf("local: function %s has no Setup (add it to registry.All)", f.LogicalID)
-		}
 		env := map[string]string{
 			"AWS_REGION": e.Vars["AWS_REGION"], "AWS_LAMBDA_FUNCTION_NAME": f.Name,
 			"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": strconv.Itoa(f.MemoryMB), "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
@@ -262,17 +266,27 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup) ([]htt
 		for k, v := range f.Env {
 			env[k] = v
 		}
-		h, err := setup(ctx, lambdafn.Env{
-			Getenv:  func(k string) string { return env[k] },
-			AWS:     e.AWS,
-			Log:     e.log.With("function", f.LogicalID),
-			Metrics: e.flog,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("local: set up %s: %w", f.LogicalID, err)
+		var handler lambda.Handler
+		if bin, ok := binaries[f.LogicalID]; ok {
+			handler = e.processes(f, bin, env)
+		} else {
+			setup, ok := setups[f.LogicalID]
+			if !ok {
+				return nil, fmt.Errorf("local: function %s has no Setup (add it to registry.All)", f.LogicalID)
+			}
+			h, err := setup(ctx, lambdafn.Env{
+				Getenv:  func(k string) string { return env[k] },
+				AWS:     e.AWS,
+				Log:     e.log.With("function", f.LogicalID),
+				Metrics: e.flog,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("local: set up %s: %w", f.LogicalID, err)
+			}
+			handler = lambda.NewHandler(h)
 		}
 		if err := e.Runner.AddFunction(runner.Function{
-			LogicalID: f.LogicalID, Name: f.Name, ARN: f.ARN, Timeout: f.Timeout, Handler: lambda.NewHandler(h),
+			LogicalID: f.LogicalID, Name: f.Name, ARN: f.ARN, Timeout: f.Timeout, Handler: handler,
 		}); err != nil {
 			return nil, err
 		}
@@ -285,6 +299,34 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup) ([]htt
 		}
 	}
 	return routes, nil
+}
+
+// processes runs f from bin in separate processes, with the function's
+// environment, the stack's endpoints (the proxies) and credentials, and
+// nothing of this process's environment but PATH, HOME and TMPDIR.
+func (e *Env) processes(f provision.Function, bin string, fnEnv map[string]string) *runner.Processes {
+	var vars []string
+	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			vars = append(vars, k+"="+v)
+		}
+	}
+	for k, v := range e.Vars {
+		if strings.HasPrefix(k, "AWS_") {
+			vars = append(vars, k+"="+v)
+		}
+	}
+	for k, v := range fnEnv {
+		vars = append(vars, k+"="+v)
+	}
+	p := runner.NewProcesses(runner.ProcessConfig{
+		Function: f.LogicalID, Binary: bin, Env: vars, Output: e.flog, Log: e.log,
+	})
+	if e.Processes == nil {
+		e.Processes = map[string]*runner.Processes{}
+	}
+	e.Processes[f.LogicalID] = p
+	return p
 }
 
 func (e *Env) mapEvent(f provision.Function, ev provision.Event) ([]httpapi.Route, error) {
@@ -413,6 +455,9 @@ func (e *Env) Close() error {
 	if e.stop != nil {
 		e.stop()
 		e.stop = nil
+	}
+	for _, p := range e.Processes {
+		p.Close()
 	}
 	var errs []error
 	for _, s := range e.servers {
