@@ -104,7 +104,7 @@ type Stack struct {
 	procs   []*process
 	log     io.Writer
 	ready   time.Duration // each server's ready timeout
-	tempDir string // removed by Stop; "" when DataDir is set
+	tempDir string        // removed by Stop; "" when DataDir is set
 	// dynamoAllInterfaces reports that DynamoDB Local could not be bound to
 	// 127.0.0.1 (no javac to build the launcher) and listens on every address.
 	dynamoAllInterfaces bool
