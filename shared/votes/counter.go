@@ -198,7 +198,7 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	var late []Rejected
 	switch c.Mode {
 	case AtLeastOnce:
-		c.countAtLeastOnce(ctx, entries, shards, margin, &res)
+		late = c.countAtLeastOnce(ctx, entries, shards, bodies, margin, &res)
 	default:
 		late = c.countExactlyOnce(ctx, entries, shards, bodies, margin, &res)
 	}
@@ -366,6 +366,11 @@ func (c *Counter) commitGroup(ctx context.Context, g Group, shards map[string]in
 			g = Group{Entries: keep, Increments: Coalesce(keep, shards, c.Pick)}
 			continue // the rest is retried at once: nothing conflicted
 		}
+		if keep, closed := closedMonth(err, g.Entries, bodies); closed != nil {
+			out.late = append(out.late, closed...)
+			g = Group{Entries: keep, Increments: Coalesce(keep, shards, c.Pick)}
+			continue
+		}
 		out.TxRetries++
 		throttled := errors.Is(err, ErrThrottled) || ce != nil && ce.Throttled
 		if throttled {
@@ -390,9 +395,29 @@ func (c *Counter) commitGroup(ctx context.Context, g Group, shards map[string]in
 	return out
 }
 
-func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards map[string]int, margin time.Duration, res *Result) {
+// closedMonth splits entries when err is a *MonthClosedError: those of the
+// closed month become rejects (ReasonMonthClosed), the others are kept.
+// closed is nil when err is something else.
+func closedMonth(err error, entries []Entry, bodies map[string][]byte) (keep []Entry, closed []Rejected) {
+	var mc *MonthClosedError
+	if !errors.As(err, &mc) {
+		return entries, nil
+	}
+	closed = []Rejected{}
+	for _, e := range entries {
+		if e.Month() == mc.Month {
+			closed = append(closed, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonMonthClosed,
+				"castAt %s is in %s, a month whose ledger is retired", e.CastAt.Format(time.RFC3339), mc.Month)))
+			continue
+		}
+		keep = append(keep, e)
+	}
+	return keep, closed
+}
+
+func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards map[string]int, bodies map[string][]byte, margin time.Duration, res *Result) (late []Rejected) {
 	if len(entries) == 0 {
-		return
+		return nil
 	}
 	fail := func(err error) {
 		c.Log.WarnContext(ctx, "at-least-once write failed; the batch's votes will be retried (and may be counted twice)", "err", err)
@@ -408,7 +433,12 @@ func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards 
 		fail(context.DeadlineExceeded)
 		return
 	}
-	if err := c.Store.PutEntries(ctx, entries); err != nil {
+	err := c.Store.PutEntries(ctx, entries)
+	if keep, closed := closedMonth(err, entries, bodies); closed != nil {
+		// The closed month's votes are rejected; the others go again.
+		return append(closed, c.countAtLeastOnce(ctx, keep, shards, bodies, margin, res)...)
+	}
+	if err != nil {
 		fail(err)
 		return
 	}
@@ -420,4 +450,5 @@ func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards 
 	res.Accepted += len(entries)
 	res.CounterWrites += len(incs)
 	res.Commits += len(incs)
+	return nil
 }

@@ -52,7 +52,19 @@ const (
 	ReasonPollNotOpen    Reason = "poll-not-open"
 	ReasonPollClosed     Reason = "poll-closed"
 	ReasonDuplicateVoter Reason = "duplicate-voter"
+	ReasonMonthClosed    Reason = "month-closed"
 )
+
+// MonthClosedError is a store's refusal to write a month's ledger because
+// the month is closed: its table is gone (retired: archived, verified and
+// deleted by the rotator) and the ledger has moved on to a later month.
+// Writing there would create the table again, empty, and count again the
+// votes it held; the counter rejects such votes with ReasonMonthClosed.
+type MonthClosedError struct{ Month string }
+
+func (e *MonthClosedError) Error() string {
+	return fmt.Sprintf("votes: the ledger of %s is closed (retired); its votes can no longer be counted", e.Month)
+}
 
 // RejectError is a vote that must not be counted, with its reason.
 type RejectError struct {

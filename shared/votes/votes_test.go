@@ -207,6 +207,16 @@ type memStore struct {
 	writes   map[string]int // per shard key
 	failNext func(g Group) error
 	commits  int
+	closed   string // a retired month: writes to it fail with *MonthClosedError
+}
+
+func (m *memStore) closedErr(es []Entry) error {
+	for _, e := range es {
+		if e.Month() == m.closed {
+			return &MonthClosedError{Month: m.closed}
+		}
+	}
+	return nil
 }
 
 func newMem(polls ...Poll) *memStore {
@@ -231,6 +241,9 @@ func (m *memStore) Commit(ctx context.Context, g Group) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.commits++
+	if err := m.closedErr(g.Entries); err != nil {
+		return err
+	}
 	if m.failNext != nil {
 		if err := m.failNext(g); err != nil {
 			return err
@@ -260,6 +273,9 @@ func (m *memStore) Commit(ctx context.Context, g Group) error {
 func (m *memStore) PutEntries(ctx context.Context, es []Entry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.closedErr(es); err != nil {
+		return err
+	}
 	for _, e := range es {
 		pk, sk := e.LedgerKey()
 		m.ledger[[2]string{pk, sk}] = e.VoteID
@@ -297,6 +313,29 @@ func vote(id, poll, option, voter string) []byte {
 
 func newCounter(s Store, r RejectStore) *Counter {
 	return &Counter{Store: s, Rejects: r, Now: func() time.Time { return now }, Backoff: func(int) time.Duration { return 0 }}
+}
+
+// A vote of a retired month is rejected with its reason, in either mode;
+// the batch's other votes are counted.
+func TestCountRejectsClosedMonth(t *testing.T) {
+	for _, mode := range []Mode{ExactlyOnce, AtLeastOnce} {
+		store := newMem(Poll{ID: "p", Options: []string{"a", "b"}, Shards: 2})
+		store.closed = "2026-10"
+		rej := &memRejects{}
+		c := newCounter(store, rej)
+		c.Mode = mode
+		october := []byte(`{"voteId":"old","pollId":"p","optionId":"a","voterId":"u0","castAt":"2026-10-31T23:59:00Z"}`)
+		res := c.Count(context.Background(), []Message{msg("m0", october), msg("m1", vote("v1", "p", "a", "u1")), msg("m2", vote("v2", "p", "b", "u2"))})
+		if res.Accepted != 2 || res.Rejected[ReasonMonthClosed] != 1 || len(res.Failed) != 0 {
+			t.Errorf("%s: result %+v, want 2 accepted and 1 rejected month-closed", mode, res)
+		}
+		if len(rej.got) != 1 || rej.got[0].MessageID != "m0" || !strings.Contains(rej.got[0].Detail, "2026-10") {
+			t.Errorf("%s: rejects %+v", mode, rej.got)
+		}
+		if store.counts["p/a"] != 1 || store.counts["p/b"] != 1 {
+			t.Errorf("%s: counts %v, want the November votes only", mode, store.counts)
+		}
+	}
 }
 
 func TestCountExactlyOnce(t *testing.T) {

@@ -68,6 +68,7 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 	}
 	codes, ok := awserr.CancellationCodes(err)
 	if !ok {
+		s.forget(err, g.Entries)
 		return fmt.Errorf("votesddb: commit %d votes: %w", len(g.Entries), classify(err))
 	}
 	ce := &votes.CancelledError{Existing: map[int]string{}, Cause: err}
@@ -126,6 +127,7 @@ func (s *Votes) PutEntries(ctx context.Context, entries []votes.Entry) error {
 			}
 			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: req})
 			if err != nil {
+				s.forget(err, entries)
 				return fmt.Errorf("votesddb: write ledger: %w", classify(err))
 			}
 			req = out.UnprocessedItems
@@ -222,6 +224,9 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 		return fmt.Errorf("votesddb: describe %s: %w", name, classify(err))
 	}
 	if err != nil {
+		if closed, err := s.monthClosed(ctx, month); err != nil || closed {
+			return err
+		}
 		defs, keys := LedgerKeySchema()
 		_, err = s.db.CreateTable(ctx, &dynamodb.CreateTableInput{
 			TableName:            aws.String(name),
@@ -244,6 +249,41 @@ func (s *Votes) EnsureLedgerTable(ctx context.Context, month string) error {
 	s.tables[name] = true
 	s.mu.Unlock()
 	return nil
+}
+
+// monthClosed reports, as a *votes.MonthClosedError, that a month whose
+// table does not exist is closed: the next month's table exists, so the
+// ledger has moved on and this month was retired (the rotator creates the
+// current and the next month's tables ahead, and deletes a month only once
+// it is archived). It needs no clock: the counter must never create a
+// retired month's table again, empty, whatever its clock says.
+func (s *Votes) monthClosed(ctx context.Context, month string) (bool, error) {
+	m, err := time.Parse("2006-01", month)
+	if err != nil {
+		return false, fmt.Errorf("votesddb: ledger month %q: %w", month, err)
+	}
+	next := s.LedgerTable(m.AddDate(0, 1, 0).Format("2006-01"))
+	_, err = s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(next)})
+	switch {
+	case err == nil:
+		return true, &votes.MonthClosedError{Month: month}
+	case awserr.Is(err, "ResourceNotFoundException"):
+		return false, nil
+	}
+	return false, fmt.Errorf("votesddb: describe %s: %w", next, classify(err))
+}
+
+// forget drops the tables of entries from the known ones when a write
+// found one missing (retired since), so the next write checks again.
+func (s *Votes) forget(err error, entries []votes.Entry) {
+	if !awserr.Is(err, "ResourceNotFoundException") {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range entries {
+		delete(s.tables, s.LedgerTable(e.Month()))
+	}
 }
 
 // LedgerKeySchema is a ledger table's key: pk (hash) and sk (range), both

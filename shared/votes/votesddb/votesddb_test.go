@@ -178,6 +178,57 @@ func TestLedgerTablePerMonth(t *testing.T) {
 	}
 }
 
+// A retired month stays closed: once its table is gone and the next
+// month's exists, no write creates it again (empty, ready to count its
+// votes a second time); a store that knew the table finds out on its next
+// write. Both write paths say so with *votes.MonthClosedError.
+func TestRetiredMonthIsClosed(t *testing.T) {
+	s, db := newStore(t)
+	ctx := context.Background()
+	oct := entry("o1", "p", "a", "u1", false)
+	oct.CastAt = time.Date(2026, 10, 31, 23, 0, 0, 0, time.UTC)
+	group := func(es ...votes.Entry) votes.Group {
+		return votes.Group{Entries: es, Increments: []votes.Increment{{PollID: "p", OptionID: "a", N: int64(len(es))}}}
+	}
+	if err := s.Commit(ctx, group(oct)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureLedgerTable(ctx, "2026-11"); err != nil {
+		t.Fatal(err)
+	}
+	// The rotator retires October.
+	if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(s.LedgerTable("2026-10"))}); err != nil {
+		t.Fatal(err)
+	}
+	late := oct
+	late.VoteID = "o2"
+	err := s.Commit(ctx, group(late))
+	var mc *votes.MonthClosedError
+	if err == nil || errors.As(err, &mc) {
+		t.Fatalf("first write after the retirement: %v, want the write's own error (the store still knew the table)", err)
+	}
+	for name, write := range map[string]func() error{
+		"Commit":     func() error { return s.Commit(ctx, group(late)) },
+		"PutEntries": func() error { return s.PutEntries(ctx, []votes.Entry{late}) },
+		"a fresh store": func() error {
+			return New(db, s.counters, s.ledgerPrefix).Commit(ctx, group(late))
+		},
+	} {
+		if err := write(); !errors.As(err, &mc) || mc.Month != "2026-10" {
+			t.Errorf("%s: %v, want *MonthClosedError for 2026-10", name, err)
+		}
+	}
+	if _, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.LedgerTable("2026-10"))}); err == nil {
+		t.Error("October's table was created again")
+	}
+	// A month whose successor does not exist yet opens as before.
+	dec := entry("d1", "p", "a", "u1", false)
+	dec.CastAt = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	if err := s.Commit(ctx, group(dec)); err != nil {
+		t.Errorf("December: %v", err)
+	}
+}
+
 // Materialized totals: a newer copy is never replaced by an older one.
 func TestTotalsCache(t *testing.T) {
 	s, _ := newStore(t)
