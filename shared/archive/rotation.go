@@ -373,6 +373,21 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 		return true
 	}
 
+	// A month verified, compacted and retired whose table exists again with
+	// its stream on: a writer created it anew (a retirement turns the stream
+	// off before it verifies, and a kept table stays so). It holds late
+	// writes, not the month: verifying it against the archive, and writing
+	// the difference as a snapshot, would remove the month's items from
+	// the archive. It is left alone, for an operator.
+	if c, err := r.Archive.Read(ctx, p); err == nil && c.Manifest != nil && c.Manifest.Verification != nil &&
+		c.Manifest.Verification.OK && t.StreamEnabled {
+		ret.Outcome = Alarm
+		ret.Err = fmt.Errorf("rotation: %s exists again (created %s, stream on) although its month was verified archived (%d items) at %s: left alone; its items are late writes, not in the archive",
+			t.Name, t.CreatedAt.Format(time.RFC3339), c.Manifest.Verification.ArchivedItems, c.Manifest.Verification.At.Format(time.RFC3339))
+		r.log().Error("rotation alarm: a retired month's table was created again; left alone", "table", t.Name, "err", ret.Err)
+		return ret
+	}
+
 	// ensure: the stream has a consumer; a provisioned table is lowered.
 	if !run(StepEnsure, func() (string, error) {
 		var notes []string

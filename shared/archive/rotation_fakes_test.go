@@ -20,7 +20,9 @@ type world struct {
 	streams map[string][]streamRec // by stream ARN
 	subs    map[string]int         // stream ARN → mappings
 	files   map[string][]Row
-	seq     int64
+	// manifests are the partitions' manifests by prefix, as Compact writes them.
+	manifests map[string]*Manifest
+	seq       int64
 	// deliver: subscriptions move stream records into the archive on pump.
 	deliver bool
 	calls   []string
@@ -42,7 +44,7 @@ type streamRec struct {
 
 func newWorld() *world {
 	return &world{tables: map[string]*memTable{}, streams: map[string][]streamRec{}, subs: map[string]int{}, files: map[string][]Row{},
-		deliver: true, fail: map[string]error{}}
+		manifests: map[string]*Manifest{}, deliver: true, fail: map[string]error{}}
 }
 
 func (w *world) call(format string, a ...any) {
@@ -298,6 +300,7 @@ func (m memArchive) Read(_ context.Context, p Partition) (Contents, error) {
 		}
 	}
 	c.State = replay.State()
+	c.Manifest = m.w.manifests[p.Prefix()]
 	return c, nil
 }
 
@@ -336,6 +339,8 @@ func (m memArchive) Compact(_ context.Context, p Partition, pol CompactionPolicy
 	}
 	c.Manifest = NewManifest(p, keep, replaced, v.At)
 	c.Manifest.SourceTable, c.Manifest.Verification = table, &v
+	mf := c.Manifest
+	m.w.manifests[p.Prefix()] = &mf
 	for _, k := range replaced {
 		delete(m.w.files, k)
 	}

@@ -18,6 +18,8 @@ type Table struct {
 	StreamARN          string
 	StreamEnabled      bool
 	DeletionProtection bool
+	// CreatedAt is when the table was created (zero when unknown).
+	CreatedAt time.Time
 	// Capacity is set for provisioned tables; nil for on-demand ones.
 	Capacity *Capacity
 }

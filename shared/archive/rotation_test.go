@@ -321,3 +321,39 @@ func TestUnarchived(t *testing.T) {
 		})
 	}
 }
+
+// A retired month's table created again (a late writer) is left alone: no
+// verification against the archive, no snapshot whose REMOVEs would take
+// the month's items out of the archive; the run says why.
+func TestRetiredMonthCreatedAgainIsLeftAlone(t *testing.T) {
+	w := novemberWorld(t)
+	if err := w.rotator(date(2026, 12, 3, 0)).Run(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	files := w.fileKeys("table=app-votes/month=2026-11/")
+	if _, _, err := (memTables{w}).Ensure(context.Background(), Spec{Name: "app-votes-2026-11", Month: "2026-11"}); err != nil {
+		t.Fatal(err)
+	}
+	w.put("app-votes-2026-11", "poll#p", "late-1", 1, date(2026, 11, 30, 23))
+	calls := len(w.calls)
+
+	rep := w.rotator(date(2026, 12, 4, 0)).Run(context.Background())
+	if len(rep.Retirements) != 1 {
+		t.Fatalf("retirements %+v, want November's", rep.Retirements)
+	}
+	ret := rep.Retirements[0]
+	if ret.Outcome != Alarm || ret.Err == nil || !strings.Contains(ret.Err.Error(), "exists again") || len(ret.Steps) != 0 {
+		t.Errorf("outcome %s, err %v, steps %v; want an alarm before any step", ret.Outcome, ret.Err, ret.Steps)
+	}
+	if got := w.fileKeys("table=app-votes/month=2026-11/"); !reflect.DeepEqual(got, files) {
+		t.Errorf("the archive changed: %v → %v", files, got)
+	}
+	if w.table("app-votes-2026-11") == nil {
+		t.Error("the table was deleted")
+	}
+	for _, c := range w.calls[calls:] {
+		if strings.Contains(c, "2026-11") {
+			t.Errorf("the run touched November: %s", c)
+		}
+	}
+}

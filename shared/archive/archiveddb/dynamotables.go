@@ -151,6 +151,9 @@ func tableOf(d *types.TableDescription) archive.Table {
 		StreamEnabled:      d.StreamSpecification != nil && aws.ToBool(d.StreamSpecification.StreamEnabled),
 		DeletionProtection: aws.ToBool(d.DeletionProtectionEnabled),
 	}
+	if d.CreationDateTime != nil {
+		tb.CreatedAt = d.CreationDateTime.UTC()
+	}
 	provisioned := d.BillingModeSummary == nil || d.BillingModeSummary.BillingMode == types.BillingModeProvisioned
 	if pt := d.ProvisionedThroughput; provisioned && pt != nil && aws.ToInt64(pt.ReadCapacityUnits) > 0 {
 		tb.Capacity = &archive.Capacity{Read: aws.ToInt64(pt.ReadCapacityUnits), Write: aws.ToInt64(pt.WriteCapacityUnits)}
