@@ -190,6 +190,13 @@ func (p *Processes) Stats() ProcessStats {
 	return p.stats
 }
 
+// Busy is the number of processes running an invocation now.
+func (p *Processes) Busy() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.busy)
+}
+
 // PIDs returns the running processes' ids.
 func (p *Processes) PIDs() []int {
 	p.mu.Lock()
@@ -202,6 +209,19 @@ func (p *Processes) PIDs() []int {
 		pids = append(pids, env.cmd.Process.Pid)
 	}
 	return pids
+}
+
+// Trim stops the idle processes, as Lambda reclaims idle environments;
+// the next invocation starts a new one. It returns how many it stopped.
+func (p *Processes) Trim() int {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, env := range idle {
+		env.stop()
+	}
+	return len(idle)
 }
 
 // Close stops the idle processes; busy ones stop when their invocation ends.

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+)
+
+// A fault mix: what the three proxies inject for one phase.
+type mix struct {
+	name   string
+	faults faultproxy.Faults
+}
+
+// mixes are the phases the soak cycles through, calm ones between.
+var mixes = []mix{
+	{"calm", faultproxy.Faults{}},
+	{"throttles 5 %", faultproxy.Faults{ThrottleRate: 0.05}},
+	{"5xx 3 %", faultproxy.Faults{ServerErrorRate: 0.03}},
+	{"latency 20±30 ms", faultproxy.Faults{Latency: 20 * time.Millisecond, LatencyJitter: 30 * time.Millisecond}},
+	{"dropped connections 1 %", faultproxy.Faults{DropRate: 0.01}},
+	{"calm", faultproxy.Faults{}},
+	{"all at once", faultproxy.Faults{ThrottleRate: 0.02, ServerErrorRate: 0.01, DropRate: 0.005, Latency: 5 * time.Millisecond, LatencyJitter: 20 * time.Millisecond}},
+}
+
+// event is one fault the timeline marks: a kill, a restart, a phase.
+type event struct {
+	At     time.Duration
+	Kind   string // "phase", "kill", "restart", "month"
+	Detail string
+}
+
+// faultLog records the faults injected.
+type faultLog struct {
+	began  time.Time
+	mu     sync.Mutex
+	events []event
+	kills  map[string]int // function → SIGKILLs
+	busy   int            // kills that hit a process mid-invocation
+	phases map[string]time.Duration
+	down   time.Duration // the restarted server's outage
+}
+
+func newFaultLog(began time.Time) *faultLog {
+	return &faultLog{began: began, kills: map[string]int{}, phases: map[string]time.Duration{}}
+}
+
+func (f *faultLog) add(kind, detail string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, event{At: time.Since(f.began), Kind: kind, Detail: detail})
+}
+
+func (f *faultLog) snapshot() []event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]event(nil), f.events...)
+}
+
+// setMix applies a fault mix to every proxy (the functions', the
+// producers' and the rotator's traffic alike).
+func (s *soak) setMix(m mix) {
+	for _, p := range s.env.Proxies {
+		p.SetFaults(m.faults)
+	}
+}
+
+// injectFaults cycles through the mixes, a PhaseEvery each, with the
+// runner delivering a DuplicateRate share of batches twice throughout.
+func (s *soak) injectFaults(ctx context.Context) {
+	s.env.Runner.SetFaults(runner.Faults{DuplicateRate: s.cfg.DuplicateRate})
+	for i := 0; ; i++ {
+		m := mixes[i%len(mixes)]
+		s.setMix(m)
+		s.faults.add("phase", m.name)
+		start := time.Now()
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.cfg.PhaseEvery):
+		}
+		s.faults.mu.Lock()
+		s.faults.phases[m.name] += time.Since(start)
+		s.faults.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// calm turns every fault off for the drain and the checks.
+func (s *soak) calm() {
+	s.setMix(mix{})
+	s.env.Runner.SetFaults(runner.Faults{})
+}
+
+// killFunctions sends SIGKILL to a process of each killable function in
+// turn, preferring one that is running an invocation.
+func (s *soak) killFunctions(ctx context.Context) {
+	t := time.NewTicker(s.cfg.KillEvery)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		id := killable[i%len(killable)]
+		p := s.env.Processes[id]
+		busy := p.Busy() > 0
+		pid, ok := p.Kill()
+		if !ok {
+			continue
+		}
+		s.faults.mu.Lock()
+		s.faults.kills[id]++
+		if busy {
+			s.faults.busy++
+		}
+		s.faults.mu.Unlock()
+		what := "idle"
+		if busy {
+			what = "mid-invocation"
+		}
+		s.faults.add("kill", fmt.Sprintf("%s pid %d (%s)", id, pid, what))
+	}
+}
+
+// restartServer restarts the S3 server once, at two fifths of the load:
+// the objects' blobs, the archive's files and presigned transfers all
+// lose their server for a while. (S3 keeps its files across the restart;
+// the SQS server keeps nothing, so restarting it would lose the queue's
+// messages, which no real outage does.)
+func (s *soak) restartServer(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(s.cfg.Duration * 2 / 5):
+	}
+	s.faults.add("restart", "S3 server stopped")
+	down, err := s.servers.Restart(ctx, servers.S3Server)
+	if err != nil {
+		s.faults.add("restart", "S3 restart failed: "+err.Error())
+		s.progress("S3 restart failed: %v", err)
+		return
+	}
+	s.faults.mu.Lock()
+	s.faults.down = down
+	s.faults.mu.Unlock()
+	s.faults.add("restart", fmt.Sprintf("S3 server back after %s", down.Round(time.Millisecond)))
+	s.progress("S3 server restarted: down %s", down.Round(time.Millisecond))
+}
+
+// faultSummary counts the faults injected, by kind.
+type faultSummary struct {
+	// Proxy counts by service: throttles, 5xx, dropped connections,
+	// upstream failures (the restarted server), from the proxies.
+	Proxy      map[string]faultproxy.Counts
+	Phases     map[string]time.Duration
+	Kills      map[string]int
+	KillsBusy  int
+	Duplicates int // batches delivered twice by the runner
+	Crashed    map[string]runner.ProcessStats
+	S3Down     time.Duration
+	Events     []event
+}
+
+func (f *faultLog) summary(env *stack.Env) faultSummary {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := faultSummary{Proxy: map[string]faultproxy.Counts{}, Phases: map[string]time.Duration{}, Kills: map[string]int{},
+		KillsBusy: f.busy, Crashed: map[string]runner.ProcessStats{}, S3Down: f.down, Events: append([]event(nil), f.events...)}
+	for svc, p := range env.Proxies {
+		out.Proxy[string(svc)] = p.Stats().Counts
+	}
+	for k, v := range f.phases {
+		out.Phases[k] = v
+	}
+	for k, v := range f.kills {
+		out.Kills[k] = v
+	}
+	for _, st := range env.Runner.Stats() {
+		out.Duplicates += st.Duplicates
+	}
+	for id, p := range env.Processes {
+		out.Crashed[id] = p.Stats()
+	}
+	sort.Slice(out.Events, func(i, j int) bool { return out.Events[i].At < out.Events[j].At })
+	return out
+}

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/local/cfn"
+	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// Config sizes and shapes one soak.
+type Config struct {
+	Root     string        // repository root
+	Duration time.Duration // the load's length
+	// VotesPerSecond is the producers' rate; ObjectWorkers run the
+	// document workload (each one request at a time).
+	VotesPerSecond int
+	ObjectWorkers  int
+	// Mode is the counter's COUNTING_MODE: a soak of at-least-once with
+	// redeliveries shows the vote invariant breaking (the counter then
+	// skips its transaction with the ledger).
+	Mode votes.Mode
+	// Faults turns on the proxies' fault mix, redeliveries, kills and the
+	// server restart; off, the soak is a plain load run.
+	Faults bool
+	// DuplicateRate is the share of successful SQS and stream batches the
+	// runner delivers twice (Lambda's at-least-once delivery).
+	DuplicateRate float64
+	// KillEvery is the time between two SIGKILLs of a function's process.
+	KillEvery time.Duration
+	// PhaseEvery is how long each fault mix lasts.
+	PhaseEvery time.Duration
+	Seed       uint64
+	Progress   io.Writer // human progress lines
+	FnLog      io.Writer // the functions' and runner's JSON logs
+}
+
+func (c *Config) defaults() {
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Minute
+	}
+	if c.VotesPerSecond <= 0 {
+		c.VotesPerSecond = 100
+	}
+	if c.ObjectWorkers <= 0 {
+		c.ObjectWorkers = 2
+	}
+	if c.Mode == "" {
+		c.Mode = votes.ExactlyOnce
+	}
+	if c.KillEvery <= 0 {
+		c.KillEvery = max(5*time.Second, c.Duration/30)
+	}
+	if c.PhaseEvery <= 0 {
+		c.PhaseEvery = max(5*time.Second, c.Duration/20)
+	}
+	if c.Seed == 0 {
+		c.Seed = rand.Uint64()
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.FnLog == nil {
+		c.FnLog = io.Discard
+	}
+}
+
+// killable are the functions run in processes of their own: the ones the
+// soak kills mid-invocation, one event source of each kind (SQS, streams,
+// HTTP) and the reaper, whose deletes race the objects' writes.
+var killable = []string{"CounterFunction", "ArchiverFunction", "ObjectsApiFunction", "ObjectsReaperFunction"}
+
+// params are the template parameters of a soak stack: timeouts short
+// enough that a killed invocation's messages come back within the run.
+func params(c Config) map[string]string {
+	return map[string]string{
+		"CountingMode":                  string(c.Mode),
+		"CounterTimeoutSeconds":         "5",
+		"VotesVisibilityTimeoutSeconds": "30",
+		"CounterBatchingWindowSeconds":  "1",
+		"CounterBatchSize":              "200",
+		"ArchiveBatchingWindowSeconds":  "1",
+	}
+}
+
+// soak is one run in progress.
+type soak struct {
+	cfg     Config
+	env     *stack.Env
+	servers *servers.Stack
+	rng     *rand.Rand
+	rngMu   sync.Mutex
+	log     *slog.Logger
+	began   time.Time
+	api     *http.Client // signed
+
+	clock   *virtualClock
+	load    *loadState
+	faults  *faultLog
+	samples *timeline
+
+	rotMu     sync.Mutex
+	rotations []rotationRun
+}
+
+func (s *soak) float() float64 {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.Float64()
+}
+
+func (s *soak) intn(n int) int {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.IntN(n)
+}
+
+func (s *soak) progress(format string, args ...any) {
+	fmt.Fprintf(s.cfg.Progress, "[%6.1fs] %s\n", time.Since(s.began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// Run brings a local stack up on servers of its own, runs the three flows
+// under faults for cfg.Duration, lets the pipeline drain and checks every
+// invariant. The error is for a soak that could not run; broken invariants
+// are in the Result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	s := &soak{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1)), began: time.Now(),
+		log: slog.New(slog.NewJSONHandler(cfg.FnLog, nil))}
+	s.progress("soak: %s of load, %d votes/s, %d object workers, counter %s, faults %v, seed %d",
+		cfg.Duration, cfg.VotesPerSecond, cfg.ObjectWorkers, cfg.Mode, cfg.Faults, cfg.Seed)
+
+	bins, err := buildFunctions(ctx, cfg.Root, killable)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(filepath.Dir(bins[killable[0]]))
+	s.progress("built %s as processes (native builds of functions/*)", strings.Join(killable, ", "))
+
+	// Servers of its own: the soak restarts one, and DynamoDB Local slows
+	// down with other runs' tables.
+	s.servers, err = servers.Start(ctx, servers.Options{Root: cfg.Root, Log: io.Discard})
+	if err != nil {
+		return nil, err
+	}
+	defer s.servers.Stop()
+	s.env, err = stack.Up(ctx, stack.Options{
+		Root: cfg.Root, Params: params(cfg), Setups: registry.All, Servers: s.servers,
+		Processes: bins, FunctionLog: cfg.FnLog, Progress: io.Discard,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer s.env.Close()
+	s.api = s.env.APIClient()
+	s.clock = newVirtualClock(s.began, cfg.Duration)
+	s.load = newLoadState()
+	s.faults = newFaultLog(s.began)
+	s.samples = newTimeline(s.began)
+
+	if err := s.setupVotes(ctx); err != nil {
+		return nil, err
+	}
+	// The rotator's first run, on the producers' clock (31 October):
+	// it creates and subscribes the coming month's table.
+	s.rotate(ctx, "before the load")
+	if err := s.env.Start(ctx); err != nil {
+		return nil, err
+	}
+	base := leakBaseline(s)
+	s.progress("stack up; load starts (%d goroutines, %d open files in this process)", base.Goroutines, base.FDs)
+
+	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.produceVotes(loadCtx) })
+	for i := range cfg.ObjectWorkers {
+		wg.Go(func() { s.objectWorker(loadCtx, i) })
+	}
+	wg.Go(func() { s.sample(loadCtx) })
+	wg.Go(func() { s.rotateDuringLoad(loadCtx) })
+	if cfg.Faults {
+		wg.Go(func() { s.injectFaults(loadCtx) })
+		wg.Go(func() { s.killFunctions(loadCtx) })
+		wg.Go(func() { s.restartServer(loadCtx) })
+	}
+	wg.Wait()
+	stopLoad()
+	s.calm()
+	s.progress("load done: %d votes sent (%d distinct accepted, %d bad), %d object operations; faults off, draining",
+		s.load.votesSent(), s.load.distinctAccepted(), s.load.badSent(), s.load.objectOps())
+
+	res := &Result{Config: cfg, Began: s.began, LoadEnded: time.Now()}
+	s.check(ctx, res, base)
+	res.Faults = s.faults.summary(s.env)
+	res.Timeline = s.samples
+	res.Load = s.load.summary(cfg.Duration)
+	res.Rotations = s.rotations
+	res.Functions = s.env.Runner.Stats()
+	res.Took = time.Since(s.began)
+	s.progress("done in %s: %d invariants checked, %d violated", res.Took.Round(time.Second), len(res.Invariants), res.Violations())
+	return res, nil
+}
+
+// buildFunctions builds each function for this machine into a temporary
+// folder and returns the binaries by logical id.
+func buildFunctions(ctx context.Context, root string, ids []string) (map[string]string, error) {
+	dir, err := os.MkdirTemp("", "ddbpipe-soak-fn-")
+	if err != nil {
+		return nil, err
+	}
+	bins := map[string]string{}
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	for _, id := range ids {
+		name := cfn.FunctionName(id)
+		args = append(args, "./functions/"+name)
+		bins[id] = filepath.Join(dir, name)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("soak: go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return bins, nil
+}
+
+// virtualClock is the producers' clock: it crosses from October into
+// November halfway through the load, so the ledger's month changes under
+// load. The rotator's clock is the same until the crossing and runs the
+// archive's grace ahead after it, so October retires while November's
+// votes arrive.
+type virtualClock struct {
+	began    time.Time
+	crossing time.Time // real time of the month boundary
+	boundary time.Time // 1 November 2026, 00:00 UTC
+}
+
+func newVirtualClock(began time.Time, d time.Duration) *virtualClock {
+	return &virtualClock{began: began, crossing: began.Add(d / 2), boundary: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// Now is the producers' time: the boundary plus the real time since the
+// crossing (negative before it).
+func (c *virtualClock) Now() time.Time { return c.boundary.Add(time.Since(c.crossing)) }
+
+// Month is the producers' current month.
+func (c *virtualClock) Month() string { return c.Now().Format("2006-01") }
+
+const (
+	coldMonth = "2026-10"
+	liveMonth = "2026-11"
+	graceDays = 2
+)
+
+// rotatorNow is the rotator's clock: the producers' until the crossing
+// plus a fifth of the run, then two days (the grace) ahead of it.
+func (s *soak) rotatorNow() time.Time {
+	now := s.clock.Now()
+	if time.Since(s.clock.crossing) > s.cfg.Duration/10 {
+		now = now.Add(graceDays*24*time.Hour + time.Hour)
+	}
+	return now
+}
+
+// rotationRun is one rotator run as the report lists it.
+type rotationRun struct {
+	At      time.Duration // since the soak began
+	Clock   time.Time     // the rotator's clock
+	Why     string
+	Created []string
+	Retired []string
+	Outcome map[string]string // table → outcome
+	Err     string
+	Took    time.Duration
+}
+
+// rotate runs the rotator once, wired as its function wires it, with its
+// clock set to rotatorNow.
+func (s *soak) rotate(ctx context.Context, why string) rotationRun {
+	now := s.rotatorNow()
+	r := s.rotator(now)
+	start := time.Now()
+	rep := r.Run(ctx)
+	run := rotationRun{At: time.Since(s.began), Clock: now, Why: why, Created: rep.Created,
+		Outcome: map[string]string{}, Took: time.Since(start)}
+	for _, t := range rep.Retirements {
+		run.Outcome[t.Table] = string(t.Outcome)
+		if t.Outcome == archive.Retired {
+			run.Retired = append(run.Retired, t.Table)
+		}
+	}
+	if err := rep.Err(); err != nil {
+		run.Err = err.Error()
+	}
+	s.rotMu.Lock()
+	s.rotations = append(s.rotations, run)
+	s.rotMu.Unlock()
+	s.progress("rotator at %s (%s): created %v, retired %v, outcomes %v, err %v", now.Format("2006-01-02 15:04"), why, rep.Created, run.Retired, run.Outcome, rep.Err())
+	return run
+}
+
+// rotateDuringLoad runs the rotator every tenth of the run, as its daily
+// schedule would on the moving clock.
+func (s *soak) rotateDuringLoad(ctx context.Context) {
+	t := time.NewTicker(max(5*time.Second, s.cfg.Duration/10))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.rotate(ctx, "under load")
+		}
+	}
+}
+
+// retired reports whether a rotator run retired the cold month's table.
+func (s *soak) retired() bool {
+	s.rotMu.Lock()
+	defer s.rotMu.Unlock()
+	for _, r := range s.rotations {
+		if r.Outcome[s.ledgerTable(coldMonth)] == string(archive.Retired) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *soak) ledgerTable(month string) string {
+	return s.env.Vars["LEDGER_TABLE_PREFIX"] + "-" + month
+}
+
+// leak is a process's resource use at one moment.
+type leak struct {
+	Goroutines int
+	FDs        int
+	Processes  map[string]int // idle function processes by logical id
+}
+
+func leakBaseline(s *soak) leak {
+	runtime.GC()
+	l := leak{Goroutines: runtime.NumGoroutine(), FDs: openFiles(), Processes: map[string]int{}}
+	for id, p := range s.env.Processes {
+		l.Processes[id] = len(p.PIDs()) - p.Busy() // idle ones: none after Trim
+
+	}
+	return l
+}
+
+func openFiles() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
+
+var errNotQuiet = errors.New("soak: the pipeline did not drain")

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+)
+
+// The soak starts servers of its own (it restarts one); the tests run it
+// the way `make soak` does, shorter.
+func soakConfig(t *testing.T, c Config) Config {
+	t.Helper()
+	stacktest.Need(t) // skips, or fails under DDBPIPE_REQUIRE_STACK, as the other integration tests do
+	root, err := servers.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Root, c.Progress = root, testWriter{t}
+	return c
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func invariant(res *Result, prefix string) (Invariant, bool) {
+	for _, i := range res.Invariants {
+		if strings.HasPrefix(i.Name, prefix) {
+			return i, true
+		}
+	}
+	return Invariant{}, false
+}
+
+// A short soak with every fault: every invariant holds, and the faults did
+// happen (kills mid-invocation, proxy errors, the S3 restart, the cold
+// month's retirement under load), so the run proves something.
+func TestSoakHoldsUnderFaults(t *testing.T) {
+	c := soakConfig(t, Config{Duration: 40 * time.Second, VotesPerSecond: 60, Faults: true, DuplicateRate: 0.05,
+		KillEvery: 4 * time.Second, PhaseEvery: 4 * time.Second, Seed: 7})
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := res.Write(dir, res.Load.objectsPerSec, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range res.Invariants {
+		if !i.OK {
+			t.Errorf("invariant broken: %s: %s", i.Name, i.Figures)
+		}
+	}
+	if len(res.Invariants) < 9 {
+		t.Errorf("%d invariants checked, want 9", len(res.Invariants))
+	}
+	f := res.Faults
+	kills := 0
+	for _, n := range f.Kills {
+		kills += n
+	}
+	var proxied int64
+	for _, c := range f.Proxy {
+		proxied += c.Throttled + c.ServerErrors + c.Dropped
+	}
+	if kills < 4 || f.KillsBusy == 0 || proxied == 0 || f.S3Down == 0 || f.Duplicates == 0 {
+		t.Errorf("faults: %d kills (%d mid-invocation), %d proxy errors, S3 down %s, %d duplicated batches; want some of each", kills, f.KillsBusy, proxied, f.S3Down, f.Duplicates)
+	}
+	retired := false
+	for _, r := range res.Rotations {
+		retired = retired || len(r.Retired) > 0 && r.At < res.LoadEnded.Sub(res.Began)
+	}
+	if !retired {
+		t.Error("the cold month did not retire under load")
+	}
+	if res.Load.DistinctAccepted < 1000 || res.Load.Bad == 0 || res.Load.ObjectOps["get verified"] == 0 {
+		t.Errorf("load: %+v", res.Load)
+	}
+	for _, name := range []string{"report.md", "timeline.png"} {
+		if st, err := os.Stat(dir + "/" + name); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// The soak catches a counter that skips its transaction with the ledger:
+// at-least-once counting under redelivery counts votes twice, and the vote
+// invariant says so with the figures.
+func TestSoakCatchesACounterWithoutItsTransaction(t *testing.T) {
+	c := soakConfig(t, Config{Duration: 15 * time.Second, VotesPerSecond: 60, Mode: votes.AtLeastOnce,
+		Faults: true, DuplicateRate: 0.3, KillEvery: time.Hour, PhaseEvery: time.Hour, Seed: 11})
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, ok := invariant(res, "vote totals")
+	if !ok {
+		t.Fatal("no vote invariant")
+	}
+	if i.OK {
+		t.Errorf("the vote invariant holds for a counter without its transaction: %s", i.Figures)
+	}
+	t.Logf("caught: %s", i.Figures)
+}
