@@ -157,7 +157,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	// pools are bounded and filled by then, a leak grows with the work.
 	after := s.idle()
 	s.progress("idle after the soak: %d goroutines, %d open files; one more burst of load to compare", after.Goroutines, after.FDs)
-	burst, stop := context.WithTimeout(ctx, 15*time.Second)
+	burst, stop := context.WithTimeout(ctx, s.cfg.LeakBurst)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.produceVotes(burst) })
 	for i := range s.cfg.ObjectWorkers {
@@ -175,9 +175,9 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 		procs += n
 	}
 	res.add("no goroutine, connection or process leak", again.Goroutines <= after.Goroutines+10 && again.FDs <= after.FDs+10 && procs == 0,
-		"idle after the soak → after one more 15 s burst: goroutines %d → %d, open files and sockets %d → %d (allowed: +10 each); "+
+		"idle after the soak → after one more %s burst: goroutines %d → %d, open files and sockets %d → %d (allowed: +10 each); "+
 			"idle function processes left once they are reclaimed: %d (before the load: %d goroutines, %d files)",
-		after.Goroutines, again.Goroutines, after.FDs, again.FDs, procs, base.Goroutines, base.FDs)
+		s.cfg.LeakBurst, after.Goroutines, again.Goroutines, after.FDs, again.FDs, procs, base.Goroutines, base.FDs)
 }
 
 // idle reclaims the idle function processes (as Lambda does), lets the
@@ -227,7 +227,6 @@ func sameCounts(a, b map[string]votes.Totals) bool {
 	}
 	return true
 }
-
 
 // queueDepth is a queue's visible plus in-flight messages (-1 when it
 // cannot be read).

@@ -46,7 +46,10 @@ type Config struct {
 	KillEvery time.Duration
 	// PhaseEvery is how long each fault mix lasts.
 	PhaseEvery time.Duration
-	Seed       uint64
+	// LeakBurst is the burst of load after the checks whose idle state is
+	// compared with the soak's (default 15 s).
+	LeakBurst time.Duration
+	Seed      uint64
 	Progress   io.Writer // human progress lines
 	FnLog      io.Writer // the functions' and runner's JSON logs
 }
@@ -69,6 +72,9 @@ func (c *Config) defaults() {
 	}
 	if c.PhaseEvery <= 0 {
 		c.PhaseEvery = max(5*time.Second, c.Duration/20)
+	}
+	if c.LeakBurst <= 0 {
+		c.LeakBurst = 15 * time.Second
 	}
 	if c.Seed == 0 {
 		c.Seed = rand.Uint64()
