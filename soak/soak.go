@@ -50,8 +50,8 @@ type Config struct {
 	// compared with the soak's (default 15 s).
 	LeakBurst time.Duration
 	Seed      uint64
-	Progress   io.Writer // human progress lines
-	FnLog      io.Writer // the functions' and runner's JSON logs
+	Progress  io.Writer // human progress lines
+	FnLog     io.Writer // the functions' and runner's JSON logs
 }
 
 func (c *Config) defaults() {
