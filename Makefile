@@ -9,7 +9,7 @@ FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps install lint test test-race fuzz test-servers unit demo bench up down fmt vet clean
+.PHONY: all build deps install lint test test-race fuzz test-servers unit demo bench soak up down fmt vet clean
 
 all: build
 
@@ -116,6 +116,17 @@ KEY_LIMIT   ?= 100
 bench: install
 	$(GO) run ./bench -out bench/out -scale $(BENCH_SCALE) -key-limit $(KEY_LIMIT)
 
+# The three flows at once under mixed faults for SOAK_DURATION, then every
+# invariant (soak/out/report.md, timeline.png; exit 1 on a violation), after
+# the fuzz targets for SOAK_FUZZTIME each (their log goes in the report).
+SOAK_DURATION ?= 10m
+SOAK_FUZZTIME ?= 2m
+
+soak: install
+	@mkdir -p soak/out
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(SOAK_FUZZTIME) > soak/out/fuzz.txt 2>&1; st=$$?; cat soak/out/fuzz.txt; exit $$st
+	$(GO) run ./soak -duration $(SOAK_DURATION) -out soak/out -fuzz-log soak/out/fuzz.txt
+
 up: install
 	$(GO) run ./cmd/ddbpipe local up
 
@@ -129,4 +140,4 @@ vet:
 	$(GO) vet ./...
 
 clean:
-	rm -rf build .aws-sam bench/out .ddbpipe
+	rm -rf build .aws-sam bench/out soak/out .ddbpipe

@@ -47,6 +47,7 @@ type Result struct {
 	Functions  []runner.Stats
 	Leak       [3]leak // before the load, idle after the drain, idle after one more burst
 	Timeline   *timeline
+	Fuzz       string // the fuzz targets' log, when make soak ran them
 }
 
 // Violations counts the invariants that do not hold.

@@ -30,7 +30,7 @@ func main() {
 
 func run() error {
 	var c Config
-	var mode, out string
+	var mode, out, fuzzLog string
 	var noFaults bool
 	flag.DurationVar(&c.Duration, "duration", 10*time.Minute, "length of the load (the drain and the checks come after)")
 	flag.IntVar(&c.VotesPerSecond, "rate", 100, "votes sent per second")
@@ -42,6 +42,7 @@ func run() error {
 	flag.DurationVar(&c.PhaseEvery, "phase", 0, "length of each fault mix (default duration/20, at least 5s)")
 	flag.Uint64Var(&c.Seed, "seed", 0, "random seed (default: random; the report prints it)")
 	flag.StringVar(&out, "out", "soak/out", "folder for report.md, timeline.png and functions.log")
+	flag.StringVar(&fuzzLog, "fuzz-log", "", "output of `make fuzz` to quote in the report (make soak runs it first)")
 	flag.Parse()
 	c.Mode, c.Faults = votes.Mode(mode), !noFaults
 	if c.Mode != votes.ExactlyOnce && c.Mode != votes.AtLeastOnce {
@@ -66,6 +67,13 @@ func run() error {
 	res, err := Run(ctx, c)
 	if err != nil {
 		return err
+	}
+	if fuzzLog != "" {
+		b, err := os.ReadFile(fuzzLog)
+		if err != nil {
+			return err
+		}
+		res.Fuzz = string(b)
 	}
 	if err := res.Write(out, res.Load.objectsPerSec, corpusLine()); err != nil {
 		return err

@@ -186,6 +186,9 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 	for _, s := range r.Functions {
 		p("| %s | %d | %d | %d | %d |\n", s.Function, s.Invocations, s.Errors, s.Records, s.Duplicates)
 	}
+	if r.Fuzz != "" {
+		p("\n## Fuzzing\n\nThe fuzz targets, run by `make soak` before the load (`SOAK_FUZZTIME` each):\n\n```\n%s```\n", r.Fuzz)
+	}
 	if corpus != "" {
 		p("\n## Bad-input corpus\n\n%s\n", corpus)
 	}
