@@ -132,7 +132,8 @@ func (s *soak) killFunctions(ctx context.Context) {
 	}
 }
 
-// restartServer restarts the S3 server once, at two fifths of the load:
+// restartServer restarts the S3 server once, at two fifths of the load,
+// down for a twentieth of the run (at most 5 s):
 // the objects' blobs, the archive's files and presigned transfers all
 // lose their server for a while. (S3 keeps its files across the restart;
 // the SQS server keeps nothing, so restarting it would lose the queue's
@@ -144,7 +145,7 @@ func (s *soak) restartServer(ctx context.Context) {
 	case <-time.After(s.cfg.Duration * 2 / 5):
 	}
 	s.faults.add("restart", "S3 server stopped")
-	down, err := s.servers.Restart(ctx, servers.S3Server)
+	down, err := s.servers.Restart(ctx, servers.S3Server, min(5*time.Second, s.cfg.Duration/20))
 	if err != nil {
 		s.faults.add("restart", "S3 restart failed: "+err.Error())
 		s.progress("S3 restart failed: %v", err)

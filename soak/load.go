@@ -252,9 +252,10 @@ func (s *soak) sendBad(ctx context.Context, seq int) {
 
 // The documents: a few sizes, so every placement is written.
 var objectSizes = []struct {
-	size   int
-	random bool
-}{{2 << 10, false}, {64 << 10, false}, {300 << 10, true}, {1 << 20, true}}
+	size    int
+	random  bool
+	inTable bool // ?placement=table: a large one is chunked
+}{{2 << 10, true, false}, {64 << 10, false, false}, {300 << 10, true, false}, {300 << 10, true, true}, {1 << 20, true, false}}
 
 const objectKeys = 24
 
@@ -308,7 +309,7 @@ func (s *soak) putObject(ctx context.Context, c *objectsclient.Client, key strin
 	}
 	s.load.written[key][hex.EncodeToString(sum[:])] = true
 	s.load.mu.Unlock()
-	o := objectsclient.PutOptions{ContentType: "application/octet-stream"}
+	o := objectsclient.PutOptions{ContentType: "application/octet-stream", KeepInTable: sz.inTable}
 	if v, ok := known[key]; ok && v > 0 {
 		o.IfMatch = &v
 	}

@@ -241,12 +241,12 @@ func (s *Stack) dataDirs(dataDir string) (dataDirs, error) {
 }
 
 // Restart stops one server (DynamoDBServer, SQSServer or S3Server) the way
-// Stop does and starts it again on the same port, waiting until it answers:
-// an outage of that service, as clients see one. What survives is the
+// Stop does, waits pause, and starts it again on the same port, waiting
+// until it answers: an outage of that service, as clients see one. What survives is the
 // server's own: S3 keeps its objects (they are files), DynamoDB keeps its
 // tables only with a DataDir, and the SQS server keeps nothing. It returns
 // how long the server was down.
-func (s *Stack) Restart(ctx context.Context, name string) (time.Duration, error) {
+func (s *Stack) Restart(ctx context.Context, name string, pause time.Duration) (time.Duration, error) {
 	s.procsMu.Lock()
 	defer s.procsMu.Unlock()
 	for i, p := range s.procs {
@@ -256,6 +256,10 @@ func (s *Stack) Restart(ctx context.Context, name string) (time.Duration, error)
 		began := time.Now()
 		if err := p.stop(stopGrace, s.log); err != nil {
 			return 0, fmt.Errorf("localstack: restart %s: %w", p.title, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
 		}
 		var err error
 		for attempt := 0; attempt < 50; attempt++ { // the port may linger a moment

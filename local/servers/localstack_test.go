@@ -206,7 +206,7 @@ func TestStackKeepsDataInDataDir(t *testing.T) {
 	// Restart: the S3 server goes down and comes back on its port with its
 	// objects, a new process.
 	pidsBefore := first.PIDs()
-	down, err := first.Restart(ctx, S3Server)
+	down, err := first.Restart(ctx, S3Server, 200*time.Millisecond)
 	if err != nil {
 		t.Fatalf("Restart: %v", err)
 	}
@@ -216,7 +216,7 @@ func TestStackKeepsDataInDataDir(t *testing.T) {
 	if slices.Equal(first.PIDs(), pidsBefore) {
 		t.Errorf("Restart left the same processes %v", pidsBefore)
 	}
-	if _, err := first.Restart(ctx, "ftp"); err == nil {
+	if _, err := first.Restart(ctx, "ftp", 0); err == nil {
 		t.Error("Restart of an unknown server: no error")
 	}
 	if err := first.Stop(); err != nil {
