@@ -176,7 +176,10 @@ func NewRow(r Record) (Row, error) {
 	row := Row{
 		Table: p.Table, Month: p.Month, Stream: r.Stream,
 		EventName: r.EventName, SequenceNumber: r.SequenceNumber,
-		ApproximateCreationTime: r.CreatedAt.UTC(), TTLDelete: r.TTLDelete,
+		// The archive keeps microseconds (its recorded_at column), more
+		// than DynamoDB Streams gives (seconds); a finer time would not
+		// read back equal.
+		ApproximateCreationTime: r.CreatedAt.UTC().Truncate(time.Microsecond), TTLDelete: r.TTLDelete,
 	}
 	var err error
 	if row.Keys, err = ImageJSON(r.Keys); err != nil {
