@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -152,10 +153,19 @@ func (p *Producer) maxMessageSize(ctx context.Context) (int, error) {
 	if p.maxSize > 0 {
 		return p.maxSize, nil
 	}
-	out, err := p.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       aws.String(p.queueURL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
-	})
+	// A throttle, a 5xx or a lost connection is retried as a send is: the
+	// read is every Send's first call until it succeeds.
+	var out *sqs.GetQueueAttributesOutput
+	var err error
+	for attempt := 1; ; attempt++ {
+		out, err = p.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(p.queueURL),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+		})
+		if err == nil || !retryable(err) || attempt >= p.s.maxAttempts || retry.Sleep(ctx, p.s.backoff(attempt)) != nil {
+			break
+		}
+	}
 	if err != nil {
 		return 0, fmt.Errorf("votessqs: read MaximumMessageSize of %s: %w", p.queueURL, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -306,6 +307,33 @@ func TestSendReportsUnreadableQueue(t *testing.T) {
 	}
 	if res.Sent != 0 || len(q.CallSizes()) != 0 {
 		t.Errorf("sent %d in %d calls, want nothing", res.Sent, len(q.CallSizes()))
+	}
+}
+
+// A lost or throttled read of the queue's attributes is retried like a
+// send; a queue that does not exist is not.
+func TestSendRetriesTheAttributesRead(t *testing.T) {
+	q := newMemQueue(t)
+	api := q.api()
+	read, failures := api.GetQueueAttributesFn, 0
+	api.GetQueueAttributesFn = func(ctx context.Context, in *sqs.GetQueueAttributesInput) (*sqs.GetQueueAttributesOutput, error) {
+		if failures < 2 {
+			failures++
+			return nil, &types.RequestThrottled{Message: aws.String("slow down")}
+		}
+		return read(ctx, in)
+	}
+	p := NewProducer(api, q.queueURL, WithBackoff(func(int) time.Duration { return 0 }))
+	if res, err := p.Send(t.Context(), voteList(3)); err != nil || res.Sent != 3 {
+		t.Fatalf("Send = %+v, %v; want 3 sent after two throttled reads", res, err)
+	}
+	if q.attrCalls != 1 || failures != 2 {
+		t.Errorf("attribute reads: %d failed, %d answered; want 2 and 1", failures, q.attrCalls)
+	}
+	q = newMemQueue(t)
+	p = NewProducer(q.api(), "https://sqs.test/000000000000/nope", WithBackoff(func(int) time.Duration { return 0 }))
+	if _, err := p.Send(t.Context(), voteList(1)); err == nil || q.attrCalls != 1 {
+		t.Errorf("missing queue: err %v after %d reads, want an error after 1", err, q.attrCalls)
 	}
 }
 
