@@ -407,7 +407,7 @@ func closedMonth(err error, entries []Entry, bodies map[string][]byte) (keep []E
 	for _, e := range entries {
 		if e.Month() == mc.Month {
 			closed = append(closed, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonMonthClosed,
-				"castAt %s is in %s, a month whose ledger is retired", e.CastAt.Format(time.RFC3339), mc.Month)))
+				"castAt %s is in %s, a month whose ledger is closed (being retired or retired)", e.CastAt.Format(time.RFC3339), mc.Month)))
 			continue
 		}
 		keep = append(keep, e)

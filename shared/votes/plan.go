@@ -55,14 +55,31 @@ type Increment struct {
 
 // Group is what commits together: ledger entries and the increments that
 // count exactly them. In exactly-once mode a group is one transaction, so it
-// never holds more than MaxTransactionActions actions.
+// never holds more than MaxTransactionActions actions: besides a put per
+// entry and an update per increment, one check per month of its entries
+// that the month's ledger is still open (the rotator closes a month before
+// it verifies its archive; see the store's Commit).
 type Group struct {
 	Entries    []Entry
 	Increments []Increment
 }
 
+// Months are the ledger months of the group's entries, in order.
+func (g Group) Months() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range g.Entries {
+		if m := e.Month(); !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Actions is the number of transaction actions the group needs.
-func (g Group) Actions() int { return len(g.Entries) + len(g.Increments) }
+func (g Group) Actions() int { return len(g.Entries) + len(g.Increments) + len(g.Months()) }
 
 // ShardPicker returns a shard in [0, n): the seeds' random-suffix sharding.
 // The default is a DeckPicker; tests and benchmarks pin it.
@@ -102,25 +119,28 @@ func Plan(entries []Entry, shards map[string]int, pick ShardPicker) []Group {
 	})
 	var groups []Group
 	var cur []Entry
-	counters := map[[2]string]bool{}
+	counters, months := map[[2]string]bool{}, map[string]bool{}
 	flush := func() {
 		if len(cur) > 0 {
 			groups = append(groups, Group{Entries: cur, Increments: Coalesce(cur, shards, pick)})
 		}
-		cur, counters = nil, map[[2]string]bool{}
+		cur, counters, months = nil, map[[2]string]bool{}, map[string]bool{}
 	}
 	for _, e := range sorted {
-		k := [2]string{e.PollID, e.OptionID}
+		k, m := [2]string{e.PollID, e.OptionID}, e.Month()
 		need := 1
 		if !counters[k] {
 			need++ // the first entry of a counter also brings its increment
 		}
-		if len(cur)+len(counters)+need > MaxTransactionActions {
+		if !months[m] {
+			need++ // and the first of a month, the check that it is open
+		}
+		if len(cur)+len(counters)+len(months)+need > MaxTransactionActions {
 			flush()
-			need = 2
+			need = 3
 		}
 		cur = append(cur, e)
-		counters[k] = true
+		counters[k], months[m] = true, true
 	}
 	flush()
 	return groups

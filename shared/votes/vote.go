@@ -56,14 +56,16 @@ const (
 )
 
 // MonthClosedError is a store's refusal to write a month's ledger because
-// the month is closed: its table is gone (retired: archived, verified and
-// deleted by the rotator) and the ledger has moved on to a later month.
-// Writing there would create the table again, empty, and count again the
-// votes it held; the counter rejects such votes with ReasonMonthClosed.
+// the month is closed: the rotator closed it to verify its archive, or its
+// table is gone (retired: archived, verified and deleted) and the ledger
+// has moved on to a later month. A vote written then would be counted but
+// never archived, or (into a table created again, empty) count again the
+// votes the month held; the counter rejects such votes with
+// ReasonMonthClosed.
 type MonthClosedError struct{ Month string }
 
 func (e *MonthClosedError) Error() string {
-	return fmt.Sprintf("votes: the ledger of %s is closed (retired); its votes can no longer be counted", e.Month)
+	return fmt.Sprintf("votes: the ledger of %s is closed (being retired or retired); its votes can no longer be counted", e.Month)
 }
 
 // RejectError is a vote that must not be counted, with its reason.

@@ -142,13 +142,19 @@ func entries(n, options int) []Entry {
 }
 
 func TestPlanRespectsTransactionLimit(t *testing.T) {
-	for _, tc := range []struct{ votes, options int }{{1, 1}, {99, 1}, {100, 1}, {1000, 10}, {1000, 1}, {250, 100}, {3, 3}} {
-		t.Run(fmt.Sprintf("%d votes %d options", tc.votes, tc.options), func(t *testing.T) {
-			groups := Plan(entries(tc.votes, tc.options), map[string]int{"p": 8}, func(n int) int { return n - 1 })
+	for _, tc := range []struct{ votes, options, months int }{{1, 1, 1}, {99, 1, 1}, {100, 1, 1}, {1000, 10, 1}, {1000, 1, 1}, {250, 100, 1}, {3, 3, 1},
+		{98, 1, 1}, {97, 1, 2}, {1000, 10, 12}, {250, 90, 3}} {
+		t.Run(fmt.Sprintf("%d votes %d options %d months", tc.votes, tc.options, tc.months), func(t *testing.T) {
+			es := entries(tc.votes, tc.options)
+			for i := range es {
+				es[i].CastAt = time.Date(2026, time.Month(1+i%tc.months), 15, 0, 0, 0, 0, time.UTC)
+			}
+			groups := Plan(es, map[string]int{"p": 8}, func(n int) int { return n - 1 })
 			total, counted := 0, int64(0)
 			for _, g := range groups {
-				if g.Actions() > MaxTransactionActions {
-					t.Errorf("group of %d actions", g.Actions())
+				// Puts, increments and one open-month check per month.
+				if g.Actions() > MaxTransactionActions || g.Actions() != len(g.Entries)+len(g.Increments)+len(g.Months()) {
+					t.Errorf("group of %d actions (%d entries, %d increments, months %v)", g.Actions(), len(g.Entries), len(g.Increments), g.Months())
 				}
 				total += len(g.Entries)
 				perOption := map[string]int64{}
@@ -169,7 +175,10 @@ func TestPlanRespectsTransactionLimit(t *testing.T) {
 				t.Errorf("planned %d entries counting %d, want %d", total, counted, tc.votes)
 			}
 			// Coalescing: with batch 1000 and 10 options, ≤ 20 write requests.
-			if tc.votes == 1000 && tc.options == 10 && len(groups) > 20 {
+			if tc.votes <= 98 && tc.months == 1 && len(groups) != 1 {
+				t.Errorf("%d votes for one option in one month in %d transactions, want 1 (98 puts, an update, a check)", tc.votes, len(groups))
+			}
+			if tc.votes == 1000 && tc.options == 10 && tc.months == 1 && len(groups) > 20 {
 				t.Errorf("%d transactions for 1000 votes over 10 options, want ≤ 20", len(groups))
 			}
 		})

@@ -42,9 +42,37 @@ func (s *Votes) increment(inc votes.Increment) *types.Update {
 	}
 }
 
+// CloseMarkers is how many close markers the rotator writes into a month's
+// ledger table before it verifies the month's archive: items with the keys
+// CloseMarkerKey(0..CloseMarkers-1), which no vote's keys can be (a ledger
+// pk is <pollId>#<suffix>, and ids are never empty). Every transaction
+// checks that one of them is absent, so once they are written no vote can
+// be added to the month: the archive the rotator then verifies holds the
+// month for good. They are spread over CloseMarkers partitions so the
+// checks do not make one hot key. The rotator keeps its own copy
+// (shared/archive: archive.CloseMarkerKey); tests/rotation_test.go proves
+// the two agree by closing a table one way and committing the other.
+const CloseMarkers = 16
+
+// CloseMarkerKey is the keys of close marker n.
+func CloseMarkerKey(n int) (pk, sk string) { return fmt.Sprintf("#closed#%d", n), "#closed" }
+
+// openCheck is the transaction's check that month's ledger is open: close
+// marker n is absent.
+func (s *Votes) openCheck(month string, n int) *types.ConditionCheck {
+	pk, sk := CloseMarkerKey(n % CloseMarkers)
+	return &types.ConditionCheck{
+		TableName:           aws.String(s.LedgerTable(month)),
+		Key:                 map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)},
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	}
+}
+
 // Commit writes a group in one transaction: each ledger entry put only if
-// absent, and the group's increments. A cancellation is reported as
-// *votes.CancelledError naming the entries that already exist.
+// absent, the group's increments, and per month of its entries a check
+// that the month is not closed (see CloseMarkers). A cancellation is
+// reported as *votes.MonthClosedError when a month is closed, otherwise
+// as *votes.CancelledError naming the entries that already exist.
 func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 	if err := s.ensureLedger(ctx, g.Entries); err != nil {
 		return err
@@ -62,6 +90,17 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 	for _, inc := range g.Increments {
 		items = append(items, types.TransactWriteItem{Update: s.increment(inc)})
 	}
+	months := g.Months()
+	for _, m := range months {
+		// Which marker: the first entry's ledger suffix, so groups spread
+		// their checks over the markers.
+		for _, e := range g.Entries {
+			if e.Month() == m {
+				items = append(items, types.TransactWriteItem{ConditionCheck: s.openCheck(m, votes.LedgerSuffix(e.VoterID))})
+				break
+			}
+		}
+	}
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
 		return nil
@@ -70,6 +109,12 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 	if !ok {
 		s.forget(err, g.Entries)
 		return fmt.Errorf("votesddb: commit %d votes: %w", len(g.Entries), classify(err))
+	}
+	checks := len(g.Entries) + len(g.Increments)
+	for i, code := range codes {
+		if i >= checks && i-checks < len(months) && code == "ConditionalCheckFailed" {
+			return &votes.MonthClosedError{Month: months[i-checks]}
+		}
 	}
 	ce := &votes.CancelledError{Existing: map[int]string{}, Cause: err}
 	for i, code := range codes {

@@ -229,6 +229,62 @@ func TestRetiredMonthIsClosed(t *testing.T) {
 	}
 }
 
+// Once the rotator has written a month's close markers, no transaction
+// adds to that month, whichever marker it checks; the other months of the
+// same batch commit once the closed month's entries are set apart.
+func TestClosedMonthRefusesCommits(t *testing.T) {
+	s, db := newStore(t)
+	ctx := context.Background()
+	oct := func(id, voter string) votes.Entry {
+		e := entry(id, "p", "a", voter, false)
+		e.CastAt = time.Date(2026, 10, 31, 23, 0, 0, 0, time.UTC)
+		return e
+	}
+	group := func(es ...votes.Entry) votes.Group {
+		return votes.Group{Entries: es, Increments: []votes.Increment{{PollID: "p", OptionID: "a", N: int64(len(es))}}}
+	}
+	if err := s.Commit(ctx, group(oct("o1", "u1"))); err != nil {
+		t.Fatal(err)
+	}
+	for n := range CloseMarkers {
+		pk, sk := CloseMarkerKey(n)
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.LedgerTable("2026-10")),
+			Item: map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nov := entry("n1", "p", "a", "u1", false)
+	nov.CastAt = time.Date(2026, 11, 1, 0, 0, 1, 0, time.UTC)
+	var mc *votes.MonthClosedError
+	for voter := range 40 { // voters spread over every marker
+		g := group(oct(fmt.Sprintf("o-%d", voter), fmt.Sprintf("voter-%d", voter)), nov)
+		if err := s.Commit(ctx, g); !errors.As(err, &mc) || mc.Month != "2026-10" {
+			t.Fatalf("voter-%d: commit into closed October = %v, want *MonthClosedError for 2026-10", voter, err)
+		}
+	}
+	// A copy of a counted vote is refused the same way: the month is closed.
+	if err := s.Commit(ctx, group(oct("o1", "u1"))); !errors.As(err, &mc) {
+		t.Errorf("copy of a counted vote: %v, want *MonthClosedError", err)
+	}
+	if err := s.Commit(ctx, group(nov)); err != nil {
+		t.Fatalf("November alone: %v", err)
+	}
+	got, err := s.ShardCounts(ctx, "p", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a"] != 2 {
+		t.Errorf("counted %d, want 2: October's first vote and November's", got["a"])
+	}
+	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(s.LedgerTable("2026-10")), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(out.Count) != 1+CloseMarkers {
+		t.Errorf("October's ledger holds %d items, want its one vote and %d markers", out.Count, CloseMarkers)
+	}
+}
+
 // Materialized totals: a newer copy is never replaced by an older one.
 func TestTotalsCache(t *testing.T) {
 	s, _ := newStore(t)
