@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -41,6 +42,61 @@ func TestLedgerKeySchemaAgrees(t *testing.T) {
 	}
 	if !reflect.DeepEqual(in.AttributeDefinitions, defs) {
 		t.Errorf("rotator's attribute definitions %s, counter's %s", ledgerSchemaJSON(t, in.AttributeDefinitions), ledgerSchemaJSON(t, defs))
+	}
+}
+
+// The close markers are written twice too: the rotator writes them
+// (archiveddb) and the counter's transactions check them (votesddb). Once
+// the rotator has closed a month the counter cannot add to it, and the
+// markers are not the month's data: the verification's Scan and the
+// drain's stream reading both leave them out.
+func TestCloseMarkersAgree(t *testing.T) {
+	c := newClients(t, nil)
+	ctx := t.Context()
+	counters := unique("counters")
+	defs, keys := votesddb.LedgerKeySchema()
+	if _, err := c.db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(counters), BillingMode: "PAY_PER_REQUEST",
+		AttributeDefinitions: defs, KeySchema: keys}); err != nil {
+		t.Fatal(err)
+	}
+	prefix := unique("close")
+	store := votesddb.New(c.db, counters, prefix)
+	vote := func(id string) votes.Group {
+		e := votes.Entry{Vote: votes.Vote{VoteID: id, PollID: "p", OptionID: "a", VoterID: "u-" + id, CastAt: time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC)}}
+		return votes.Group{Entries: []votes.Entry{e}, Increments: []votes.Increment{{PollID: "p", OptionID: "a", N: 1}}}
+	}
+	if err := store.Commit(ctx, vote("v1")); err != nil {
+		t.Fatal(err)
+	}
+	table := store.LedgerTable("2026-10")
+	tables := &archiveddb.Tables{DB: c.db, Local: true}
+	if err := tables.Close(ctx, table); err != nil {
+		t.Fatal(err)
+	}
+	var mc *votes.MonthClosedError
+	for i := range 2 * archive.CloseMarkers {
+		if err := store.Commit(ctx, vote(fmt.Sprint("late-", i))); !errors.As(err, &mc) {
+			t.Fatalf("a vote after the close: %v, want *votes.MonthClosedError", err)
+		}
+	}
+	scan, err := tables.Scan(ctx, table, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := (&archiveddb.Streams{API: c.streams}).Records(ctx, aws.ToString(d.Table.LatestStreamArn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scan.State) != 1 || len(recs) != 1 {
+		t.Errorf("the closed table scans as %d items and its stream holds %d records, want 1 and 1: the vote, not the %d markers",
+			len(scan.State), len(recs), archive.CloseMarkers)
+	}
+	if votesddb.CloseMarkers != archive.CloseMarkers {
+		t.Errorf("the counter checks %d markers, the rotator writes %d", votesddb.CloseMarkers, archive.CloseMarkers)
 	}
 }
 

@@ -145,6 +145,7 @@ const (
 	StepCreate      Step = "create"
 	StepSubscribe   Step = "subscribe"
 	StepEnsure      Step = "ensure"
+	StepClose       Step = "close"
 	StepDrain       Step = "drain"
 	StepVerify      Step = "verify"
 	StepSnapshot    Step = "snapshot"
@@ -410,6 +411,18 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			return "nothing to change", nil
 		}
 		return strings.Join(notes, "; "), nil
+	}) {
+		return ret
+	}
+
+	// close: no vote is written into the month any more, so the archive
+	// verified below holds it for good (a vote added after the verification
+	// would be counted, deleted with the table, and never archived).
+	if !run(StepClose, func() (string, error) {
+		if err := r.Tables.Close(ctx, t.Name); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d close markers written: writers refused", CloseMarkers), nil
 	}) {
 		return ret
 	}

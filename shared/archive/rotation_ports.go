@@ -48,6 +48,10 @@ type Tables interface {
 	Ensure(ctx context.Context, s Spec) (t Table, created bool, err error)
 	// SetCapacity changes a provisioned table's throughput.
 	SetCapacity(ctx context.Context, name string, c Capacity) error
+	// Close writes the table's close markers (CloseMarkerKey): from then
+	// on no vote transaction commits into the table. The markers are never
+	// archived, scanned or counted as the table's items.
+	Close(ctx context.Context, name string) error
 	// DisableStream turns the table's stream off: its shards close, and
 	// what they hold stays readable for 24 hours.
 	DisableStream(ctx context.Context, name string) error

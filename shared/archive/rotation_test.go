@@ -107,7 +107,7 @@ func TestRunRetiresAColdMonth(t *testing.T) {
 	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != Retired {
 		t.Fatalf("retirements %+v, want November retired", rep.Retirements)
 	}
-	want := []Step{StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
+	want := []Step{StepEnsure, StepClose, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
 	if !reflect.DeepEqual(steps, want) {
 		t.Errorf("steps %v, want %v", steps, want)
 	}
@@ -129,7 +129,7 @@ func TestRunRetiresAColdMonth(t *testing.T) {
 	order := func(prefix string) int {
 		return slices.IndexFunc(w.calls, func(c string) bool { return strings.HasPrefix(c, prefix) })
 	}
-	if !(order("disable stream") < order("compact") && order("compact") < order("unsubscribe") &&
+	if !(order("close app-votes-2026-11") < order("disable stream") && order("disable stream") < order("compact") && order("compact") < order("unsubscribe") &&
 		order("unsubscribe") < order("protect app-votes-2026-11 false") && order("protect app-votes-2026-11 false") < order("delete")) {
 		t.Errorf("calls out of order: %v", w.calls)
 	}
@@ -355,5 +355,42 @@ func TestRetiredMonthCreatedAgainIsLeftAlone(t *testing.T) {
 		if strings.Contains(c, "2026-11") {
 			t.Errorf("the run touched November: %s", c)
 		}
+	}
+}
+
+// Votes keep coming while a month retires: from the close step on each is
+// refused, so the archive verified afterwards is the month the table held
+// when it was deleted, whichever step the vote came during.
+func TestVotesDuringARetirementAreRefused(t *testing.T) {
+	w := novemberWorld(t)
+	r := w.rotator(date(2026, 12, 3, 0))
+	accepted, refused := 0, 0
+	r.OnStep = func(table string, s StepResult) {
+		if table != "app-votes-2026-11" || s.Step == StepDelete {
+			return
+		}
+		if w.vote(table, "poll#p", "during-"+string(s.Step), date(2026, 11, 30, 23)) {
+			accepted++
+		} else {
+			refused++
+		}
+		w.pump()
+	}
+	rep := r.Run(context.Background())
+	if err := rep.Err(); err != nil || len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != Retired {
+		t.Fatalf("run %+v, %v; want November retired", rep.Retirements, err)
+	}
+	// Only the vote after the ensure step is taken; the others come after
+	// the close.
+	if accepted != 1 || refused != 6 {
+		t.Errorf("%d votes taken and %d refused during the retirement, want 1 and 6", accepted, refused)
+	}
+	c, err := w.rotator(date(2026, 12, 3, 0)).Archive.Read(context.Background(), Partition{Table: "app-votes", Month: "2026-11"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := KeyJSON(Item{"pk": "poll#p", "sk": "during-ensure"}, "pk", "sk")
+	if _, ok := c.State[key]; !ok || len(c.State) != 51 {
+		t.Errorf("archive holds %d items, want the 50 and the vote taken during the ensure step", len(c.State))
 	}
 }
