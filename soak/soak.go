@@ -363,8 +363,7 @@ func leakBaseline(s *soak) leak {
 	runtime.GC()
 	l := leak{Goroutines: runtime.NumGoroutine(), FDs: openFiles(), Processes: map[string]int{}}
 	for id, p := range s.env.Processes {
-		l.Processes[id] = len(p.PIDs()) - p.Busy() // idle ones: none after Trim
-
+		l.Processes[id] = len(p.PIDs()) // none once reclaimed (see idle)
 	}
 	return l
 }
