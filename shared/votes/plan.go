@@ -106,12 +106,19 @@ func Coalesce(entries []Entry, shards map[string]int, pick ShardPicker) []Increm
 }
 
 // Plan splits accepted entries into groups of at most MaxTransactionActions
-// actions (ledger puts plus the increments that count them). Entries are
-// ordered by poll and option first, so a group holds few distinct counters
-// and each increment carries many votes.
+// actions (ledger puts plus the increments that count them). A group holds
+// one month's entries only, so its transaction writes one ledger table
+// (around a month's turn a batch holds late votes of the month before:
+// DynamoDB Local all but stops, on lock timeouts, when concurrent
+// transactions span two ledger tables and the counters). Within a month,
+// entries are ordered by poll and option, so a group holds few distinct
+// counters and each increment carries many votes.
 func Plan(entries []Entry, shards map[string]int, pick ShardPicker) []Group {
 	sorted := append([]Entry(nil), entries...)
 	sort.SliceStable(sorted, func(i, j int) bool {
+		if mi, mj := sorted[i].Month(), sorted[j].Month(); mi != mj {
+			return mi < mj
+		}
 		if sorted[i].PollID != sorted[j].PollID {
 			return sorted[i].PollID < sorted[j].PollID
 		}
@@ -135,7 +142,7 @@ func Plan(entries []Entry, shards map[string]int, pick ShardPicker) []Group {
 		if !months[m] {
 			need++ // and the first of a month, the check that it is open
 		}
-		if len(cur)+len(counters)+len(months)+need > MaxTransactionActions {
+		if len(cur)+len(counters)+len(months)+need > MaxTransactionActions || len(months) > 0 && !months[m] {
 			flush()
 			need = 3
 		}

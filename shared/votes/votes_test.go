@@ -152,8 +152,8 @@ func TestPlanRespectsTransactionLimit(t *testing.T) {
 			groups := Plan(es, map[string]int{"p": 8}, func(n int) int { return n - 1 })
 			total, counted := 0, int64(0)
 			for _, g := range groups {
-				// Puts, increments and one open-month check per month.
-				if g.Actions() > MaxTransactionActions || g.Actions() != len(g.Entries)+len(g.Increments)+len(g.Months()) {
+				// Puts, increments and the check that its one month is open.
+				if g.Actions() > MaxTransactionActions || g.Actions() != len(g.Entries)+len(g.Increments)+1 || len(g.Months()) != 1 {
 					t.Errorf("group of %d actions (%d entries, %d increments, months %v)", g.Actions(), len(g.Entries), len(g.Increments), g.Months())
 				}
 				total += len(g.Entries)
