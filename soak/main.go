@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/local/badinput"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
@@ -94,5 +95,5 @@ func run() error {
 }
 
 // corpusLine names the bad-input corpus the tests drive through every
-// entry point.
-func corpusLine() string { return "" }
+// entry point (local/badinput, tests/badinput_test.go).
+func corpusLine() string { return badinput.Summary() + "." }
