@@ -37,6 +37,7 @@ func TestCorpus(t *testing.T) {
 			t.Errorf("%s: %d cases, want at least 10", e, n[e])
 		}
 	}
+	t.Log(Summary())
 	if s := Summary(); !strings.Contains(s, "cases (") {
 		t.Errorf("summary %q", s)
 	}
