@@ -121,11 +121,12 @@ bench: install
 # the fuzz targets for SOAK_FUZZTIME each (their log goes in the report).
 SOAK_DURATION ?= 10m
 SOAK_FUZZTIME ?= 2m
+SOAK_RATE     ?= 40
 
 soak: install
 	@mkdir -p soak/out
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(SOAK_FUZZTIME) > soak/out/fuzz.txt 2>&1; st=$$?; cat soak/out/fuzz.txt; exit $$st
-	$(GO) run ./soak -duration $(SOAK_DURATION) -out soak/out -fuzz-log soak/out/fuzz.txt
+	$(GO) run ./soak -duration $(SOAK_DURATION) -rate $(SOAK_RATE) -out soak/out -fuzz-log soak/out/fuzz.txt
 
 up: install
 	$(GO) run ./cmd/ddbpipe local up
