@@ -34,13 +34,7 @@ func run() error {
 	var mode, out, fuzzLog string
 	var noFaults bool
 	flag.DurationVar(&c.Duration, "duration", 10*time.Minute, "length of the load (the drain and the checks come after)")
-	// DynamoDB Local slows every write to a table with a stream in
-	// proportion to the stream records the other tables hold (measured:
-	// 7,500 items/s into the first table, 680/s once another holds 22,000
-	// records, 350/s at 39,000): at 100 votes/s the month's turn left the
-	// November ledger behind October's 30,000 records and the counter
-	// timed out. 40/s keeps a 10-minute soak under that limit.
-	flag.IntVar(&c.VotesPerSecond, "rate", 40, "votes sent per second")
+	flag.IntVar(&c.VotesPerSecond, "rate", DefaultRate, "votes sent per second (sized to DynamoDB Local: see DefaultRate)")
 	flag.IntVar(&c.ObjectWorkers, "object-workers", 2, "concurrent document clients")
 	flag.StringVar(&mode, "mode", string(votes.ExactlyOnce), "the counter's COUNTING_MODE: exactly-once, or at-least-once to watch the vote invariant break")
 	flag.BoolVar(&noFaults, "no-faults", false, "no fault injection: a plain load run")

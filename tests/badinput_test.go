@@ -22,7 +22,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/badinput"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
 // The bad-input corpus (local/badinput), every case through its entry
@@ -73,21 +72,7 @@ func badVotes(t *testing.T, env *stack.Env, poll string, fill func(string) strin
 			t.Fatalf("counter on the bodies SQS refuses: %s, %v; want every one rejected, none retried", out, err)
 		}
 	}
-	got := map[string]votes.Reason{}
-	eventually(t, 60*time.Second, "every bad vote on the rejects queue", func() bool {
-		for _, b := range drain(t, newClients(t, map[string]string{"AWS_ENDPOINT_URL_SQS": env.Vars["AWS_ENDPOINT_URL_SQS"]}), env.Vars["VOTES_REJECTS_QUEUE_URL"]) {
-			var m struct {
-				MessageID string       `json:"messageId"`
-				Reason    votes.Reason `json:"reason"`
-				Detail    string       `json:"detail"`
-			}
-			if err := json.Unmarshal([]byte(b), &m); err != nil || m.Detail == "" {
-				t.Errorf("reject envelope %q: %v", b, err)
-			}
-			got[m.MessageID] = m.Reason
-		}
-		return len(got) >= len(want)
-	})
+	got := rejectReasons(t, env, len(want))
 	for id, c := range want {
 		if string(got[id]) != c.Want {
 			t.Errorf("%s: reason %q, want %q", c.ID(), got[id], c.Want)

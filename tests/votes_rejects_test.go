@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -83,21 +84,7 @@ func TestVotesRejectsWithReasons(t *testing.T) {
 	}
 	want["direct-1MiB"] = votes.ReasonTooLarge
 
-	got := map[string]votes.Reason{}
-	eventually(t, 60*time.Second, "every reject in the rejects queue", func() bool {
-		for _, b := range drain(t, newClients(t, map[string]string{"AWS_ENDPOINT_URL_SQS": env.Vars["AWS_ENDPOINT_URL_SQS"]}), env.Vars["VOTES_REJECTS_QUEUE_URL"]) {
-			var m struct {
-				MessageID string       `json:"messageId"`
-				Reason    votes.Reason `json:"reason"`
-				Detail    string       `json:"detail"`
-			}
-			if err := json.Unmarshal([]byte(b), &m); err != nil || m.Detail == "" {
-				t.Errorf("reject envelope %q: %v", b, err)
-			}
-			got[m.MessageID] = m.Reason
-		}
-		return len(got) >= len(want)
-	})
+	got := rejectReasons(t, env, len(want))
 	for id, reason := range want {
 		if got[id] != reason {
 			t.Errorf("message %s: reason %q, want %q", id, got[id], reason)
@@ -112,4 +99,26 @@ func TestVotesRejectsWithReasons(t *testing.T) {
 	if n := queueDepth(t, env.Clients.SQS, env.Vars["VOTES_DEAD_LETTER_QUEUE_URL"]); n != 0 {
 		t.Errorf("DLQ holds %d messages: rejects must not be retried", n)
 	}
+}
+
+// rejectReasons drains the rejects queue until it has given n rejects, each
+// with its reason and a detail, and returns their reasons by message id.
+func rejectReasons(t *testing.T, env *stack.Env, n int) map[string]votes.Reason {
+	t.Helper()
+	got := map[string]votes.Reason{}
+	eventually(t, 60*time.Second, "every reject on the rejects queue", func() bool {
+		for _, b := range drain(t, newClients(t, map[string]string{"AWS_ENDPOINT_URL_SQS": env.Vars["AWS_ENDPOINT_URL_SQS"]}), env.Vars["VOTES_REJECTS_QUEUE_URL"]) {
+			var m struct {
+				MessageID string       `json:"messageId"`
+				Reason    votes.Reason `json:"reason"`
+				Detail    string       `json:"detail"`
+			}
+			if err := json.Unmarshal([]byte(b), &m); err != nil || m.Detail == "" {
+				t.Errorf("reject envelope %q: %v", b, err)
+			}
+			got[m.MessageID] = m.Reason
+		}
+		return len(got) >= n
+	})
+	return got
 }

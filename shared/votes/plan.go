@@ -126,28 +126,27 @@ func Plan(entries []Entry, shards map[string]int, pick ShardPicker) []Group {
 	})
 	var groups []Group
 	var cur []Entry
-	counters, months := map[[2]string]bool{}, map[string]bool{}
+	var month string
+	counters := map[[2]string]bool{}
 	flush := func() {
 		if len(cur) > 0 {
 			groups = append(groups, Group{Entries: cur, Increments: Coalesce(cur, shards, pick)})
 		}
-		cur, counters, months = nil, map[[2]string]bool{}, map[string]bool{}
+		cur, counters = nil, map[[2]string]bool{}
 	}
 	for _, e := range sorted {
-		k, m := [2]string{e.PollID, e.OptionID}, e.Month()
+		k := [2]string{e.PollID, e.OptionID}
 		need := 1
 		if !counters[k] {
 			need++ // the first entry of a counter also brings its increment
 		}
-		if !months[m] {
-			need++ // and the first of a month, the check that it is open
-		}
-		if len(cur)+len(counters)+len(months)+need > MaxTransactionActions || len(months) > 0 && !months[m] {
+		// A group's actions: its puts, its increments and its month's check.
+		if len(cur) > 0 && (e.Month() != month || len(cur)+len(counters)+1+need > MaxTransactionActions) {
 			flush()
-			need = 3
+			need = 2
 		}
 		cur = append(cur, e)
-		counters[k], months[m] = true, true
+		counters[k], month = true, e.Month()
 	}
 	flush()
 	return groups

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -90,15 +91,13 @@ func (s *Votes) Commit(ctx context.Context, g votes.Group) error {
 	for _, inc := range g.Increments {
 		items = append(items, types.TransactWriteItem{Update: s.increment(inc)})
 	}
-	months := g.Months()
-	for _, m := range months {
-		// Which marker: the first entry's ledger suffix, so groups spread
-		// their checks over the markers.
-		for _, e := range g.Entries {
-			if e.Month() == m {
-				items = append(items, types.TransactWriteItem{ConditionCheck: s.openCheck(m, votes.LedgerSuffix(e.VoterID))})
-				break
-			}
+	// One check per month, on the marker of the month's first entry's
+	// ledger suffix, so groups spread their checks over the markers.
+	var months []string
+	for _, e := range g.Entries {
+		if m := e.Month(); !slices.Contains(months, m) {
+			months = append(months, m)
+			items = append(items, types.TransactWriteItem{ConditionCheck: s.openCheck(m, votes.LedgerSuffix(e.VoterID))})
 		}
 	}
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
