@@ -93,6 +93,13 @@ func sqsCases() []Case {
 		c("path traversal as the poll", vote("o3", "../../etc/passwd", "a", "u", Now), "unknown-poll"),
 		c("right-to-left override in the option", vote("o4", Poll, "a\u202eb", "u", Now), "unknown-option"),
 		c("castAt in 2099 (clock skew)", vote("f1", Poll, "a", "u", "2099-01-01T00:00:00Z"), "cast-at-in-future"),
+		// The driver's poll is created as the run starts: a vote cast
+		// before then (less the clock skew allowed) is early. The dates
+		// are fixed, so each is at least as far before the poll as its
+		// name says on any run from November 2026 on.
+		c("castAt 1970-01-01, before the poll existed", vote("e1", Poll, "a", "u", "1970-01-01T00:00:00Z"), "poll-not-open"),
+		c("castAt 0001-01-01, the zero time", vote("e2", Poll, "a", "u", "0001-01-01T00:00:00Z"), "poll-not-open"),
+		c("castAt two years before the poll existed", vote("e3", Poll, "a", "u", "2024-11-25T00:00:00Z"), "poll-not-open"),
 		c("castAt not a time", vote("b1", Poll, "a", "u", "yesterday"), "bad-cast-at"),
 		c("castAt without a zone", vote("b2", Poll, "a", "u", "2026-11-24T10:00:00"), "bad-cast-at"),
 		// SQS and Lambda's JSON event carry text: invalid bytes arrive as
@@ -112,9 +119,14 @@ func httpCases() []Case {
 		c("poll: options a string", "POST", "/polls", jsonType, `{"pollId":"h1","options":"a,b"}`, 400),
 		c("poll: no options", "POST", "/polls", jsonType, `{"pollId":"h2","options":[]}`, 400),
 		c("poll: hash in the id", "POST", "/polls", jsonType, `{"pollId":"h#3","options":["a"]}`, 400),
+		c("poll: traversal as the id", "POST", "/polls", jsonType, `{"pollId":"../x","options":["a"]}`, 400),
+		c("poll: slash in the id", "POST", "/polls", jsonType, `{"pollId":"a/b","options":["a"]}`, 400),
+		c("poll: the id ..", "POST", "/polls", jsonType, `{"pollId":"..","options":["a"]}`, 400),
 		c("poll: duplicate options", "POST", "/polls", jsonType, `{"pollId":"h4","options":["a","a"]}`, 400),
 		c("poll: 100000 shards", "POST", "/polls", jsonType, `{"pollId":"h5","options":["a"],"shards":100000}`, 400),
 		c("poll: a binary body", "POST", "/polls", map[string]string{"Content-Type": "application/octet-stream"}, `{"pollId":"h6","options":["a"]}`, 415),
+		c("poll: a text/plain body", "POST", "/polls", map[string]string{"Content-Type": "text/plain"}, `{"pollId":"h8","options":["a"]}`, 415),
+		c("poll: no Content-Type", "POST", "/polls", nil, `{"pollId":"h9","options":["a"]}`, 415),
 		c("poll: 70 KiB body", "POST", "/polls", jsonType, `{"pollId":"h7","options":["`+strings.Repeat("o", 70<<10)+`"]}`, 413),
 		c("poll: exists already", "POST", "/polls", jsonType, `{"pollId":"`+Poll+`","options":["a","b"]}`, 409),
 		c("results: no such poll", "GET", "/polls/no-such-poll-anywhere/results", nil, "", 404),

@@ -2,6 +2,7 @@ package votes
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -27,9 +28,14 @@ type Poll struct {
 	CreatedAt       time.Time `json:"createdAt,omitzero"`
 }
 
-// Validate checks a poll before it is created.
+// Validate checks a poll before it is created. Only new polls are checked:
+// a poll created before a rule was added keeps its id, and its votes and
+// results keep working.
 func (p Poll) Validate() error {
 	if err := checkID("pollId", p.ID); err != nil {
+		return fmt.Errorf("votes: poll: %w", err)
+	}
+	if err := checkPathSegment("pollId", p.ID); err != nil {
 		return fmt.Errorf("votes: poll: %w", err)
 	}
 	if len(p.Options) == 0 || len(p.Options) > MaxOptions {
@@ -54,6 +60,20 @@ func (p Poll) Validate() error {
 	return nil
 }
 
+// checkPathSegment enforces the rules of one URL path segment, so that a
+// poll's id can be its path in /polls/{id}: no '/' or '\' (which some
+// clients and proxies read as '/'), and not "." or ".." alone (which clients
+// resolve away). checkID has already refused control characters and '#'.
+func checkPathSegment(name, s string) error {
+	if s == "." || s == ".." {
+		return reject(ReasonBadID, "%s %q is a dot segment: a poll id is one URL path segment, and \".\" or \"..\" alone is not allowed", name, s)
+	}
+	if i := strings.IndexAny(s, `/\`); i >= 0 {
+		return reject(ReasonBadID, "%s %q contains %q: a poll id is one URL path segment, and '/' and '\\' are not allowed", name, s, s[i])
+	}
+	return nil
+}
+
 // HasOption reports whether o is one of the poll's options.
 func (p Poll) HasOption(o string) bool {
 	for _, x := range p.Options {
@@ -66,12 +86,19 @@ func (p Poll) HasOption(o string) bool {
 
 // Accepts checks a parsed vote against the poll: option and window (by the
 // vote's castAt, so a vote cast before closing that arrives late still counts).
+// A vote cast before the poll existed, less MaxClockSkew for the producer's
+// clock, is not open either; a poll with no CreatedAt (created before it was
+// recorded) skips that check.
 func (p Poll) Accepts(v Vote) error {
 	if !p.HasOption(v.OptionID) {
 		return reject(ReasonUnknownOption, "poll %s has no option %q", p.ID, v.OptionID)
 	}
 	if !p.Opens.IsZero() && v.CastAt.Before(p.Opens) {
 		return reject(ReasonPollNotOpen, "poll %s opens at %s; vote cast at %s", p.ID, p.Opens.Format(time.RFC3339), v.CastAt.Format(time.RFC3339))
+	}
+	if !p.CreatedAt.IsZero() && v.CastAt.Before(p.CreatedAt.Add(-MaxClockSkew)) {
+		return reject(ReasonPollNotOpen, "poll %s was created at %s; vote cast at %s, more than %s (the allowed clock skew) earlier",
+			p.ID, p.CreatedAt.UTC().Format(time.RFC3339), v.CastAt.UTC().Format(time.RFC3339), MaxClockSkew)
 	}
 	if !p.Closes.IsZero() && !v.CastAt.Before(p.Closes) {
 		return reject(ReasonPollClosed, "poll %s closed at %s; vote cast at %s", p.ID, p.Closes.Format(time.RFC3339), v.CastAt.Format(time.RFC3339))

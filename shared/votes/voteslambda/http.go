@@ -7,8 +7,10 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -96,6 +98,9 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 }
 
 func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (votes.Poll, error) {
+	if err := checkJSON(req); err != nil {
+		return votes.Poll{}, err
+	}
 	raw := []byte(req.Body)
 	if req.IsBase64Encoded {
 		return votes.Poll{}, &clientError{http.StatusUnsupportedMediaType, "send the poll as application/json"}
@@ -130,6 +135,36 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		return votes.Poll{}, err
 	}
 	return p, nil
+}
+
+// checkJSON refuses a body that is not declared application/json
+// (parameters such as charset=utf-8 allowed, case-insensitive): 415.
+func checkJSON(req events.APIGatewayV2HTTPRequest) error {
+	ct := header(req, "content-type")
+	if strings.TrimSpace(ct) == "" {
+		return &clientError{http.StatusUnsupportedMediaType, "no Content-Type: send the poll as application/json"}
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return nil
+	}
+	if len(ct) > 100 {
+		ct = ct[:100] + "…"
+	}
+	return &clientError{http.StatusUnsupportedMediaType, "Content-Type " + strconv.Quote(ct) + " is not supported: send the poll as application/json"}
+}
+
+// header returns a request header's value. API Gateway lower-cases header
+// names; a name in another case (a direct invocation) is found too.
+func header(req events.APIGatewayV2HTTPRequest, name string) string {
+	if v, ok := req.Headers[name]; ok {
+		return v
+	}
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
 }
 
 // fail maps an error to a response: the one place errors become statuses.

@@ -22,6 +22,17 @@ func TestMain(m *testing.M) { stacktest.Main(m) }
 
 func newHTTP(t *testing.T) *HTTP {
 	t.Helper()
+	return httpOn(countersTable(t))
+}
+
+// httpOn is the handler over a counters table.
+func httpOn(db *dynamodb.Client, table string) *HTTP {
+	return &HTTP{Store: votesddb.New(db, table, table+"-ledger"), DefaultShards: 8, Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+}
+
+// countersTable creates an empty counters table on DynamoDB Local.
+func countersTable(t *testing.T) (*dynamodb.Client, string) {
+	t.Helper()
 	st := stacktest.Need(t)
 	db := dynamodb.NewFromConfig(stacktest.Config(t, st, nil))
 	name := fmt.Sprintf("http-counters-%d", time.Now().UnixNano())
@@ -32,11 +43,17 @@ func newHTTP(t *testing.T) *HTTP {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return &HTTP{Store: votesddb.New(db, name, name+"-ledger"), DefaultShards: 8, Now: time.Now, Log: slog.New(slog.DiscardHandler)}
+	return db, name
 }
 
+// request is a request as API Gateway hands it over; a POST declares its
+// body application/json, as POST /polls requires.
 func request(route, id, body string) events.APIGatewayV2HTTPRequest {
-	return events.APIGatewayV2HTTPRequest{RouteKey: route, PathParameters: map[string]string{"id": id}, Body: body}
+	r := events.APIGatewayV2HTTPRequest{RouteKey: route, PathParameters: map[string]string{"id": id}, Body: body}
+	if strings.HasPrefix(route, "POST ") {
+		r.Headers = map[string]string{"content-type": "application/json"}
+	}
+	return r
 }
 
 func withQuery(r events.APIGatewayV2HTTPRequest, k, v string) events.APIGatewayV2HTTPRequest {
@@ -70,7 +87,7 @@ func TestPollsHTTP(t *testing.T) {
 		{"too many shards", request("POST /polls", "", `{"pollId":"x","options":["a"],"shards":5000}`), 400, "shards"},
 		{"closes before opening", request("POST /polls", "", `{"pollId":"x","options":["a"],"opensAt":"2026-02-01T00:00:00Z","closesAt":"2026-01-01T00:00:00Z"}`), 400, "not after"},
 		{"oversized body", request("POST /polls", "", `{"pollId":"x","options":["`+strings.Repeat("a", 70<<10)+`"]}`), 413, "64 KiB"},
-		{"binary body", events.APIGatewayV2HTTPRequest{RouteKey: "POST /polls", Body: "AAEC", IsBase64Encoded: true}, 415, "application/json"},
+		{"binary body", events.APIGatewayV2HTTPRequest{RouteKey: "POST /polls", Headers: map[string]string{"content-type": "application/json"}, Body: "AAEC", IsBase64Encoded: true}, 415, "application/json"},
 		{"get", request("GET /polls/{id}", "color", ""), 200, `"options":["red","blue"]`},
 		{"get missing", request("GET /polls/{id}", "nope", ""), 404, "no such poll"},
 		{"get hostile id", request("GET /polls/{id}", "../../etc/passwd#x", ""), 404, "no such poll"},
