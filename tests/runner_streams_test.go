@@ -353,3 +353,59 @@ func streamKeys(t *testing.T, c clients, arn string) []string {
 	}
 	return keys
 }
+
+// A mapping with a tumbling window delivers events.DynamoDBTimeWindowEvent:
+// the stream's shard id (the only event form that names it), the window,
+// and the state the function returned last in that window.
+func TestRunnerStreamTumblingWindow(t *testing.T) {
+	needStack(t)
+	c := newClients(t, nil)
+	table, arn := streamTable(t, c)
+	keys := []string{"w1", "w2", "w3", "w4", "w5", "w6"}
+	var mu sync.Mutex
+	var got []events.DynamoDBTimeWindowEvent
+	r := streamRunner(t, c, runner.StreamMapping{StreamARN: arn, BatchSize: 2, ReportBatchItemFailures: true, MaxRetryAttempts: 3,
+		TumblingWindow: time.Hour},
+		func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, ev)
+			n := len(ev.Records)
+			if prev, ok := ev.State["records"]; ok {
+				var p int
+				fmt.Sscan(prev, &p)
+				n += p
+			}
+			return events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{
+				State: map[string]string{"records": fmt.Sprint(n)}}}, nil
+		})
+	putItems(t, c, table, keys...)
+	startRunner(t, r)
+	eventually(t, 60*time.Second, "every record delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, ev := range got {
+			n += len(ev.Records)
+		}
+		return n >= len(keys)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	seen := 0
+	for i, ev := range got {
+		if ev.ShardID == "" || ev.EventSourceARN != arn {
+			t.Fatalf("event %d: shard %q, source %q; want a shard id and %s", i, ev.ShardID, ev.EventSourceARN, arn)
+		}
+		if !ev.Window.End.Time.Equal(ev.Window.Start.Time.Add(time.Hour)) {
+			t.Fatalf("event %d: window %s–%s is not an hour", i, ev.Window.Start, ev.Window.End)
+		}
+		// Within one window the state is what the last invocation returned.
+		if i > 0 && ev.Window.Start.Equal(got[i-1].Window.Start.Time) && ev.ShardID == got[i-1].ShardID {
+			if want := fmt.Sprint(seen); ev.State["records"] != want {
+				t.Fatalf("event %d: state %v, want records=%s", i, ev.State, want)
+			}
+		}
+		seen += len(ev.Records)
+	}
+}

@@ -43,6 +43,7 @@ type ESM struct {
 	MaximumRetryAttempts           *int            `json:"MaximumRetryAttempts,omitempty"`
 	MaximumRecordAgeInSeconds      *int            `json:"MaximumRecordAgeInSeconds,omitempty"`
 	FunctionResponseTypes          []string        `json:"FunctionResponseTypes,omitempty"`
+	TumblingWindowInSeconds        int             `json:"TumblingWindowInSeconds,omitempty"`
 	DestinationConfig              json.RawMessage `json:"DestinationConfig,omitempty"`
 	State                          string          `json:"State"`
 	LastModified                   float64         `json:"LastModified"`
@@ -82,6 +83,7 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 			ID: e.UUID, Function: f.LogicalID, StreamARN: e.EventSourceArn, StartingPosition: e.StartingPosition,
 			BatchSize: e.BatchSize, Window: time.Duration(e.MaximumBatchingWindowInSeconds) * time.Second,
 			ReportBatchItemFailures: partial, Bisect: e.BisectBatchOnFunctionError, MaxRetryAttempts: -1,
+			TumblingWindow: time.Duration(e.TumblingWindowInSeconds) * time.Second,
 		}
 		if e.MaximumRetryAttempts != nil {
 			m.MaxRetryAttempts = *e.MaximumRetryAttempts

@@ -53,6 +53,13 @@ type StreamMapping struct {
 	PollInterval time.Duration
 	// RetryBackoff is the pause before retrying a failed batch (default 100 ms, doubling to 2 s).
 	RetryBackoff time.Duration
+	// TumblingWindow (TumblingWindowInSeconds) delivers the batches as
+	// Lambda does in tumbling windows: events.DynamoDBTimeWindowEvent, with
+	// the shard id, the window the batch falls in and the state the
+	// function returned for that window, carried from one invocation of a
+	// window to the next (a new window starts with an empty state). The
+	// empty final invocation Lambda makes when a window closes is not made.
+	TumblingWindow time.Duration
 }
 
 // AddStream starts reading a stream for a function (now, or when the runner
@@ -100,6 +107,9 @@ type streamPoller struct {
 	mu      sync.Mutex
 	done    map[string]bool // shards read to their end
 	started map[string]bool
+
+	windowMu sync.Mutex
+	windows  map[string]windowState // per shard: tumbling windows' state
 }
 
 // run discovers shards and reads each one, parents before children.
@@ -290,7 +300,7 @@ func (p *streamPoller) process(ctx context.Context, shard string, records []stre
 	for len(queue) > 0 {
 		b := queue[0]
 		queue = queue[1:]
-		resume, err := p.invoke(ctx, b.records)
+		resume, err := p.invoke(ctx, shard, b.records)
 		if err == nil && resume < 0 {
 			continue
 		}
@@ -336,7 +346,7 @@ func (p *streamPoller) tooOld(b pending) bool {
 
 // invoke delivers records. It returns resume = -1 on success, the index to
 // resume from on a partial failure, or an error for a failed invocation.
-func (p *streamPoller) invoke(ctx context.Context, records []streamtypes.Record) (resume int, err error) {
+func (p *streamPoller) invoke(ctx context.Context, shard string, records []streamtypes.Record) (resume int, err error) {
 	fn := p.m.Function
 	event := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, 0, len(records))}
 	for _, rec := range records {
@@ -351,7 +361,18 @@ func (p *streamPoller) invoke(ctx context.Context, records []streamtypes.Record)
 	if crash {
 		sent.Records = event.Records[:int(cut*float64(len(event.Records)))]
 	}
-	payload, err := json.Marshal(sent)
+	var payload []byte
+	var window events.Window
+	if p.m.TumblingWindow > 0 {
+		start := p.r.clock.Now().UTC().Truncate(p.m.TumblingWindow)
+		window = events.Window{Start: events.RFC3339EpochTime{Time: start}, End: events.RFC3339EpochTime{Time: start.Add(p.m.TumblingWindow)}}
+		state := p.windowState(shard, window)
+		payload, err = json.Marshal(events.DynamoDBTimeWindowEvent{DynamoDBEvent: sent, TimeWindowProperties: events.TimeWindowProperties{
+			Window: window, State: state, ShardID: shard, EventSourceARN: p.m.StreamARN,
+		}})
+	} else {
+		payload, err = json.Marshal(sent)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("runner: marshal stream event: %w", err)
 	}
@@ -373,9 +394,12 @@ func (p *streamPoller) invoke(ctx context.Context, records []streamtypes.Record)
 	if !p.m.ReportBatchItemFailures || len(out) == 0 || string(out) == "null" {
 		return -1, nil
 	}
-	var resp events.DynamoDBEventResponse
+	var resp events.DynamoDBTimeWindowEventResponse
 	if err := json.Unmarshal(out, &resp); err != nil {
 		return 0, fmt.Errorf("runner: batch response does not parse: %w", err)
+	}
+	if p.m.TumblingWindow > 0 {
+		p.keepWindowState(shard, window, resp.State)
 	}
 	if len(resp.BatchItemFailures) == 0 {
 		return -1, nil
@@ -395,6 +419,31 @@ func (p *streamPoller) invoke(ctx context.Context, records []streamtypes.Record)
 		lowest = min(lowest, i)
 	}
 	return lowest, nil
+}
+
+// windowState is the state the function returned last in the shard's
+// current window (nil in a new window).
+func (p *streamPoller) windowState(shard string, w events.Window) map[string]string {
+	p.windowMu.Lock()
+	defer p.windowMu.Unlock()
+	if ws, ok := p.windows[shard]; ok && ws.window.Start.Equal(w.Start.Time) {
+		return ws.state
+	}
+	return nil
+}
+
+func (p *streamPoller) keepWindowState(shard string, w events.Window, state map[string]string) {
+	p.windowMu.Lock()
+	defer p.windowMu.Unlock()
+	if p.windows == nil {
+		p.windows = map[string]windowState{}
+	}
+	p.windows[shard] = windowState{window: w, state: state}
+}
+
+type windowState struct {
+	window events.Window
+	state  map[string]string
 }
 
 // discard sends a description of the batch to the on-failure destination,
