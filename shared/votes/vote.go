@@ -137,6 +137,10 @@ func Parse(body []byte, now time.Time) (Vote, error) {
 	if err != nil {
 		return Vote{}, reject(ReasonBadCastAt, "castAt %q is not an RFC 3339 time", truncate(cast, 64))
 	}
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		// "0000-01-01T00:00:00+01:00" is year -1 in UTC: no ledger month.
+		return Vote{}, reject(ReasonBadCastAt, "castAt %q is outside the years 0001 to 9999 in UTC", truncate(cast, 64))
+	}
 	if t.After(now.Add(MaxClockSkew)) {
 		return Vote{}, reject(ReasonFutureCastAt, "castAt %s is more than %s in the future", t.UTC().Format(time.RFC3339), MaxClockSkew)
 	}

@@ -63,6 +63,7 @@ func TestParse(t *testing.T) {
 		{"control char in voterId", []byte(`{"voteId":"v","pollId":"p","optionId":"a","voterId":"a\u0000b","castAt":"2026-11-21T10:00:00Z"}`), ReasonBadID},
 		{"castAt not a time", with("castAt", "yesterday"), ReasonBadCastAt},
 		{"castAt far in the future", with("castAt", "2030-01-01T00:00:00Z"), ReasonFutureCastAt},
+		{"castAt year -1 in UTC", with("castAt", "0000-01-01T00:00:00+01:00"), ReasonBadCastAt},
 		{"invalid UTF-8", append([]byte(`{"voteId":"`), 0xff, 0xfe, '"', '}'), ReasonInvalidUTF8},
 		{"1 MiB body", []byte(`{"voteId":"` + strings.Repeat("x", 1<<20) + `"}`), ReasonTooLarge},
 		{"deeply nested", []byte(strings.Repeat("[", 10000)), ReasonMalformedJSON},
