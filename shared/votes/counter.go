@@ -274,13 +274,14 @@ func (c *Counter) admit(ctx context.Context, valid []Entry, bodies map[string][]
 	return entries, dups, rejects, nil
 }
 
-// timeLeft reports whether more than margin is left before the deadline.
-func (c *Counter) timeLeft(ctx context.Context, margin time.Duration) bool {
+// timeLeft reports whether more than margin is left before ctx's deadline
+// by the clock now.
+func timeLeft(ctx context.Context, now func() time.Time, margin time.Duration) bool {
 	if ctx.Err() != nil {
 		return false
 	}
 	d, ok := ctx.Deadline()
-	return !ok || d.Sub(c.Now()) > margin
+	return !ok || d.Sub(now()) > margin
 }
 
 func (c *Counter) countExactlyOnce(ctx context.Context, entries []Entry, shards map[string]int, bodies map[string][]byte, margin time.Duration, res *Result) (late []Rejected) {
@@ -335,7 +336,7 @@ func (c *Counter) commitGroup(ctx context.Context, g Group, shards map[string]in
 		}
 	}
 	for attempt := 1; len(g.Entries) > 0; attempt++ {
-		if !c.timeLeft(ctx, margin) {
+		if !timeLeft(ctx, c.Now, margin) {
 			// Stop before the deadline: the group goes back to the queue
 			// instead of being cut off mid-write.
 			out.Deadline = true
@@ -428,7 +429,7 @@ func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards 
 			res.Throttles++
 		}
 	}
-	if !c.timeLeft(ctx, margin) {
+	if !timeLeft(ctx, c.Now, margin) {
 		res.Deadline = true
 		fail(context.DeadlineExceeded)
 		return

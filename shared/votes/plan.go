@@ -43,7 +43,7 @@ func (e Entry) LedgerKey() (pk, sk string) {
 }
 
 // Month is the ledger table's month of the vote: YYYY-MM of castAt (UTC).
-func (e Entry) Month() string { return e.CastAt.UTC().Format("2006-01") }
+func (e Entry) Month() string { return MonthOf(e.CastAt) }
 
 // Increment adds N votes to one option on one shard of a poll.
 type Increment struct {

@@ -334,12 +334,3 @@ func firstAfter(recs []LedgerRecord, ckpt string) string {
 	}
 	return ""
 }
-
-// timeLeft reports whether more than margin is left before ctx's deadline.
-func timeLeft(ctx context.Context, now func() time.Time, margin time.Duration) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	d, ok := ctx.Deadline()
-	return !ok || d.Sub(now()) > margin
-}

@@ -13,8 +13,8 @@ import (
 // tally relies on: a commit applies all its increments and its checkpoint,
 // or nothing, and only while the checkpoint is the one it was planned from.
 type memTally struct {
+	pollSet
 	mu       sync.Mutex
-	polls    map[string]Poll
 	ckpt     map[StreamShard]string
 	counts   map[[3]string]int64 // poll, option, shard
 	commits  int
@@ -26,21 +26,7 @@ type memTally struct {
 var _ TallyStore = (*memTally)(nil)
 
 func newMemTally(polls ...Poll) *memTally {
-	m := &memTally{polls: map[string]Poll{}, ckpt: map[StreamShard]string{}, counts: map[[3]string]int64{}}
-	for _, p := range polls {
-		m.polls[p.ID] = p
-	}
-	return m
-}
-
-func (m *memTally) Polls(_ context.Context, ids []string) (map[string]Poll, error) {
-	out := map[string]Poll{}
-	for _, id := range ids {
-		if p, ok := m.polls[id]; ok {
-			out[id] = p
-		}
-	}
-	return out, nil
+	return &memTally{pollSet: newPollSet(polls...), ckpt: map[StreamShard]string{}, counts: map[[3]string]int64{}}
 }
 
 func (m *memTally) Checkpoint(_ context.Context, s StreamShard) (string, error) {

@@ -211,7 +211,7 @@ func TestLedgerKey(t *testing.T) {
 // counter's unit tests.
 type memStore struct {
 	mu       sync.Mutex
-	polls    map[string]Poll
+	polls    pollSet
 	ledger   map[[2]string]string // key → voteId
 	counts   map[string]int64
 	writes   map[string]int // per shard key
@@ -230,17 +230,29 @@ func (m *memStore) closedErr(es []Entry) error {
 }
 
 func newMem(polls ...Poll) *memStore {
-	m := &memStore{polls: map[string]Poll{}, ledger: map[[2]string]string{}, counts: map[string]int64{}, writes: map[string]int{}}
-	for _, p := range polls {
-		m.polls[p.ID] = p
-	}
-	return m
+	return &memStore{polls: newPollSet(polls...), ledger: map[[2]string]string{}, counts: map[string]int64{}, writes: map[string]int{}}
 }
 
 func (m *memStore) Polls(ctx context.Context, ids []string) (map[string]Poll, error) {
+	return m.polls.Polls(ctx, ids)
+}
+
+// pollSet is the polls of the in-memory stores, by id.
+type pollSet map[string]Poll
+
+func newPollSet(polls ...Poll) pollSet {
+	s := pollSet{}
+	for _, p := range polls {
+		s[p.ID] = p
+	}
+	return s
+}
+
+// Polls returns those of ids that exist.
+func (s pollSet) Polls(_ context.Context, ids []string) (map[string]Poll, error) {
 	out := map[string]Poll{}
 	for _, id := range ids {
-		if p, ok := m.polls[id]; ok {
+		if p, ok := s[id]; ok {
 			out[id] = p
 		}
 	}
