@@ -73,7 +73,8 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 	var sections []*section
 
 	start := time.Now()
-	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: log, KeyWriteLimit: 1000})
+	// The function log feeds the votes section the tally's EMF lines.
+	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: log, FunctionLog: stackLog, KeyWriteLimit: 1000})
 	if err != nil {
 		return err
 	}

@@ -377,6 +377,7 @@ func (s *soak) rotator(now time.Time) *archive.Rotator {
 		LedgerPrefix: v["LEDGER_TABLE_PREFIX"], Bucket: v["ARCHIVE_BUCKET_NAME"], GraceDays: graceDays,
 		Archiver: v["ARCHIVER_FUNCTION_ARN"], FailureQueueARN: s.env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"],
 		MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600, WindowSeconds: 1,
+		Tally: v["TALLY_FUNCTION_ARN"], TallyWindowSeconds: 60, TallyBatchWindow: 1, CountersTable: v["COUNTERS_TABLE_NAME"],
 	}, s.log.With("function", "RotatorFunction"))
 	r.Now = func() time.Time { return now }
 	r.Policy.DrainWait, r.Policy.DrainPoll = 20*time.Second, time.Second

@@ -19,7 +19,6 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/badinput"
 	"github.com/ddbpipe/ddbpipe/local/servers"
-	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
 func main() {
@@ -31,12 +30,11 @@ func main() {
 
 func run() error {
 	var c Config
-	var mode, out, fuzzLog string
+	var out, fuzzLog string
 	var noFaults bool
 	flag.DurationVar(&c.Duration, "duration", 10*time.Minute, "length of the load (the drain and the checks come after)")
 	flag.IntVar(&c.VotesPerSecond, "rate", DefaultRate, "votes sent per second (sized to DynamoDB Local: see DefaultRate)")
 	flag.IntVar(&c.ObjectWorkers, "object-workers", 2, "concurrent document clients")
-	flag.StringVar(&mode, "mode", string(votes.ExactlyOnce), "the counter's COUNTING_MODE: exactly-once, or at-least-once to watch the vote invariant break")
 	flag.BoolVar(&noFaults, "no-faults", false, "no fault injection: a plain load run")
 	flag.Float64Var(&c.DuplicateRate, "duplicates", 0.03, "share of SQS and stream batches delivered twice")
 	flag.DurationVar(&c.KillEvery, "kill-every", 0, "time between SIGKILLs of a function process (default duration/30, at least 5s)")
@@ -45,10 +43,7 @@ func run() error {
 	flag.StringVar(&out, "out", "soak/out", "folder for report.md, timeline.png and functions.log")
 	flag.StringVar(&fuzzLog, "fuzz-log", "", "output of `make fuzz` to quote in the report (make soak runs it first)")
 	flag.Parse()
-	c.Mode, c.Faults = votes.Mode(mode), !noFaults
-	if c.Mode != votes.ExactlyOnce && c.Mode != votes.AtLeastOnce {
-		return fmt.Errorf("-mode %q: want exactly-once or at-least-once", mode)
-	}
+	c.Faults = !noFaults
 	root, err := servers.FindRoot(".")
 	if err != nil {
 		return err

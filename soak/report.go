@@ -93,7 +93,7 @@ func (r *Result) writePNG(path string, objectsPerSec []int) error {
 			ops[i] = float64(objectsPerSec[i])
 		}
 	}
-	chart := pngchart.Timeline{Title: fmt.Sprintf("ddbpipe soak: %s of load, counter %s", r.Config.Duration, r.Config.Mode), XUnit: "s",
+	chart := pngchart.Timeline{Title: fmt.Sprintf("ddbpipe soak: %s of load", r.Config.Duration), XUnit: "s",
 		Series: []pngchart.Series{
 			{Name: "votes counted", Unit: "votes/s", Values: rates(tl.counted)},
 			{Name: "votes sent", Unit: "votes/s", Values: rates(tl.sent)},
@@ -135,9 +135,9 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 	if n := r.Violations(); n > 0 {
 		verdict = fmt.Sprintf("**%d invariant violations**", n)
 	}
-	p("# ddbpipe soak\n\n%s. %s of load (`-duration`), then the drain (%s) and the checks; %s in all. Counter mode %s, seed %d.\n\n",
-		verdict, r.Config.Duration, r.Drained.Round(time.Second), r.Took.Round(time.Second), r.Config.Mode, r.Config.Seed)
-	p("All three flows ran at once on one local stack: the counter, the archiver, the objects API and the reaper in processes of their own\n" +
+	p("# ddbpipe soak\n\n%s. %s of load (`-duration`), then the drain (%s) and the checks; %s in all. Seed %d.\n\n",
+		verdict, r.Config.Duration, r.Drained.Round(time.Second), r.Took.Round(time.Second), r.Config.Seed)
+	p("All three flows ran at once on one local stack: the counter, the tally, the archiver, the objects API and the reaper in processes of their own\n" +
 		"behind a Lambda Runtime API (killed with SIGKILL in turn), the other functions in the runner; every AWS call through the fault proxies.\n\n")
 
 	p("## Invariants\n\n| invariant | holds | figures |\n|---|---|---|\n")
@@ -155,8 +155,8 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 		l.VotesSent, l.VotesPerSecond, l.DistinctAccepted, l.Resent, l.Retried, l.Bad)
 	p("- Documents: %.1f requests/s by %d workers: %s.\n", l.ObjectsPerSecond, r.Config.ObjectWorkers, counts(l.ObjectOps))
 	p("- Placements of the documents written: %s.\n", counts(l.Placements))
-	p("- The producers' clock crossed from %s into %s at %s; the rotator ran %d times (its clock the grace ahead after the crossing):\n\n",
-		coldMonth, liveMonth, (r.Config.Duration / 2).Round(time.Second), len(r.Rotations))
+	p("- Every clock (the producers' and the functions') crossed from %s into %s at %s and jumped past %s's grace at %s; the rotator ran %d times:\n\n",
+		coldMonth, liveMonth, (r.Config.Duration / 2).Round(time.Second), coldMonth, (r.Config.Duration/2 + r.Config.Duration/20).Round(time.Second), len(r.Rotations))
 	p("| at | rotator clock | why | created | outcomes | took | error |\n|---|---|---|---|---|---|---|\n")
 	for _, rot := range r.Rotations {
 		p("| %s | %s | %s | %s | %s | %s | %s |\n", rot.At.Round(time.Second), rot.Clock.Format("2006-01-02 15:04"), rot.Why,

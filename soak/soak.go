@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/local/cfn"
@@ -21,7 +24,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
 // Config sizes and shapes one soak.
@@ -32,10 +35,10 @@ type Config struct {
 	// document workload (each one request at a time).
 	VotesPerSecond int
 	ObjectWorkers  int
-	// Mode is the counter's COUNTING_MODE: a soak of at-least-once with
-	// redeliveries shows the vote invariant breaking (the counter then
-	// skips its transaction with the ledger).
-	Mode votes.Mode
+	// Setups replace functions' own (registry.All) and run them in this
+	// process instead of their binaries: a test gives the tally one that
+	// ignores its checkpoint, to show the vote invariant breaking.
+	Setups map[string]lambdafn.Setup
 	// Faults turns on the proxies' fault mix, redeliveries, kills and the
 	// server restart; off, the soak is a plain load run.
 	Faults bool
@@ -73,9 +76,6 @@ func (c *Config) defaults() {
 	if c.ObjectWorkers <= 0 {
 		c.ObjectWorkers = 2
 	}
-	if c.Mode == "" {
-		c.Mode = votes.ExactlyOnce
-	}
 	if c.KillEvery <= 0 {
 		c.KillEvery = max(5*time.Second, c.Duration/30)
 	}
@@ -99,20 +99,22 @@ func (c *Config) defaults() {
 // killable are the functions run in processes of their own: the ones the
 // soak kills mid-invocation, one event source of each kind (SQS, streams,
 // HTTP) and the reaper, whose deletes race the objects' writes.
-var killable = []string{"CounterFunction", "ArchiverFunction", "ObjectsApiFunction", "ObjectsReaperFunction"}
+var killable = []string{"CounterFunction", "TallyFunction", "ArchiverFunction", "ObjectsApiFunction", "ObjectsReaperFunction"}
 
 // params are the template parameters of a soak stack: timeouts short
 // enough that a killed invocation's messages come back within the run.
 func params(c Config) map[string]string {
 	return map[string]string{
-		"CountingMode":                  string(c.Mode),
-		"CounterTimeoutSeconds":         "5",
+		"CounterTimeoutSeconds":         strconv.Itoa(int(counterTimeout.Seconds())),
 		"VotesVisibilityTimeoutSeconds": "30",
 		"CounterBatchingWindowSeconds":  "1",
 		"CounterBatchSize":              "200",
 		"ArchiveBatchingWindowSeconds":  "1",
 	}
 }
+
+// counterTimeout is the counter's timeout in a soak.
+const counterTimeout = 5 * time.Second
 
 // soak is one run in progress.
 type soak struct {
@@ -158,15 +160,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	s := &soak{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1)), began: time.Now(),
 		log: slog.New(slog.NewJSONHandler(cfg.FnLog, nil))}
-	s.progress("soak: %s of load, %d votes/s, %d object workers, counter %s, faults %v, seed %d",
-		cfg.Duration, cfg.VotesPerSecond, cfg.ObjectWorkers, cfg.Mode, cfg.Faults, cfg.Seed)
+	s.progress("soak: %s of load, %d votes/s, %d object workers, faults %v, seed %d",
+		cfg.Duration, cfg.VotesPerSecond, cfg.ObjectWorkers, cfg.Faults, cfg.Seed)
 
-	bins, err := buildFunctions(ctx, cfg.Root, killable)
+	setups := maps.Clone(registry.All)
+	var procs []string
+	for _, id := range killable {
+		if setup, ok := cfg.Setups[id]; ok {
+			setups[id] = setup // in this process: not killed
+		} else {
+			procs = append(procs, id)
+		}
+	}
+	bins, err := buildFunctions(ctx, cfg.Root, procs)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(filepath.Dir(bins[killable[0]]))
-	s.progress("built %s as processes (native builds of functions/*)", strings.Join(killable, ", "))
+	defer os.RemoveAll(filepath.Dir(bins[procs[0]]))
+	s.progress("built %s as processes (native builds of functions/*)", strings.Join(procs, ", "))
 
 	// Servers of its own: the soak restarts one, and DynamoDB Local slows
 	// down with other runs' tables.
@@ -175,16 +186,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer s.servers.Stop()
+	// Every function runs on the producers' clock: 31 October until the
+	// crossing, then November (and the jump past October's grace).
+	s.clock = newVirtualClock(s.began, cfg.Duration)
 	s.env, err = stack.Up(ctx, stack.Options{
-		Root: cfg.Root, Params: params(cfg), Setups: registry.All, Servers: s.servers,
-		Processes: bins, FunctionLog: cfg.FnLog, Progress: io.Discard,
+		Root: cfg.Root, Params: params(cfg), Setups: setups, Servers: s.servers,
+		Processes: bins, FunctionLog: cfg.FnLog, Progress: io.Discard, ClockOffset: s.clock.offset(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer s.env.Close()
 	s.api = s.env.APIClient()
-	s.clock = newVirtualClock(s.began, cfg.Duration)
 	s.load = newLoadState()
 	s.faults = newFaultLog(s.began)
 	s.samples = newTimeline(s.began)
@@ -209,6 +222,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	wg.Go(func() { s.sample(loadCtx) })
 	wg.Go(func() { s.rotateDuringLoad(loadCtx) })
+	wg.Go(func() { s.jumpPastTheGrace(loadCtx) })
 	if cfg.Faults {
 		wg.Go(func() { s.injectFaults(loadCtx) })
 		wg.Go(func() { s.killFunctions(loadCtx) })
@@ -255,24 +269,48 @@ func buildFunctions(ctx context.Context, root string, ids []string) (map[string]
 	return bins, nil
 }
 
-// virtualClock is the producers' clock: it crosses from October into
-// November halfway through the load, so the ledger's month changes under
-// load. The rotator's clock is the same until the crossing and runs the
-// archive's grace ahead after it, so October retires while November's
+// virtualClock is the clock of the producers and of every function: it
+// crosses from October into November halfway through the load, so the
+// ledger's month changes under load. A tenth of the run later it jumps
+// ahead by October's grace and the fence margin, as the two days after a
+// month's end would pass: from then on the counter refuses October's
+// votes (the fence) and the rotator retires October while November's
 // votes arrive.
 type virtualClock struct {
 	began    time.Time
-	crossing time.Time // real time of the month boundary
-	boundary time.Time // 1 November 2026, 00:00 UTC
+	crossing time.Time    // real time of the month boundary
+	boundary time.Time    // 1 November 2026, 00:00 UTC
+	jump     atomic.Int64 // nanoseconds
+	jumpedAt atomic.Int64 // real Unix nanoseconds of the jump; 0 before it
+}
+
+// settled waits until the jump is further back than the counter's
+// timeout: the fence margin in real time. On AWS the margin (1 hour) is
+// longer than any invocation that passed the fence before the grace ended
+// can go on writing (15 minutes at most); a jump of two days in an
+// instant leaves such invocations running, so a rotator run waits them
+// out here rather than verify a month they still write.
+func (c *virtualClock) settled(ctx context.Context) {
+	if at := c.jumpedAt.Load(); at != 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(time.Unix(0, at).Add(counterTimeout + time.Second))):
+		}
+	}
 }
 
 func newVirtualClock(began time.Time, d time.Duration) *virtualClock {
 	return &virtualClock{began: began, crossing: began.Add(d / 2), boundary: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
 }
 
-// Now is the producers' time: the boundary plus the real time since the
-// crossing (negative before it).
-func (c *virtualClock) Now() time.Time { return c.boundary.Add(time.Since(c.crossing)) }
+// Now is the virtual time: the boundary plus the real time since the
+// crossing (negative before it), plus the jump once made.
+func (c *virtualClock) Now() time.Time { return time.Now().Add(c.offset()) }
+
+// offset is the virtual time less the real time.
+func (c *virtualClock) offset() time.Duration {
+	return c.boundary.Sub(c.crossing) + time.Duration(c.jump.Load())
+}
 
 // Month is the producers' current month.
 func (c *virtualClock) Month() string { return c.Now().Format("2006-01") }
@@ -281,17 +319,33 @@ const (
 	coldMonth = "2026-10"
 	liveMonth = "2026-11"
 	graceDays = 2
+	// pastTheGrace is the jump: October's grace and the rotator's fence
+	// margin (1 hour), and a half hour more.
+	pastTheGrace = graceDays*24*time.Hour + 90*time.Minute
 )
 
-// rotatorNow is the rotator's clock: the producers' until the crossing
-// plus a fifth of the run, then two days (the grace) ahead of it.
-func (s *soak) rotatorNow() time.Time {
-	now := s.clock.Now()
-	if time.Since(s.clock.crossing) > s.cfg.Duration/10 {
-		now = now.Add(graceDays*24*time.Hour + time.Hour)
+// jumpPastTheGrace moves every clock past October's grace a twentieth of
+// the run after the crossing: between two of the rotator's runs (every
+// tenth), so counter invocations that passed the fence just before the
+// jump have ended (their timeout is 5 s) before a run retires October.
+func (s *soak) jumpPastTheGrace(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Until(s.clock.crossing.Add(s.cfg.Duration / 20))):
 	}
-	return now
+	s.clock.jump.Store(int64(pastTheGrace))
+	s.clock.jumpedAt.Store(time.Now().UnixNano())
+	if err := s.env.MoveClock(s.clock.offset()); err != nil {
+		s.progress("the clock's jump failed: %v", err)
+		return
+	}
+	s.faults.add("month", fmt.Sprintf("clock jumped to %s: %s's grace is over", s.clock.Now().Format("2006-01-02 15:04"), coldMonth))
+	s.progress("clock jumped to %s: %s takes no more votes", s.clock.Now().Format("2006-01-02 15:04"), coldMonth)
 }
+
+// rotatorNow is the rotator's clock: everyone's.
+func (s *soak) rotatorNow() time.Time { return s.clock.Now() }
 
 // rotationRun is one rotator run as the report lists it.
 type rotationRun struct {
@@ -308,6 +362,7 @@ type rotationRun struct {
 // rotate runs the rotator once, wired as its function wires it, with its
 // clock set to rotatorNow.
 func (s *soak) rotate(ctx context.Context, why string) rotationRun {
+	s.clock.settled(ctx)
 	now := s.rotatorNow()
 	r := s.rotator(now)
 	start := time.Now()

@@ -9,7 +9,11 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
 )
 
 // The soak starts servers of its own (it restarts one); the tests run it
@@ -92,11 +96,11 @@ func TestSoakHoldsUnderFaults(t *testing.T) {
 	}
 }
 
-// The soak catches a counter that skips its transaction with the ledger:
-// at-least-once counting under redelivery counts votes twice, and the vote
-// invariant says so with the figures.
-func TestSoakCatchesACounterWithoutItsTransaction(t *testing.T) {
-	c := soakConfig(t, Config{Duration: 15 * time.Second, VotesPerSecond: 60, Mode: votes.AtLeastOnce,
+// The soak catches a tally that ignores its checkpoint: under redelivered
+// stream batches it counts votes twice, and the vote invariant says so
+// with the figures.
+func TestSoakCatchesATallyThatIgnoresItsCheckpoint(t *testing.T) {
+	c := soakConfig(t, Config{Duration: 15 * time.Second, VotesPerSecond: 60, Setups: map[string]lambdafn.Setup{"TallyFunction": forgetfulTally},
 		Faults: true, DuplicateRate: 0.3, KillEvery: time.Hour, PhaseEvery: time.Hour, LeakBurst: time.Second, Seed: 11})
 	res, err := Run(context.Background(), c)
 	if err != nil {
@@ -107,7 +111,29 @@ func TestSoakCatchesACounterWithoutItsTransaction(t *testing.T) {
 		t.Fatal("no vote invariant")
 	}
 	if i.OK {
-		t.Errorf("the vote invariant holds for a counter without its transaction: %s", i.Figures)
+		t.Errorf("the vote invariant holds for a tally that ignores its checkpoint: %s", i.Figures)
 	}
 	t.Logf("caught: %s", i.Figures)
+}
+
+// forgetfulTally is the tally function with a store that always reads an
+// empty checkpoint, and commits over whatever checkpoint is there: a
+// redelivered batch is counted again.
+func forgetfulTally(_ context.Context, env lambdafn.Env) (any, error) {
+	store := votesddb.New(awsenv.DynamoDB(env.AWS), env.Getenv("COUNTERS_TABLE"), env.Getenv("LEDGER_TABLE_PREFIX"))
+	tally := &votes.Tally{Store: forgetful{store}, Log: env.Log}
+	h := &voteslambda.Stream{Tally: tally, Log: env.Log}
+	return h.Handle, nil
+}
+
+type forgetful struct{ *votesddb.Votes }
+
+func (forgetful) Checkpoint(context.Context, votes.StreamShard) (string, error) { return "", nil }
+
+func (f forgetful) CommitTally(ctx context.Context, s votes.StreamShard, _ string, c votes.TallyCommit) error {
+	cur, err := f.Votes.Checkpoint(ctx, s)
+	if err != nil {
+		return err
+	}
+	return f.Votes.CommitTally(ctx, s, cur, c)
 }

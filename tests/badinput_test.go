@@ -34,7 +34,10 @@ func TestBadInputCorpus(t *testing.T) {
 	poll := unique("bad")
 	createPoll(t, env, fmt.Sprintf(`{"pollId":%q,"options":["a","b"]}`, poll))
 	fill := func(s string) string {
-		return strings.NewReplacer(badinput.Poll, poll, badinput.Now, time.Now().UTC().Format(time.RFC3339), badinput.APIURL, env.APIURL).Replace(s)
+		now := time.Now().UTC()
+		return strings.NewReplacer(badinput.Poll, poll, badinput.Now, now.Format(time.RFC3339),
+			badinput.BeforePoll, now.Add(-2*time.Hour).Format(time.RFC3339), badinput.MonthsAgo, now.AddDate(0, 0, -40).Format(time.RFC3339),
+			badinput.APIURL, env.APIURL).Replace(s)
 	}
 	by := map[string][]badinput.Case{}
 	for _, c := range badinput.Cases() {

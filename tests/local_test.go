@@ -34,7 +34,7 @@ func upLocal(t *testing.T) *stack.Env { return upLocalWith(t, nil) }
 // upLocalWith runs the template with parameter overrides.
 func upLocalWith(t *testing.T, params map[string]string) *stack.Env {
 	t.Helper()
-	return upLocalOn(t, stacktest.Need(t), params) // the servers every stack of the tests shares
+	return upLocalOn(t, stacktest.Need(t), params, 0) // the servers every stack of the tests shares
 }
 
 // upLocalAlone runs the template on servers of its own, started for the
@@ -56,14 +56,23 @@ func upLocalAlone(t *testing.T, params map[string]string) *stack.Env {
 			t.Error(err)
 		}
 	})
-	return upLocalOn(t, st, params)
+	return upLocalOn(t, st, params, 0)
 }
 
-func upLocalOn(t *testing.T, st *servers.Stack, params map[string]string) *stack.Env {
+// upLocalAt runs the template on the shared servers with every function's
+// clock at `at` when the stack starts (it runs on from there).
+func upLocalAt(t *testing.T, at time.Time) *stack.Env {
+	t.Helper()
+	return upLocalOn(t, stacktest.Need(t), nil, time.Until(at))
+}
+
+// upLocalOn runs the template on st, with every function's clock moved by
+// offset (0: the real clock).
+func upLocalOn(t *testing.T, st *servers.Stack, params map[string]string, offset time.Duration) *stack.Env {
 	t.Helper()
 	env, err := stack.Up(context.Background(), stack.Options{
-		Servers: st,
-		Root:    repoRoot(t), Setups: registry.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
+		Servers: st, ClockOffset: offset,
+		Root: repoRoot(t), Setups: registry.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
 		KeyWriteLimit: 1000, // AWS: 1,000 write units per second per partition
 	})
 	if err != nil {

@@ -3,18 +3,16 @@ package tests
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
@@ -30,83 +28,39 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
-// The ledger's key schema is written twice, on purpose: the counter
-// (votesddb) creates a month's table on first use and the rotator
-// (archiveddb) creates the coming months' tables ahead, and neither flow
-// links the other's adapter. This holds the two copies equal.
-func TestLedgerKeySchemaAgrees(t *testing.T) {
-	defs, keys := votesddb.LedgerKeySchema()
-	in := archiveddb.CreateInput(archive.Spec{Name: "ddbpipe-votes-2026-12", Month: "2026-12"})
-	if !reflect.DeepEqual(in.KeySchema, keys) {
-		t.Errorf("rotator's key schema %s, counter's %s", ledgerSchemaJSON(t, in.KeySchema), ledgerSchemaJSON(t, keys))
-	}
-	if !reflect.DeepEqual(in.AttributeDefinitions, defs) {
-		t.Errorf("rotator's attribute definitions %s, counter's %s", ledgerSchemaJSON(t, in.AttributeDefinitions), ledgerSchemaJSON(t, defs))
-	}
-}
-
-// The close markers are written twice too: the rotator writes them
-// (archiveddb) and the counter's transactions check them (votesddb). Once
-// the rotator has closed a month the counter cannot add to it, and the
-// markers are not the month's data: the verification's Scan and the
-// drain's stream reading both leave them out.
-func TestCloseMarkersAgree(t *testing.T) {
+// The tally's checkpoint key is written twice, on purpose: the tally
+// writes checkpoints (votesddb) and the rotator's drain reads them
+// (archiveddb), and neither flow links the other's adapter. A checkpoint
+// the votes flow commits is the one the rotator reads: a shard is counted
+// once its last record is at or below its checkpoint.
+func TestTallyCheckpointsAgree(t *testing.T) {
 	c := newClients(t, nil)
 	ctx := t.Context()
 	counters := unique("counters")
-	defs, keys := votesddb.LedgerKeySchema()
-	if _, err := c.db.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(counters), BillingMode: "PAY_PER_REQUEST",
-		AttributeDefinitions: defs, KeySchema: keys}); err != nil {
+	if _, err := c.db.CreateTable(ctx, archiveddb.CreateInput(archive.Spec{Name: counters})); err != nil {
 		t.Fatal(err)
 	}
-	prefix := unique("close")
-	store := votesddb.New(c.db, counters, prefix)
-	vote := func(id string) votes.Group {
-		e := votes.Entry{Vote: votes.Vote{VoteID: id, PollID: "p", OptionID: "a", VoterID: "u-" + id, CastAt: time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC)}}
-		return votes.Group{Entries: []votes.Entry{e}, Increments: []votes.Increment{{PollID: "p", OptionID: "a", N: 1}}}
-	}
-	if err := store.Commit(ctx, vote("v1")); err != nil {
+	store := votesddb.New(c.db, counters, "app-votes")
+	ledger := store.LedgerTable("2026-11")
+	seq := func(n int) string { return fmt.Sprintf("%021d", n) }
+	if err := store.CommitTally(ctx, votes.StreamShard{Table: ledger, Shard: "shard-a"}, "", votes.TallyCommit{Seq: seq(200), Votes: 2}); err != nil {
 		t.Fatal(err)
 	}
-	table := store.LedgerTable("2026-10")
-	tables := &archiveddb.Tables{DB: c.db, Local: true}
-	if err := tables.Close(ctx, table); err != nil {
-		t.Fatal(err)
+	recs := []archive.StreamRecord{
+		{Shard: "shard-a", SequenceNumber: seq(100)}, {Shard: "shard-a", SequenceNumber: seq(200)}, // counted
+		{Shard: "shard-b", SequenceNumber: seq(150)}, // no checkpoint yet
 	}
-	var mc *votes.MonthClosedError
-	for i := range 2 * archive.CloseMarkers {
-		if err := store.Commit(ctx, vote(fmt.Sprint("late-", i))); !errors.As(err, &mc) {
-			t.Fatalf("a vote after the close: %v, want *votes.MonthClosedError", err)
-		}
-	}
-	scan, err := tables.Scan(ctx, table, false)
+	got, err := (&archiveddb.TallyCheckpoints{DB: c.db, Table: counters}).Uncounted(ctx, ledger, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	if err != nil {
-		t.Fatal(err)
+	if len(got) != 1 || got[0].Shard != "shard-b" {
+		t.Errorf("uncounted %+v, want shard-b's one record", got)
 	}
-	recs, err := (&archiveddb.Streams{API: c.streams}).Records(ctx, aws.ToString(d.Table.LatestStreamArn))
-	if err != nil {
-		t.Fatal(err)
+	pk := votesddb.CheckpointKey(votes.StreamShard{Table: ledger, Shard: "x"})["pk"].(*types.AttributeValueMemberS).Value
+	if pk != archiveddb.CheckpointPK(ledger) {
+		t.Errorf("the tally writes checkpoints under %q, the rotator reads %q", pk, archiveddb.CheckpointPK(ledger))
 	}
-	if len(scan.State) != 1 || len(recs) != 1 {
-		t.Errorf("the closed table scans as %d items and its stream holds %d records, want 1 and 1: the vote, not the %d markers",
-			len(scan.State), len(recs), archive.CloseMarkers)
-	}
-	if votesddb.CloseMarkers != archive.CloseMarkers {
-		t.Errorf("the counter checks %d markers, the rotator writes %d", votesddb.CloseMarkers, archive.CloseMarkers)
-	}
-}
-
-func ledgerSchemaJSON(tb testing.TB, v any) string {
-	tb.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return string(b)
 }
 
 // The archive flow's functions link the archive flow and the platform only:
@@ -144,6 +98,7 @@ func rotatorAt(t *testing.T, env *stack.Env, now time.Time, log *slog.Logger) *a
 		Archiver: env.Vars["ARCHIVER_FUNCTION_ARN"], FailureQueueARN: env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"],
 		MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600,
 		WindowSeconds: 1, // the archive catches up in a second, not ten: the test waits less
+		Tally:         env.Vars["TALLY_FUNCTION_ARN"], TallyWindowSeconds: 60, TallyBatchWindow: 1, CountersTable: env.Vars["COUNTERS_TABLE_NAME"],
 	}, log)
 	r.Now = func() time.Time { return now }
 	r.Policy.DrainWait, r.Policy.DrainPoll = 2*time.Minute, time.Second
@@ -152,10 +107,14 @@ func rotatorAt(t *testing.T, env *stack.Env, now time.Time, log *slog.Logger) *a
 
 var (
 	midNovember = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	december3   = time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	// coldNovember is after November's end, its grace (2 days) and the
+	// fence margin (1 hour): the day's run retires it.
+	coldNovember = time.Date(2026, 12, 3, 1, 30, 0, 0, time.UTC)
 )
 
-// sendNovemberVotes sends n distinct votes for poll, cast in November.
+// sendNovemberVotes sends n distinct votes for poll, cast in November
+// from midNovember on, k seconds after it for vote k (the stack's clock
+// is at midNovember: upLocalAt).
 func sendNovemberVotes(t *testing.T, env *stack.Env, poll string, from, n int) {
 	t.Helper()
 	options := []string{"red", "green", "blue"}
@@ -163,7 +122,7 @@ func sendNovemberVotes(t *testing.T, env *stack.Env, poll string, from, n int) {
 	for i := range vs {
 		k := from + i
 		vs[i] = votes.Vote{VoteID: fmt.Sprintf("%s-%05d", poll, k), PollID: poll, OptionID: options[(k*7)%3],
-			VoterID: fmt.Sprintf("voter-%d", k), CastAt: time.Date(2026, 11, 10, 8, 0, 0, 0, time.UTC).Add(time.Duration(k) * time.Second)}
+			VoterID: fmt.Sprintf("voter-%d", k), CastAt: midNovember.Add(time.Duration(k) * time.Second)}
 	}
 	res, err := votessqs.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"]).Send(context.Background(), vs)
 	if err != nil || res.Sent != n {
@@ -284,30 +243,29 @@ func verifyArchive(t *testing.T, r *archive.Rotator, env *stack.Env, table strin
 	return archive.Verify(c.State, s.State)
 }
 
-// The proof of rotation: November's votes reach the archive through the
-// subscription the rotator created; on 3 December the rotator creates the
-// coming month, verifies, compacts and deletes November — after a crash
-// mid-compaction that leaves a verifiable archive — and a second run
-// changes nothing. The archive replays to exactly the counters.
+// The proof of rotation, on a stack whose clock is at midNovember: the
+// stack's own rotator run created and subscribed November and December, so
+// November's votes reach the ledger, the counters and the archive. On 3
+// December the rotator creates the coming month, verifies, compacts and
+// deletes November (after a crash mid-compaction that leaves a verifiable
+// archive), a second run changes nothing, and no later run, whatever its
+// clock, creates November again. The archive replays to exactly the counters.
 func TestRotationRetiresNovember(t *testing.T) {
-	env := upLocal(t)
+	env := upLocalAt(t, midNovember)
 	ctx := context.Background()
 	prefix := env.Vars["LEDGER_TABLE_PREFIX"]
 	november := prefix + "-2026-11"
 	createPoll(t, env, `{"pollId":"nov","options":["red","green","blue"],"shards":4}`)
-
-	// Half the votes first: the counter creates November's table, with no
-	// subscription; the rotator (mid-November) subscribes it.
-	sendNovemberVotes(t, env, "nov", 0, 600)
-	eventually(t, 2*time.Minute, "the first votes counted", func() bool { return getResults(t, env, "nov").Total == 600 })
-	rep := rotatorAt(t, env, midNovember, testLogger(t)).Run(ctx)
-	if err := rep.Err(); err != nil {
-		t.Fatal(err)
+	for _, m := range []string{november, prefix + "-2026-12"} {
+		if !tableExists(t, env, m) {
+			t.Fatalf("%s does not exist after local up (its rotator run)", m)
+		}
 	}
-	if want := []string{prefix + "-2026-12"}; fmt.Sprint(rep.Created) != fmt.Sprint(want) || len(rep.Subscribed) != 2 {
-		t.Errorf("mid-November: created %v, subscribed %v; want %v created and both months subscribed", rep.Created, rep.Subscribed, want)
+	sendNovemberVotes(t, env, "nov", 0, 1500)
+	// Mid-month the rotator has nothing to do.
+	if rep := rotatorAt(t, env, midNovember, testLogger(t)).Run(ctx); rep.Err() != nil || len(rep.Created)+len(rep.Subscribed)+len(rep.Retirements) != 0 {
+		t.Errorf("mid-November: created %v, subscribed %v, retired %v (%v); want nothing done", rep.Created, rep.Subscribed, rep.Retirements, rep.Err())
 	}
-	sendNovemberVotes(t, env, "nov", 600, 900)
 	eventually(t, 3*time.Minute, "every vote counted", func() bool { return getResults(t, env, "nov").Total == 1500 })
 	counted := getResults(t, env, "nov")
 
@@ -317,7 +275,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 			return op.Action == "PutObject" && strings.HasSuffix(op.Key, "_manifest.json")
 		}})
 	start := time.Now()
-	crashed := rotatorAt(t, env, december3, testLogger(t)).Run(ctx)
+	crashed := rotatorAt(t, env, coldNovember, testLogger(t)).Run(ctx)
 	env.Proxies[faultproxy.S3].SetFaults(faultproxy.Faults{})
 	if want := []string{prefix + "-2027-01"}; fmt.Sprint(crashed.Created) != fmt.Sprint(want) {
 		t.Errorf("created %v, want %v", crashed.Created, want)
@@ -329,7 +287,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 		t.Fatal("the table was deleted although compaction failed")
 	}
 	objects := len(archiveObjects(t, env))
-	r := rotatorAt(t, env, december3, testLogger(t))
+	r := rotatorAt(t, env, coldNovember, testLogger(t))
 	if rep := verifyArchive(t, r, env, november); !rep.OK() || rep.TableItems != 1500 {
 		t.Errorf("after the crash (%d objects: inputs and the merged file): %s", objects, rep)
 	}
@@ -340,7 +298,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 
 	// The re-run completes.
 	start = time.Now()
-	rep = r.Run(ctx)
+	rep := r.Run(ctx)
 	took := time.Since(start)
 	if err := rep.Err(); err != nil {
 		t.Fatal(err)
@@ -387,19 +345,23 @@ func TestRotationRetiresNovember(t *testing.T) {
 	if again := archiveObjects(t, env); fmt.Sprint(again) != fmt.Sprint(after) {
 		t.Errorf("objects changed: %v → %v", after, again)
 	}
+	// A run told it is mid-November again (a wrong clock, `tables rotate
+	// -now`) does not bring November back: its verified manifest is the
+	// durable record that it was retired.
+	back := rotatorAt(t, env, midNovember, testLogger(t)).Run(ctx)
+	if back.Err() == nil || !strings.Contains(back.Err().Error(), "retired") || tableExists(t, env, november) {
+		t.Errorf("a mid-November run after the retirement: %v, November exists: %v; want it refused", back.Err(), tableExists(t, env, november))
+	}
 }
 
 // Verification catches a lost archive file: the table is kept, the
 // snapshot export completes the archive, and an alarm is raised.
 func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
-	env := upLocal(t)
+	env := upLocalAt(t, midNovember)
 	ctx := context.Background()
 	prefix := env.Vars["LEDGER_TABLE_PREFIX"]
 	november := prefix + "-2026-11"
 	createPoll(t, env, `{"pollId":"lost","options":["red","green","blue"],"shards":2}`)
-	if err := rotatorAt(t, env, midNovember, testLogger(t)).Run(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
 	// Three waves, so the archive holds several files.
 	for wave := range 3 {
 		sendNovemberVotes(t, env, "lost", wave*100, 100)
@@ -416,7 +378,7 @@ func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
 
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	rep := rotatorAt(t, env, december3, log).Run(ctx)
+	rep := rotatorAt(t, env, coldNovember, log).Run(ctx)
 	archivelambda.ReportRotation(ctx, log, emf.New(&logs, "ddbpipe", map[string]string{"Function": "rotator"}), rep)
 	if len(rep.Retirements) != 1 {
 		t.Fatalf("retirements %+v", rep.Retirements)
@@ -460,7 +422,7 @@ func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
 
 	// The next day's run finds the month drained (by the run before, the
 	// stream off since), verifies it without a snapshot and retires it.
-	next := rotatorAt(t, env, december3.Add(24*time.Hour), testLogger(t)).Run(ctx)
+	next := rotatorAt(t, env, coldNovember.Add(24*time.Hour), testLogger(t)).Run(ctx)
 	if len(next.Retirements) != 1 || next.Retirements[0].Outcome != archive.Retired {
 		t.Fatalf("next day: %+v, want November retired", next.Retirements)
 	}

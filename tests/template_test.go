@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/cfn"
 	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
 
 // placeholderNames resolves resource references to recognisable strings,
@@ -146,5 +147,14 @@ func TestFunctionsBuildForLambda(t *testing.T) {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+	}
+}
+
+// The tally's checkpoints expire: the counters table's TTL is on, on the
+// attribute the checkpoints carry.
+func TestCountersTableExpiresCheckpoints(t *testing.T) {
+	ttl, _ := mustTemplate(t).Resources["CountersTable"].Properties["TimeToLiveSpecification"].(map[string]any)
+	if cfn.Scalar(ttl["AttributeName"]) != votesddb.TTLAttribute || cfn.Scalar(ttl["Enabled"]) != "true" {
+		t.Errorf("CountersTable TimeToLiveSpecification %v, want %q enabled", ttl, votesddb.TTLAttribute)
 	}
 }

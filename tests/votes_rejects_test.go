@@ -90,6 +90,9 @@ func TestVotesRejectsWithReasons(t *testing.T) {
 			t.Errorf("message %s: reason %q, want %q", id, got[id], reason)
 		}
 	}
+	// Counting follows the ledger's stream: wait for bob's vote, then
+	// check that it is the only one.
+	eventually(t, 60*time.Second, "bob's vote counted", func() bool { return getResults(t, env, "r").Total >= 1 })
 	if r := getResults(t, env, "r"); r.Total != 1 || r.Totals["b"] != 1 {
 		t.Errorf("poll r totals %+v, want only bob's vote", r)
 	}

@@ -85,7 +85,7 @@ func queueDepth(t *testing.T, c *sqs.Client, url string) int {
 }
 
 // The proof of the votes flow: 20,000 distinct votes plus 10 % re-sent,
-// counted in exactly-once mode while DynamoDB throttles, the runner
+// written once to the ledger and counted by the tally while DynamoDB throttles, the runner
 // delivers batches twice and handlers crash mid-batch. The totals equal
 // the distinct votes exactly, option by option, and the counter writes are
 // spread over the shards.

@@ -16,8 +16,8 @@ import (
 
 // demoArchive shows flow 3 on the votes the demo counted: the rotator
 // subscribed this month's ledger table to the archiver; once the archive
-// holds every vote, the clock is moved past the month and its grace, and
-// `tables rotate` verifies, compacts and retires the month; `archive ls`
+// holds every vote, every clock of the stack is moved past the month and
+// its grace, and `tables rotate` verifies, compacts and retires the month; `archive ls`
 // and `archive query` then read the archive with DuckDB, and the counts per
 // option must equal the counters.
 func demoArchive(ctx context.Context, env *stack.Env, counted pollCount, w io.Writer) error {
@@ -38,8 +38,12 @@ func demoArchive(ctx context.Context, env *stack.Env, counted pollCount, w io.Wr
 	month := time.Now().UTC()
 	firstOfNext := time.Date(month.Year(), month.Month()+1, 1, 0, 0, 0, 0, time.UTC)
 	cold := firstOfNext.AddDate(0, 0, grace+1)
-	fmt.Fprintf(w, "\n$ ddbpipe tables rotate -now %s   (the clock moved past %s and its %d-day grace)\n", cold.Format(time.RFC3339), month.Format("2006-01"), grace)
-	if err := tablesRotate(ctx, append(stateFlag, "-now", cold.Format(time.RFC3339), "-grace-days", strconv.Itoa(grace)), indent(w), io.Discard); err != nil {
+	if err := env.MoveClock(time.Until(cold)); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n(every clock of the local stack moved to %s: past %s and its %d-day grace, so the counter takes none of its votes)\n$ ddbpipe tables rotate\n",
+		cold.Format(time.RFC3339), month.Format("2006-01"), grace)
+	if err := tablesRotate(ctx, append(stateFlag, "-grace-days", strconv.Itoa(grace)), indent(w), io.Discard); err != nil {
 		return fmt.Errorf("rotate: %w", err)
 	}
 	fmt.Fprintln(w, "  (DynamoDB Local refuses PITR and TagResource: the rotator logs a note and goes on; in AWS both are applied)")

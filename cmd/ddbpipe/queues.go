@@ -402,7 +402,7 @@ type redriveResult struct {
 // the destination. A message is tried at most attempts times in a run; one
 // that fails stays on the source (hidden for hold seconds). Nothing is
 // lost; a message may be delivered twice (a delete that fails), which the
-// counter's exactly-once counting absorbs.
+// counter writes and counts once.
 func redrive(ctx context.Context, c queueClient, from, to string, max int, hold int32, progress func(redriveResult)) (redriveResult, error) {
 	const attempts = 3
 	res := redriveResult{From: from, To: to}

@@ -21,6 +21,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveesm"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
 // tables dispatches `tables rotate` and `tables ls`.
@@ -92,6 +93,10 @@ func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive
 		MaxRetryAttempts:    num(5, "STREAM_MAX_RETRY_ATTEMPTS"),
 		MaxRecordAgeSeconds: num(21600, "STREAM_MAX_RECORD_AGE_SECONDS"),
 		WindowSeconds:       num(10, "ARCHIVE_BATCHING_WINDOW_SECONDS"),
+		Tally:               first(getenv, "TALLY_FUNCTION", "TALLY_FUNCTION_ARN"),
+		TallyWindowSeconds:  num(60, "TALLY_WINDOW_SECONDS"),
+		TallyBatchWindow:    num(1, "TALLY_BATCHING_WINDOW_SECONDS"),
+		CountersTable:       first(getenv, "COUNTERS_TABLE", "COUNTERS_TABLE_NAME"),
 	}
 	if *c.grace > 0 {
 		rc.GraceDays = *c.grace
@@ -111,6 +116,7 @@ func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive
 	for _, v := range []struct{ name, value string }{
 		{"LEDGER_TABLE_PREFIX", rc.LedgerPrefix}, {"ARCHIVE_BUCKET_NAME", rc.Bucket},
 		{"ARCHIVER_FUNCTION_ARN", rc.Archiver}, {"STREAM_FAILURES_QUEUE_ARN", rc.FailureQueueARN},
+		{"TALLY_FUNCTION_ARN", rc.Tally}, {"COUNTERS_TABLE_NAME", rc.CountersTable},
 	} {
 		if v.value == "" {
 			missing = append(missing, v.name)
@@ -119,7 +125,16 @@ func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive
 	if len(missing) > 0 {
 		return nil, rc, fmt.Errorf("%s not set: export them, or run `ddbpipe local up`", strings.Join(missing, ", "))
 	}
-	return archivelambda.NewRotation(cfg, rc, log), rc, nil
+	r := archivelambda.NewRotation(cfg, rc, log)
+	// The functions' clock: the real one, or a local stack's moved clock
+	// (DDBPIPE_CLOCK_FILE in its local.env), as the rotator function reads it.
+	vars := lambdafn.NewVars(getenv)
+	r.Clock = vars.Clock()
+	if err := vars.Err(); err != nil {
+		return nil, rc, err
+	}
+	r.Now = r.Clock
+	return r, rc, nil
 }
 
 func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -130,18 +145,21 @@ func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := c.fs.Parse(args); err != nil {
 		return err
 	}
-	now := time.Now().UTC()
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, rc, err := c.rotator(ctx, log)
+	if err != nil {
+		return err
+	}
+	// -now plans the run; the counters fence months by the functions'
+	// clock (r.Clock), so a month is retired only once it is cold by that
+	// clock too.
+	now := r.Clock().UTC()
 	if *nowFlag != "" {
 		t, err := time.Parse(time.RFC3339, *nowFlag)
 		if err != nil {
 			return fmt.Errorf("-now %q: want an RFC 3339 time like 2026-12-03T00:00:00Z", *nowFlag)
 		}
 		now = t.UTC()
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, rc, err := c.rotator(ctx, log)
-	if err != nil {
-		return err
 	}
 	r.Now = func() time.Time { return now }
 	r.Policy.DrainWait = *drainWait

@@ -25,11 +25,18 @@ const (
 )
 
 // Placeholders the driver fills in: a poll it created with options a and
-// b, now (RFC 3339), and the API's base URL.
+// b, times relative to the run (RFC 3339), and the API's base URL.
 const (
-	Poll   = "$POLL"
-	Now    = "$NOW"
-	APIURL = "$API"
+	Poll = "$POLL"
+	Now  = "$NOW"
+	// BeforePoll is two hours before the run: before the driver's poll
+	// was created by more than the clock skew allowed (an hour), in a
+	// month the counter still takes votes for (this one, or the last in
+	// its grace).
+	BeforePoll = "$BEFORE_POLL"
+	// MonthsAgo is 40 days before the run: a month whose grace is over.
+	MonthsAgo = "$MONTHS_AGO"
+	APIURL    = "$API"
 )
 
 // Case is one bad input and what must become of it.
@@ -93,10 +100,18 @@ func sqsCases() []Case {
 		c("path traversal as the poll", vote("o3", "../../etc/passwd", "a", "u", Now), "unknown-poll"),
 		c("right-to-left override in the option", vote("o4", Poll, "a\u202eb", "u", Now), "unknown-option"),
 		c("castAt in 2099 (clock skew)", vote("f1", Poll, "a", "u", "2099-01-01T00:00:00Z"), "cast-at-in-future"),
+		// A month takes votes until its end plus a grace of 2 days:
+		// earlier months are refused whatever the poll, and nothing creates
+		// their tables. The fixed dates are past their grace on any run
+		// from November 2026 on.
+		c("castAt 1970-01-01", vote("e1", Poll, "a", "u", "1970-01-01T00:00:00Z"), "month-closed"),
+		c("castAt 0001-01-01, the zero time", vote("e2", Poll, "a", "u", "0001-01-01T00:00:00Z"), "month-closed"),
+		c("castAt two years back", vote("e3", Poll, "a", "u", "2024-11-25T00:00:00Z"), "month-closed"),
+		c("castAt 40 days back, a retired month", vote("e4", Poll, "a", "u", MonthsAgo), "month-closed"),
+		c("castAt 40 days back, unknown poll", vote("e5", "no-such-poll-anywhere", "a", "u", MonthsAgo), "month-closed"),
 		// The driver's poll is created as the run starts: a vote cast
-		// before then (less the clock skew allowed) is early. The dates
-		// are fixed, so each is at least as far before the poll as its
-		// name says on any run from November 2026 on.
+		// earlier, less the clock skew allowed, is early.
+		c("castAt two hours before the poll was created", vote("e6", Poll, "a", "u", BeforePoll), "poll-not-open"),
 		c("castAt not a time", vote("b1", Poll, "a", "u", "yesterday"), "bad-cast-at"),
 		c("castAt without a zone", vote("b2", Poll, "a", "u", "2026-11-24T10:00:00"), "bad-cast-at"),
 		// SQS and Lambda's JSON event carry text: invalid bytes arrive as

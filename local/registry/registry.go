@@ -14,6 +14,7 @@ import (
 // All maps each function's logical id in template.yaml to its Setup.
 var All = map[string]lambdafn.Setup{
 	"CounterFunction":         voteslambda.SetupCounter,
+	"TallyFunction":           voteslambda.SetupTally,
 	"VotesApiFunction":        voteslambda.SetupVotesAPI,
 	"ObjectsApiFunction":      objectslambda.SetupAPI,
 	"ObjectsFinalizeFunction": objectslambda.SetupFinalize,

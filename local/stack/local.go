@@ -65,6 +65,16 @@ type Options struct {
 	// then holds them, to kill one mid-invocation. Build a binary with `go
 	// build ./functions/<name>` (cfn.FunctionName gives the name).
 	Processes map[string]string
+	// ClockOffset moves every function's clock (lambdafn.ClockFileVar).
+	// With it, or with MovableClock, Env.MoveClock moves the clocks again:
+	// the demo, the tests and the soak run a month's turn on it. Vars
+	// (local.env) name the clock file, so the CLI reads the same clock.
+	ClockOffset  time.Duration
+	MovableClock bool
+	// NoRotation skips the rotator's run at the end of Up, which creates
+	// (and subscribes) the current and the next month's ledger tables: no
+	// vote is written before its month's table exists.
+	NoRotation bool
 	// Servers are running servers to provision on (Close leaves them
 	// running); DataDir is then theirs to decide. nil: inside a test binary
 	// the servers the environment names (servers.FromEnv, as `ddbpipe local
@@ -98,6 +108,8 @@ type Env struct {
 	stop    func()
 	log     *slog.Logger
 	flog    io.Writer
+
+	clockFile string // the functions' clock file; "" on the real clock
 }
 
 // Up starts the servers and proxies, provisions the template and hosts the
@@ -213,6 +225,17 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if e.apiAuth, err = readHTTPAuth(e.Stack.Template, e.Stack.Context); err != nil {
 		return nil, err
 	}
+	if o.ClockOffset != 0 || o.MovableClock {
+		dir, err := os.MkdirTemp("", "ddbpipe-clock-")
+		if err != nil {
+			return nil, err
+		}
+		e.clockFile = filepath.Join(dir, "offset")
+		if err := lambdafn.WriteClockOffset(e.clockFile, o.ClockOffset); err != nil {
+			return nil, err
+		}
+		e.Vars[lambdafn.ClockFileVar] = e.clockFile
+	}
 	routes, err := e.host(ctx, o.Setups, o.Processes)
 	if err != nil {
 		return nil, err
@@ -224,7 +247,33 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	e.serve(apiLn, api)
 	e.serve(lambdaLn, e.Runner.LambdaAPI())
 	e.Proxies[faultproxy.S3].Observe(e.notifyS3)
+	if !o.NoRotation {
+		start = time.Now()
+		if err := e.Rotate(ctx); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "rotator ran in %s: this month's and next month's ledger tables exist, subscribed to the archiver and the tally\n", time.Since(start).Round(10*time.Millisecond))
+	}
 	return e, nil
+}
+
+// MoveClock sets every function's clock to the real time plus offset, at
+// once. Only a stack started with a ClockOffset has a clock to move.
+func (e *Env) MoveClock(offset time.Duration) error {
+	if e.clockFile == "" {
+		return errors.New("local: this stack runs on the real clock (Options.ClockOffset 0, MovableClock false)")
+	}
+	return lambdafn.WriteClockOffset(e.clockFile, offset)
+}
+
+// Rotate runs the rotator function once, as its daily schedule does.
+func (e *Env) Rotate(ctx context.Context) error {
+	ev := fmt.Sprintf(`{"version":"0","id":"local-%d","detail-type":"Scheduled Event","source":"aws.events","time":%q,"region":%q,"resources":[],"detail":{}}`,
+		time.Now().UnixNano(), time.Now().UTC().Format(time.RFC3339), e.Vars["AWS_REGION"])
+	if _, err := e.Runner.Invoke(ctx, "RotatorFunction", []byte(ev)); err != nil {
+		return fmt.Errorf("local: the rotator's run: %w", err)
+	}
+	return nil
 }
 
 func listen(port int) (net.Listener, error) {
@@ -265,6 +314,9 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup, binari
 		}
 		for k, v := range f.Env {
 			env[k] = v
+		}
+		if e.clockFile != "" {
+			env[lambdafn.ClockFileVar] = e.clockFile
 		}
 		var handler lambda.Handler
 		if bin, ok := binaries[f.LogicalID]; ok {
@@ -458,6 +510,9 @@ func (e *Env) Close() error {
 	}
 	for _, p := range e.Processes {
 		p.Close()
+	}
+	if e.clockFile != "" {
+		_ = os.RemoveAll(filepath.Dir(e.clockFile))
 	}
 	var errs []error
 	for _, s := range e.servers {

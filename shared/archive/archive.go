@@ -55,9 +55,6 @@
 //
 //	ensure       the table keeps its subscription (a table the counter created
 //	             has none); a provisioned table's capacity is lowered
-//	close        the table's close markers are written: every vote transaction
-//	             checks that one is absent, so no vote is added to the month
-//	             from here on (see CloseMarkers)
 //	drain        the stream is turned off (no record can come after this) and
 //	             the rotator waits, bounded, until the archive holds the last
 //	             record of every shard the stream still holds (see

@@ -2,8 +2,6 @@ package archive
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -44,20 +42,3 @@ func ColdAt(month string, graceDays int) (time.Time, error) {
 
 // TableName is a month's ledger table: <prefix>-YYYY-MM.
 func TableName(prefix, month string) string { return prefix + "-" + month }
-
-// CloseMarkers is how many close markers a retirement writes into a
-// month's table (the close step) before it drains and verifies the month:
-// items keyed CloseMarkerKey(0..CloseMarkers-1), spread over as many
-// partitions. The counter's transactions each check that one of them is
-// absent (votesddb keeps its own copy of the keys, held equal by
-// tests/rotation_test.go), so once they exist the month takes no vote, and
-// the archive verified afterwards holds it for good. The markers are not
-// the month's data: the archiver skips them and verification ignores them.
-const CloseMarkers = 16
-
-// CloseMarkerKey is the pk and sk of close marker n. A ledger pk is
-// <pollId>#<suffix> with a non-empty id, so no vote's key starts with '#'.
-func CloseMarkerKey(n int) (pk, sk string) { return "#closed#" + strconv.Itoa(n), "#closed" }
-
-// IsCloseMarker reports whether an item's pk is a close marker's.
-func IsCloseMarker(pk string) bool { return strings.HasPrefix(pk, "#closed#") }

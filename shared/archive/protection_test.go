@@ -75,7 +75,7 @@ func TestProtectionStaysUnlessVerifiedAndCompacted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := novemberWorld(t)
-			r := w.rotator(date(2026, 12, 3, 0))
+			r := w.rotator(date(2026, 12, 3, 1))
 			tt.arrange(w, r)
 			rep := r.Run(context.Background())
 			if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != tt.want {
@@ -102,7 +102,7 @@ func TestProtectionStaysUnlessVerifiedAndCompacted(t *testing.T) {
 // verification passed and the compaction wrote the manifest recording it.
 func TestProtectionLiftedAfterVerificationAndCompaction(t *testing.T) {
 	w := novemberWorld(t)
-	r := w.rotator(date(2026, 12, 3, 0))
+	r := w.rotator(date(2026, 12, 3, 1))
 	var seen []Step
 	r.OnStep = func(table string, s StepResult) {
 		if table != "app-votes-2026-11" {
@@ -121,7 +121,7 @@ func TestProtectionLiftedAfterVerificationAndCompaction(t *testing.T) {
 	if m := ret.Compaction.Manifest.Verification; m == nil || !m.OK || m.Snapshot || m.TableItems != 50 {
 		t.Errorf("manifest verification %+v, want OK over 50 items without a snapshot", m)
 	}
-	want := []Step{StepEnsure, StepClose, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
+	want := []Step{StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
 	if !slices.Equal(seen, want) {
 		t.Errorf("steps %v, want %v", seen, want)
 	}

@@ -16,8 +16,14 @@ import (
 type RotationPolicy struct {
 	// Prefix names the tables: <Prefix>-YYYY-MM.
 	Prefix string
-	// GraceDays after a month's end before it is cold (at least 1).
+	// GraceDays after a month's end during which the counter still takes
+	// the month's late votes (at least 1; the counter's fence uses the same).
 	GraceDays int
+	// FenceMargin is how long after the grace a month still waits before
+	// it is cold (default 1 hour): longer than a counter invocation that
+	// passed the fence can go on writing (Lambda's 15 minutes at most),
+	// plus clock error, so no vote lands after the verification.
+	FenceMargin time.Duration
 	// Ahead is how many months after the current one exist ahead of time
 	// (default 1: next month's table).
 	Ahead int
@@ -43,6 +49,9 @@ func (p RotationPolicy) withDefaults() RotationPolicy {
 	}
 	if p.GraceDays < 1 {
 		p.GraceDays = 1
+	}
+	if p.FenceMargin <= 0 {
+		p.FenceMargin = time.Hour
 	}
 	if p.DrainWait <= 0 {
 		p.DrainWait = 5 * time.Minute
@@ -73,6 +82,17 @@ func (p RotationPolicy) Owns(name string) (month string, ok bool) {
 		return "", false
 	}
 	return month, true
+}
+
+// ColdAt is when month m is cold: its end, plus the grace in which the
+// counter takes its late votes, plus the fence margin.
+func (p RotationPolicy) ColdAt(m string) (time.Time, error) {
+	p = p.withDefaults()
+	t, err := ColdAt(m, p.GraceDays)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.Add(p.FenceMargin), nil
 }
 
 // RotationPlan is what a run should do at a given time, decided from the table
@@ -107,7 +127,7 @@ func (p RotationPolicy) Plan(now time.Time, existing []string) RotationPlan {
 		if !ok || want[name] {
 			continue // not one of ours: <prefix>-something-else
 		}
-		cold, err := ColdAt(m, p.GraceDays)
+		cold, err := p.ColdAt(m)
 		if err != nil {
 			continue
 		}
@@ -128,8 +148,16 @@ type Rotator struct {
 	Tables        Tables
 	Streams       Streams
 	Subscriptions Subscriptions
-	Archive       Partitions
-	Now           func() time.Time
+	// Counted, when set, is the tally's progress: the drain waits for it.
+	Counted Counted
+	Archive Partitions
+	// Now is the run's time: which months to ensure and which are cold.
+	Now func() time.Time
+	// Clock is the time the counters fence months by (time.Now, or Now
+	// when nil). A month is retired only once it is cold by Clock as well,
+	// so a run given a later Now (`tables rotate -now`) never retires a
+	// month the counters still write.
+	Clock func() time.Time
 	// Sleep pauses between drain checks (retry.Sleep, honouring ctx, by default).
 	Sleep func(ctx context.Context, d time.Duration) error
 	Log   *slog.Logger
@@ -145,7 +173,6 @@ const (
 	StepCreate      Step = "create"
 	StepSubscribe   Step = "subscribe"
 	StepEnsure      Step = "ensure"
-	StepClose       Step = "close"
 	StepDrain       Step = "drain"
 	StepVerify      Step = "verify"
 	StepSnapshot    Step = "snapshot"
@@ -205,10 +232,12 @@ type Retirement struct {
 
 // RotationReport is what a run did.
 type RotationReport struct {
-	Now         time.Time
-	Created     []string
-	Subscribed  []string
-	Ensured     []string
+	Now        time.Time
+	Created    []string
+	Subscribed []string
+	Ensured    []string
+	// Kept are tables cold by the run's time but not by the counters' clock.
+	Kept        []string
 	Retirements []Retirement
 	Errors      []error
 }
@@ -247,6 +276,13 @@ func (r *Rotator) now() time.Time {
 	return time.Now().UTC()
 }
 
+func (r *Rotator) clock() time.Time {
+	if r.Clock != nil {
+		return r.Clock().UTC()
+	}
+	return r.now()
+}
+
 func (r *Rotator) log() *slog.Logger {
 	if r.Log != nil {
 		return r.Log
@@ -281,10 +317,36 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 		names = append(names, t.Name)
 	}
 	plan := pol.Plan(now, names)
+	// Retire only what is cold by the counters' clock too.
+	var retire []string
+	for _, name := range plan.Retire {
+		m, _ := pol.Owns(name)
+		if cold, _ := pol.ColdAt(m); r.clock().Before(cold) {
+			r.step(name, StepResult{Step: StepEnsure, Detail: fmt.Sprintf(
+				"cold at %s by the run's time, but the counters take its votes until %s: kept",
+				now.Format(time.RFC3339), cold.Format(time.RFC3339))})
+			rep.Kept = append(rep.Kept, name)
+			continue
+		}
+		retire = append(retire, name)
+	}
+	plan.Retire = retire
 	for _, name := range plan.Ensure {
 		m, _ := strings.CutPrefix(name, pol.Prefix+"-")
 		spec := Spec{Name: name, Month: m, Capacity: pol.Capacity, Tags: tagsFor(pol.Tags, m)}
 		start := time.Now()
+		if _, exists := byName[name]; !exists {
+			// A month retired is retired for good: its archive's manifest
+			// (verified) is the durable record, whatever the clock says.
+			if c, err := r.Archive.Read(ctx, Partition{Table: pol.Prefix, Month: m}); err != nil || c.Manifest != nil && c.Manifest.Verification != nil && c.Manifest.Verification.OK {
+				if err == nil {
+					err = fmt.Errorf("rotation: %s was retired (archive verified %s); not created again", name, c.Manifest.Verification.At.Format(time.RFC3339))
+				}
+				r.step(name, StepResult{Step: StepCreate, Err: err, Took: time.Since(start)})
+				rep.Errors = append(rep.Errors, err)
+				continue
+			}
+		}
 		t, created, err := r.Tables.Ensure(ctx, spec)
 		if err != nil {
 			r.step(name, StepResult{Step: StepCreate, Err: err, Took: time.Since(start)})
@@ -309,7 +371,7 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 		created, err := r.Subscriptions.Ensure(ctx, t.StreamARN)
 		res := StepResult{Step: StepSubscribe, Detail: "subscribed already", Took: time.Since(start), Err: err}
 		if created {
-			res.Detail = "subscribed the archiver"
+			res.Detail = "subscribed the stream's readers"
 			rep.Subscribed = append(rep.Subscribed, name)
 		}
 		r.step(name, res)
@@ -398,7 +460,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 				return "", err
 			}
 			if created {
-				notes = append(notes, "subscribed the archiver")
+				notes = append(notes, "subscribed the stream's readers")
 			}
 		}
 		if c := t.Capacity; c != nil && (c.Read > pol.ColdCapacity.Read || c.Write > pol.ColdCapacity.Write) {
@@ -411,18 +473,6 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 			return "nothing to change", nil
 		}
 		return strings.Join(notes, "; "), nil
-	}) {
-		return ret
-	}
-
-	// close: no vote is written into the month any more, so the archive
-	// verified below holds it for good (a vote added after the verification
-	// would be counted, deleted with the table, and never archived).
-	if !run(StepClose, func() (string, error) {
-		if err := r.Tables.Close(ctx, t.Name); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%d close markers written: writers refused", CloseMarkers), nil
 	}) {
 		return ret
 	}
@@ -460,14 +510,21 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 					return "", err
 				}
 				pending = Unarchived(recs, contents)
+				if r.Counted != nil {
+					uncounted, err := r.Counted.Uncounted(ctx, t.Name, recs)
+					if err != nil {
+						return "", err
+					}
+					pending = append(pending, uncounted...)
+				}
 			}
 			ret.LagSeconds = Lag(pending, r.now())
 			if len(pending) == 0 {
 				drained = true
-				return fmt.Sprintf("archive holds the last record of every shard (%d files, %d rows; %d checks)", len(contents.Files), contents.Rows, checks), nil
+				return fmt.Sprintf("archive and counters hold the last record of every shard (%d files, %d rows; %d checks)", len(contents.Files), contents.Rows, checks), nil
 			}
 			if max(waited, time.Since(start))+pause > pol.DrainWait {
-				return fmt.Sprintf("%d stream records not archived after %s (oldest %.0fs old); retried next run", len(pending), pol.DrainWait, ret.LagSeconds), nil
+				return fmt.Sprintf("%d stream records not archived or not counted after %s (oldest %.0fs old); retried next run", len(pending), pol.DrainWait, ret.LagSeconds), nil
 			}
 			if err := r.sleep(ctx, pause); err != nil {
 				return "", err

@@ -33,8 +33,7 @@ type world struct {
 
 type memTable struct {
 	Table
-	items  map[string]Item // key JSON → item
-	closed bool            // its close markers are written: writers are refused
+	items map[string]Item // key JSON → item
 }
 
 type streamRec struct {
@@ -76,18 +75,6 @@ func (w *world) put(table, pk, sk string, votes int, t time.Time) {
 		row: Row{Table: p.Table, Month: p.Month, Stream: "s", EventName: name, SequenceNumber: seq,
 			ApproximateCreationTime: t, Keys: key, NewImage: img},
 	})
-}
-
-// vote writes an item as the counter's transaction would: refused (false)
-// once the table's close markers are written.
-func (w *world) vote(table, pk, sk string, t time.Time) bool {
-	w.mu.Lock()
-	closed := w.tables[table] == nil || w.tables[table].closed
-	w.mu.Unlock()
-	if !closed {
-		w.put(table, pk, sk, 1, t)
-	}
-	return !closed
 }
 
 // pump delivers every undelivered record of subscribed streams, one file
@@ -173,17 +160,6 @@ func (m memTables) SetCapacity(_ context.Context, name string, c Capacity) error
 	defer m.w.mu.Unlock()
 	m.w.call("capacity %s %d/%d", name, c.Read, c.Write)
 	m.w.tables[name].Capacity = &c
-	return nil
-}
-
-func (m memTables) Close(_ context.Context, name string) error {
-	m.w.mu.Lock()
-	defer m.w.mu.Unlock()
-	if err := m.w.fail["close"]; err != nil {
-		return err
-	}
-	m.w.call("close %s", name)
-	m.w.tables[name].closed = true
 	return nil
 }
 

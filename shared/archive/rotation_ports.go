@@ -48,10 +48,6 @@ type Tables interface {
 	Ensure(ctx context.Context, s Spec) (t Table, created bool, err error)
 	// SetCapacity changes a provisioned table's throughput.
 	SetCapacity(ctx context.Context, name string, c Capacity) error
-	// Close writes the table's close markers (CloseMarkerKey): from then
-	// on no vote transaction commits into the table. The markers are never
-	// archived, scanned or counted as the table's items.
-	Close(ctx context.Context, name string) error
 	// DisableStream turns the table's stream off: its shards close, and
 	// what they hold stays readable for 24 hours.
 	DisableStream(ctx context.Context, name string) error
@@ -89,12 +85,23 @@ type Streams interface {
 	Records(ctx context.Context, streamARN string) ([]StreamRecord, error)
 }
 
-// Subscriptions are the archiver's event source mappings.
+// Counted is how far the stream's other readers (the tally, which adds
+// the ledger's votes to the counters) have read: a retiring month's drain
+// waits for them too, so its subscriptions go only once the counters hold
+// every vote of the month.
+type Counted interface {
+	// Uncounted returns the records of the shards whose last record the
+	// reader has not yet committed.
+	Uncounted(ctx context.Context, table string, recs []StreamRecord) ([]StreamRecord, error)
+}
+
+// Subscriptions are the stream readers' event source mappings: the
+// archiver's and the tally's.
 type Subscriptions interface {
-	// Ensure subscribes the archiver to the stream unless a mapping of the
-	// stream exists already.
+	// Ensure subscribes every reader to the stream unless it has a
+	// mapping of the stream already; created is true when one was made.
 	Ensure(ctx context.Context, streamARN string) (created bool, err error)
-	// Remove deletes every mapping of the stream; none is not an error.
+	// Remove deletes every reader's mappings of the stream; none is not an error.
 	Remove(ctx context.Context, streamARN string) (removed int, err error)
 }
 

@@ -52,7 +52,8 @@ func TestPlan(t *testing.T) {
 		ensure, keep, gone []string
 	}{
 		{"in grace", date(2026, 12, 2, 23), []string{"app-votes-2026-12", "app-votes-2027-01"}, []string{"app-votes-2026-11"}, []string{"app-votes-2026-10"}},
-		{"cold", date(2026, 12, 3, 0), []string{"app-votes-2026-12", "app-votes-2027-01"}, nil, []string{"app-votes-2026-10", "app-votes-2026-11"}},
+		{"grace over, within the fence margin", date(2026, 12, 3, 0), []string{"app-votes-2026-12", "app-votes-2027-01"}, []string{"app-votes-2026-11"}, []string{"app-votes-2026-10"}},
+		{"cold", date(2026, 12, 3, 1), []string{"app-votes-2026-12", "app-votes-2027-01"}, nil, []string{"app-votes-2026-10", "app-votes-2026-11"}},
 		{"mid month", date(2026, 11, 21, 19), []string{"app-votes-2026-11", "app-votes-2026-12"}, nil, []string{"app-votes-2026-10"}},
 	}
 	for _, tt := range tests {
@@ -91,7 +92,7 @@ func novemberWorld(t *testing.T) *world {
 func TestRunRetiresAColdMonth(t *testing.T) {
 	w := novemberWorld(t)
 	var steps []Step
-	r := w.rotator(date(2026, 12, 3, 0))
+	r := w.rotator(date(2026, 12, 3, 1))
 	r.OnStep = func(table string, s StepResult) {
 		if table == "app-votes-2026-11" {
 			steps = append(steps, s.Step)
@@ -107,7 +108,7 @@ func TestRunRetiresAColdMonth(t *testing.T) {
 	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != Retired {
 		t.Fatalf("retirements %+v, want November retired", rep.Retirements)
 	}
-	want := []Step{StepEnsure, StepClose, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
+	want := []Step{StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
 	if !reflect.DeepEqual(steps, want) {
 		t.Errorf("steps %v, want %v", steps, want)
 	}
@@ -143,7 +144,7 @@ func TestRunRetiresAColdMonth(t *testing.T) {
 
 func TestRunTwiceChangesNothing(t *testing.T) {
 	w := novemberWorld(t)
-	r := w.rotator(date(2026, 12, 3, 0))
+	r := w.rotator(date(2026, 12, 3, 1))
 	if err := r.Run(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestNotDrainedKeepsTheTable(t *testing.T) {
 	w := novemberWorld(t)
 	w.deliver = false
 	w.put("app-votes-2026-11", "poll#p", "late", 1, date(2026, 11, 30, 23))
-	r := w.rotator(date(2026, 12, 3, 0))
+	r := w.rotator(date(2026, 12, 3, 1))
 	var slept time.Duration
 	r.Sleep = func(_ context.Context, d time.Duration) error { slept += d; return nil }
 	rep := r.Run(context.Background())
@@ -175,7 +176,7 @@ func TestNotDrainedKeepsTheTable(t *testing.T) {
 	if slept > r.Policy.DrainWait {
 		t.Errorf("waited %s, more than DrainWait %s", slept, r.Policy.DrainWait)
 	}
-	if want := (49 * time.Hour).Seconds(); ret.LagSeconds != want {
+	if want := (50 * time.Hour).Seconds(); ret.LagSeconds != want {
 		t.Errorf("lag %.0fs, want %.0fs (the late record's age)", ret.LagSeconds, want)
 	}
 	if w.table("app-votes-2026-11") == nil {
@@ -195,7 +196,7 @@ func TestMissingFileTakesTheSnapshotPath(t *testing.T) {
 	delete(w.files, lost)
 	// The lost file is not the stream's last: the drain check passes (the
 	// shard was delivered to its end) and the verification finds the loss.
-	rep := w.rotator(date(2026, 12, 3, 0)).Run(context.Background())
+	rep := w.rotator(date(2026, 12, 3, 1)).Run(context.Background())
 	ret := rep.Retirements[0]
 	if ret.Outcome != Alarm || ret.Err != nil {
 		t.Fatalf("outcome %s (%v), want alarm", ret.Outcome, ret.Err)
@@ -230,7 +231,7 @@ func TestSnapshotOfTheSameInstantWritesTheWholeTable(t *testing.T) {
 	w := novemberWorld(t)
 	p := Partition{Table: "app-votes", Month: "2026-11"}
 	lost := w.fileKeys(p.Prefix())[1] // items 10–19
-	at := date(2026, 12, 3, 0)
+	at := date(2026, 12, 3, 1)
 	// An earlier run at the same instant wrote 3 of them, then the rest
 	// of that file went too.
 	w.files[SnapshotKey(p, at)] = w.files[lost][:3]
@@ -250,7 +251,7 @@ func TestColdProvisionedTableIsLowered(t *testing.T) {
 	w.tables["app-votes-2026-11"].Capacity = &Capacity{Read: 50, Write: 100}
 	w.deliver = false
 	w.put("app-votes-2026-11", "poll#p", "late", 1, date(2026, 11, 30, 23))
-	r := w.rotator(date(2026, 12, 3, 0))
+	r := w.rotator(date(2026, 12, 3, 1))
 	r.Sleep = func(context.Context, time.Duration) error { return nil }
 	r.Run(context.Background())
 	if c := w.table("app-votes-2026-11").Capacity; c == nil || *c != (Capacity{Read: 1, Write: 1}) {
@@ -327,7 +328,7 @@ func TestUnarchived(t *testing.T) {
 // the month's items out of the archive; the run says why.
 func TestRetiredMonthCreatedAgainIsLeftAlone(t *testing.T) {
 	w := novemberWorld(t)
-	if err := w.rotator(date(2026, 12, 3, 0)).Run(context.Background()).Err(); err != nil {
+	if err := w.rotator(date(2026, 12, 3, 1)).Run(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	files := w.fileKeys("table=app-votes/month=2026-11/")
@@ -358,39 +359,36 @@ func TestRetiredMonthCreatedAgainIsLeftAlone(t *testing.T) {
 	}
 }
 
-// Votes keep coming while a month retires: from the close step on each is
-// refused, so the archive verified afterwards is the month the table held
-// when it was deleted, whichever step the vote came during.
-func TestVotesDuringARetirementAreRefused(t *testing.T) {
-	w := novemberWorld(t)
-	r := w.rotator(date(2026, 12, 3, 0))
-	accepted, refused := 0, 0
-	r.OnStep = func(table string, s StepResult) {
-		if table != "app-votes-2026-11" || s.Step == StepDelete {
-			return
-		}
-		if w.vote(table, "poll#p", "during-"+string(s.Step), date(2026, 11, 30, 23)) {
-			accepted++
-		} else {
-			refused++
-		}
-		w.pump()
-	}
-	rep := r.Run(context.Background())
-	if err := rep.Err(); err != nil || len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != Retired {
-		t.Fatalf("run %+v, %v; want November retired", rep.Retirements, err)
-	}
-	// Only the vote after the ensure step is taken; the others come after
-	// the close.
-	if accepted != 1 || refused != 6 {
-		t.Errorf("%d votes taken and %d refused during the retirement, want 1 and 6", accepted, refused)
-	}
-	c, err := w.rotator(date(2026, 12, 3, 0)).Archive.Read(context.Background(), Partition{Table: "app-votes", Month: "2026-11"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := KeyJSON(Item{"pk": "poll#p", "sk": "during-ensure"}, "pk", "sk")
-	if _, ok := c.State[key]; !ok || len(c.State) != 51 {
-		t.Errorf("archive holds %d items, want the 50 and the vote taken during the ensure step", len(c.State))
+// A month retires only once it is cold by the counters' clock too: the
+// counter fences a month by its own clock (the month's end plus the
+// grace), so a run told a later time (`tables rotate -now`, a wrong clock)
+// keeps the month while the counters may still write it, and says so.
+func TestRetireOnlyWhenColdByTheCountersClock(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		clock  time.Time
+		retire bool
+	}{
+		{"counters in November", date(2026, 11, 25, 0), false},
+		{"counters in the grace", date(2026, 12, 2, 12), false},
+		{"counters within the fence margin", date(2026, 12, 3, 0), false},
+		{"counters past the margin", date(2026, 12, 3, 1), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := novemberWorld(t)
+			r := w.rotator(date(2026, 12, 10, 0))
+			r.Clock = func() time.Time { return tt.clock }
+			rep := r.Run(context.Background())
+			if err := rep.Err(); err != nil {
+				t.Fatal(err)
+			}
+			retired := len(rep.Retirements) == 1 && rep.Retirements[0].Outcome == Retired
+			if retired != tt.retire || (len(rep.Kept) == 1) == tt.retire {
+				t.Errorf("retirements %+v, kept %v; want retired %v", rep.Retirements, rep.Kept, tt.retire)
+			}
+			if !tt.retire && w.table("app-votes-2026-11") == nil {
+				t.Error("November's table is gone")
+			}
+		})
 	}
 }

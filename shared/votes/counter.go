@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -13,52 +12,36 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
-// Mode is how votes are committed.
-type Mode string
-
-// Counting modes.
-const (
-	// ExactlyOnce commits each group's ledger puts (conditioned on the
-	// entry not existing) and its increments in one transaction: a
-	// redelivered vote finds its ledger entry and is not counted again.
-	ExactlyOnce Mode = "exactly-once"
-	// AtLeastOnce writes increments and ledger entries with plain batched
-	// writes: cheaper (no transaction, one write unit per item instead of
-	// two), but a batch redelivered after a partial failure is counted again.
-	AtLeastOnce Mode = "at-least-once"
-)
-
 // ErrThrottled marks a store error caused by throttling (after the SDK's
-// own retries); the counter backs off and retries.
+// own retries); the counter backs off and retries until its deadline.
 var ErrThrottled = errors.New("votes: throttled")
 
-// CancelledError is how Store.Commit reports a transaction that was
-// cancelled. Existing names the entries (by index in the group) whose ledger
-// item already exists, with the voteId stored there: those are duplicates
-// (or, for a one-vote-per-voter poll and another voteId, a second vote).
-// Retryable is true when the cancellation was a conflict or throttling.
-type CancelledError struct {
-	Existing  map[int]string
-	Retryable bool
-	Throttled bool
-	Cause     error
+// ErrNoLedger is a write into a month whose ledger table does not exist.
+// Only the rotator creates ledger tables (the current and the next month,
+// ahead of time), so within the fence this means the rotator has not run
+// yet: the vote is failed back and delivered again, never dropped.
+var ErrNoLedger = errors.New("votes: the month's ledger table does not exist")
+
+// ExistsError is a conditional write refused because the key is taken:
+// the vote was written already (a redelivery), or, in a one-vote-per-voter
+// poll, the voter voted already. StoredVoteID is the vote that holds it.
+type ExistsError struct{ StoredVoteID string }
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("votes: the ledger holds vote %q under this key already", e.StoredVoteID)
 }
 
-func (e *CancelledError) Error() string {
-	return fmt.Sprintf("votes: transaction cancelled (%d existing entries, retryable %t): %v", len(e.Existing), e.Retryable, e.Cause)
-}
-
-func (e *CancelledError) Unwrap() error { return e.Cause }
-
-// Store is what counting needs from the database.
+// Store is what the counter needs from the database.
 type Store interface {
 	// Polls returns the polls with the given ids that exist.
 	Polls(ctx context.Context, ids []string) (map[string]Poll, error)
-	// Commit writes a group atomically (exactly-once mode).
-	Commit(ctx context.Context, g Group) error
-	// PutEntries and AddCounts are at-least-once mode's plain writes.
-	PutEntries(ctx context.Context, entries []Entry) error
-	AddCounts(ctx context.Context, incs []Increment) error
+	// PutVote writes the entry into its month's ledger unless its key
+	// exists (*ExistsError). ErrNoLedger when the month has no table.
+	PutVote(ctx context.Context, e Entry) error
+	// ClaimVoter records, once and for good, that a one-vote-per-voter
+	// poll's voter voted with voteID; *ExistsError names the vote that
+	// claimed the voter first (the same vote on a redelivery).
+	ClaimVoter(ctx context.Context, e Entry) error
 }
 
 // Rejected is a message that will never be counted, with its reason.
@@ -80,46 +63,44 @@ type Message struct {
 	Body []byte
 }
 
-// Result is what counting a batch did.
+// Result is what the counter did with a batch.
 type Result struct {
 	// Failed lists the messages to deliver again (batch item failures).
 	Failed     []string
 	Accepted   int
 	Duplicates int
 	Rejected   map[Reason]int
-	// CounterWrites counts increments written; Commits the write requests
-	// that carried them (transactions, or UpdateItem calls).
-	CounterWrites int
-	Commits       int
-	TxRetries     int
-	Throttles     int
+	// Puts counts ledger writes sent (retries included); Retries the
+	// writes sent again, Throttles those refused for throttling.
+	Puts      int
+	Retries   int
+	Throttles int
 	// Deadline is true when the counter stopped early to finish before the
 	// invocation's deadline.
 	Deadline bool
 }
 
-// Counter counts batches of vote messages.
+// Counter validates batches of vote messages and writes each valid vote
+// once into its month's ledger: one conditional PutItem per vote, so a
+// redelivered vote finds its key taken and is not written (or counted)
+// again. Counting is the tally's, from the ledger's stream.
 type Counter struct {
 	Store   Store
 	Rejects RejectStore
-	Mode    Mode
-	Now     func() time.Time
-	Pick    ShardPicker
-	// Parallel is how many groups of a batch commit at once (default 4).
-	// Their increments land on different shards (the deck picker), so
-	// they rarely conflict.
+	// Fence says which months take votes (the grace after a month's end).
+	Fence Fence
+	Now   func() time.Time
+	// Parallel bounds the puts of a batch in flight at once (default 16).
 	Parallel int
-	// MaxAttempts bounds the commits of one group (default 8); a group
-	// that still fails is reported as failed messages and redelivered. A
-	// group refused for throttling is retried, with backoff, until the
-	// invocation's deadline margin instead (when ctx has a deadline, as a
-	// Lambda invocation's does).
+	// MaxAttempts bounds the writes of one vote that fail for another
+	// reason than throttling (default 8); a throttled write is retried,
+	// with backoff, until the invocation's deadline margin.
 	MaxAttempts int
 	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s, with jitter).
 	Backoff func(attempt int) time.Duration
 	// Margin is the time left before the deadline at which the counter
-	// stops taking new work: at most 5 s by default, and never more than a
-	// quarter of the time the invocation had when it started.
+	// stops writing: at most 5 s by default, and never more than a quarter
+	// of the time the invocation had when it started.
 	Margin time.Duration
 	Log    *slog.Logger
 
@@ -133,11 +114,8 @@ func (c *Counter) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Pick == nil {
-		c.Pick = DeckPicker(rand.IntN)
-	}
 	if c.Parallel <= 0 {
-		c.Parallel = 4
+		c.Parallel = 16
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 8
@@ -151,14 +129,12 @@ func (c *Counter) setDefaults() {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	if c.Mode == "" {
-		c.Mode = ExactlyOnce
-	}
 }
 
-// Count validates, coalesces and commits a batch. Every message ends in
-// exactly one of: accepted, duplicate (acknowledged, not counted), rejected
-// (in the reject store), or Failed (to be delivered again).
+// Count validates and writes a batch. Every message ends in exactly one of:
+// accepted (written to the ledger now), duplicate (written before;
+// acknowledged), rejected (in the reject store, with its reason), or Failed
+// (to be delivered again).
 func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	c.defaults()
 	now := c.Now()
@@ -172,6 +148,9 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	bodies := map[string][]byte{}
 	for _, m := range msgs {
 		v, err := Parse(m.Body, now)
+		if err == nil {
+			err = c.Fence.Accepts(v.CastAt, now)
+		}
 		if err != nil {
 			rejects = append(rejects, rejected(m.ID, m.Body, err))
 			continue
@@ -190,19 +169,7 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	}
 	res.Duplicates += dups
 	rejects = append(rejects, pollRejects...)
-
-	shards := map[string]int{}
-	for _, e := range entries {
-		shards[e.PollID] = e.shards
-	}
-	var late []Rejected
-	switch c.Mode {
-	case AtLeastOnce:
-		late = c.countAtLeastOnce(ctx, entries, shards, bodies, margin, &res)
-	default:
-		late = c.countExactlyOnce(ctx, entries, shards, bodies, margin, &res)
-	}
-	rejects = append(rejects, late...)
+	rejects = append(rejects, c.write(ctx, entries, bodies, margin, &res)...)
 
 	if len(rejects) > 0 {
 		if err := c.Rejects.Reject(ctx, rejects); err != nil {
@@ -258,11 +225,13 @@ func (c *Counter) admit(ctx context.Context, valid []Entry, bodies map[string][]
 			continue
 		}
 		e.OneVotePerVoter = p.OneVotePerVoter
-		e.shards = p.Shards
 		pk, sk := e.LedgerKey()
+		if e.OneVotePerVoter {
+			pk = "" // one vote per voter across months
+		}
 		if prev, ok := seen[[2]string{pk, sk}]; ok {
 			if prev != e.VoteID { // one vote per voter: another vote by the same voter
-				rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonDuplicateVoter, "voter %q already voted in poll %s", e.VoterID, e.PollID)))
+				rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], duplicateVoter(e)))
 			} else {
 				dups++ // the same vote twice in one batch
 			}
@@ -274,8 +243,11 @@ func (c *Counter) admit(ctx context.Context, valid []Entry, bodies map[string][]
 	return entries, dups, rejects, nil
 }
 
-// timeLeft reports whether more than margin is left before ctx's deadline
-// by the clock now.
+func duplicateVoter(e Entry) *RejectError {
+	return reject(ReasonDuplicateVoter, "voter %q already voted in poll %s", e.VoterID, e.PollID)
+}
+
+// timeLeft reports whether more than margin is left before the deadline.
 func timeLeft(ctx context.Context, now func() time.Time, margin time.Duration) bool {
 	if ctx.Err() != nil {
 		return false
@@ -284,172 +256,109 @@ func timeLeft(ctx context.Context, now func() time.Time, margin time.Duration) b
 	return !ok || d.Sub(now()) > margin
 }
 
-func (c *Counter) countExactlyOnce(ctx context.Context, entries []Entry, shards map[string]int, bodies map[string][]byte, margin time.Duration, res *Result) (late []Rejected) {
-	groups := Plan(entries, shards, c.Pick)
-	work := make(chan Group)
+// outcome is what writing one entry came to.
+type outcome int
+
+const (
+	written outcome = iota
+	duplicate
+	refused // rejected, with a reason
+	failed  // to be delivered again
+)
+
+// write puts the entries into the ledger, at most Parallel at once.
+func (c *Counter) write(ctx context.Context, entries []Entry, bodies map[string][]byte, margin time.Duration, res *Result) (rejects []Rejected) {
 	var mu sync.Mutex
+	work := make(chan Entry)
 	var wg sync.WaitGroup
-	for w := 0; w < min(c.Parallel, len(groups)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for g := range work {
-				out := c.commitGroup(ctx, g, shards, bodies, margin)
+	for range min(c.Parallel, len(entries)) {
+		wg.Go(func() {
+			for e := range work {
+				var st putStats
+				o, rej := c.put(ctx, e, margin, &st)
 				mu.Lock()
-				res.merge(out)
-				late = append(late, out.late...)
+				res.Puts += st.puts
+				res.Retries += st.retries
+				res.Throttles += st.throttles
+				res.Deadline = res.Deadline || st.deadline
+				switch o {
+				case written:
+					res.Accepted++
+				case duplicate:
+					res.Duplicates++
+				case refused:
+					rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], rej))
+				case failed:
+					res.Failed = append(res.Failed, e.MessageID)
+				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
-	for _, g := range groups {
-		work <- g
+	for _, e := range entries {
+		work <- e
 	}
 	close(work)
 	wg.Wait()
-	return late
+	return rejects
 }
 
-// groupOutcome is what committing one group did.
-type groupOutcome struct {
-	Result
-	late []Rejected
+type putStats struct {
+	puts, retries, throttles int
+	deadline                 bool
 }
 
-func (r *Result) merge(o groupOutcome) {
-	r.Failed = append(r.Failed, o.Failed...)
-	r.Accepted += o.Accepted
-	r.Duplicates += o.Duplicates
-	r.CounterWrites += o.CounterWrites
-	r.Commits += o.Commits
-	r.TxRetries += o.TxRetries
-	r.Throttles += o.Throttles
-	r.Deadline = r.Deadline || o.Deadline
-}
-
-// commitGroup commits one group as a transaction, dropping the entries that
-// already exist and retrying conflicts and throttling with backoff.
-func (c *Counter) commitGroup(ctx context.Context, g Group, shards map[string]int, bodies map[string][]byte, margin time.Duration) (out groupOutcome) {
-	fail := func() {
-		for _, e := range g.Entries {
-			out.Failed = append(out.Failed, e.MessageID)
-		}
+// put writes one entry: the voter's claim first for a one-vote-per-voter
+// poll, then the ledger item. Throttling is retried until the deadline
+// margin (given back, the message would wait out the queue's visibility
+// timeout), anything else MaxAttempts times.
+func (c *Counter) put(ctx context.Context, e Entry, margin time.Duration, st *putStats) (outcome, error) {
+	steps := []func(context.Context, Entry) error{c.Store.PutVote}
+	if e.OneVotePerVoter {
+		steps = []func(context.Context, Entry) error{c.Store.ClaimVoter, c.Store.PutVote}
 	}
-	for attempt := 1; len(g.Entries) > 0; attempt++ {
-		if !timeLeft(ctx, c.Now, margin) {
-			// Stop before the deadline: the group goes back to the queue
-			// instead of being cut off mid-write.
-			out.Deadline = true
-			fail()
-			return out
-		}
-		err := c.Store.Commit(ctx, g)
-		out.Commits++
-		if err == nil {
-			out.Accepted += len(g.Entries)
-			out.CounterWrites += len(g.Increments)
-			return out
-		}
-		var ce *CancelledError
-		if errors.As(err, &ce) && len(ce.Existing) > 0 {
-			var keep []Entry
-			for i, e := range g.Entries {
-				stored, exists := ce.Existing[i]
-				switch {
-				case !exists:
-					keep = append(keep, e)
-				case e.OneVotePerVoter && stored != e.VoteID:
-					out.late = append(out.late, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonDuplicateVoter, "voter %q already voted in poll %s", e.VoterID, e.PollID)))
-				default:
-					out.Duplicates++
-				}
+	for i, step := range steps {
+		claim := e.OneVotePerVoter && i == 0
+		for attempt := 1; ; attempt++ {
+			if !timeLeft(ctx, c.Now, margin) {
+				st.deadline = true
+				return failed, nil
 			}
-			g = Group{Entries: keep, Increments: Coalesce(keep, shards, c.Pick)}
-			continue // the rest is retried at once: nothing conflicted
-		}
-		if keep, closed := closedMonth(err, g.Entries, bodies); closed != nil {
-			out.late = append(out.late, closed...)
-			g = Group{Entries: keep, Increments: Coalesce(keep, shards, c.Pick)}
-			continue
-		}
-		out.TxRetries++
-		throttled := errors.Is(err, ErrThrottled) || ce != nil && ce.Throttled
-		if throttled {
-			out.Throttles++
-		}
-		// A throttled group waits here, within the invocation's deadline:
-		// given back, its messages would wait out the queue's visibility
-		// timeout (six times the function's) before anyone tried again.
-		_, bounded := ctx.Deadline()
-		if attempt >= c.MaxAttempts && !(throttled && bounded) {
-			c.Log.WarnContext(ctx, "commit failed; the group's messages will be retried", "err", err, "votes", len(g.Entries), "attempts", attempt)
-			fail()
-			return out
-		}
-		if retry.Sleep(ctx, c.Backoff(attempt)) != nil {
-			continue // the deadline check above reports the group
-		}
-		// A conflict may come from another invocation adding to the same
-		// shard: pick the shards again.
-		g.Increments = Coalesce(g.Entries, shards, c.Pick)
-	}
-	return out
-}
-
-// closedMonth splits entries when err is a *MonthClosedError: those of the
-// closed month become rejects (ReasonMonthClosed), the others are kept.
-// closed is nil when err is something else.
-func closedMonth(err error, entries []Entry, bodies map[string][]byte) (keep []Entry, closed []Rejected) {
-	var mc *MonthClosedError
-	if !errors.As(err, &mc) {
-		return entries, nil
-	}
-	closed = []Rejected{}
-	for _, e := range entries {
-		if e.Month() == mc.Month {
-			closed = append(closed, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonMonthClosed,
-				"castAt %s is in %s, a month whose ledger is closed (being retired or retired)", e.CastAt.Format(time.RFC3339), mc.Month)))
-			continue
-		}
-		keep = append(keep, e)
-	}
-	return keep, closed
-}
-
-func (c *Counter) countAtLeastOnce(ctx context.Context, entries []Entry, shards map[string]int, bodies map[string][]byte, margin time.Duration, res *Result) (late []Rejected) {
-	if len(entries) == 0 {
-		return nil
-	}
-	fail := func(err error) {
-		c.Log.WarnContext(ctx, "at-least-once write failed; the batch's votes will be retried (and may be counted twice)", "err", err)
-		for _, e := range entries {
-			res.Failed = append(res.Failed, e.MessageID)
-		}
-		if errors.Is(err, ErrThrottled) {
-			res.Throttles++
+			err := step(ctx, e)
+			st.puts++
+			var ex *ExistsError
+			switch {
+			case err == nil:
+			case errors.As(err, &ex) && claim:
+				if ex.StoredVoteID != e.VoteID {
+					return refused, duplicateVoter(e)
+				}
+				err = nil // this vote's own claim, from an earlier delivery
+			case errors.As(err, &ex):
+				if e.OneVotePerVoter && ex.StoredVoteID != e.VoteID {
+					return refused, duplicateVoter(e)
+				}
+				return duplicate, nil
+			case errors.Is(err, ErrNoLedger):
+				c.Log.WarnContext(ctx, "no ledger table for the vote's month (the rotator creates it); the vote will be retried",
+					"month", e.Month(), "voteId", e.VoteID)
+				return failed, nil
+			}
+			if err == nil {
+				break
+			}
+			throttled := errors.Is(err, ErrThrottled)
+			if throttled {
+				st.throttles++
+			}
+			_, bounded := ctx.Deadline()
+			if attempt >= c.MaxAttempts && !(throttled && bounded) {
+				c.Log.WarnContext(ctx, "ledger write failed; the vote will be retried", "err", err, "voteId", e.VoteID, "attempts", attempt)
+				return failed, nil
+			}
+			st.retries++
+			_ = retry.Sleep(ctx, c.Backoff(attempt)) // the deadline check above reports a cut-off
 		}
 	}
-	if !timeLeft(ctx, c.Now, margin) {
-		res.Deadline = true
-		fail(context.DeadlineExceeded)
-		return
-	}
-	err := c.Store.PutEntries(ctx, entries)
-	if keep, closed := closedMonth(err, entries, bodies); closed != nil {
-		// The closed month's votes are rejected; the others go again.
-		return append(closed, c.countAtLeastOnce(ctx, keep, shards, bodies, margin, res)...)
-	}
-	if err != nil {
-		fail(err)
-		return
-	}
-	incs := Coalesce(entries, shards, c.Pick)
-	if err := c.Store.AddCounts(ctx, incs); err != nil {
-		fail(err)
-		return
-	}
-	res.Accepted += len(entries)
-	res.CounterWrites += len(incs)
-	res.Commits += len(incs)
-	return nil
+	return written, nil
 }

@@ -86,12 +86,19 @@ func (p Poll) HasOption(o string) bool {
 
 // Accepts checks a parsed vote against the poll: option and window (by the
 // vote's castAt, so a vote cast before closing that arrives late still counts).
+// A vote cast before the poll existed, less MaxClockSkew for the producer's
+// clock, is not open either; a poll with no CreatedAt (created before it was
+// recorded) skips that check.
 func (p Poll) Accepts(v Vote) error {
 	if !p.HasOption(v.OptionID) {
 		return reject(ReasonUnknownOption, "poll %s has no option %q", p.ID, v.OptionID)
 	}
 	if !p.Opens.IsZero() && v.CastAt.Before(p.Opens) {
 		return reject(ReasonPollNotOpen, "poll %s opens at %s; vote cast at %s", p.ID, p.Opens.Format(time.RFC3339), v.CastAt.Format(time.RFC3339))
+	}
+	if !p.CreatedAt.IsZero() && v.CastAt.Before(p.CreatedAt.Add(-MaxClockSkew)) {
+		return reject(ReasonPollNotOpen, "poll %s was created at %s; vote cast at %s, more than %s (the allowed clock skew) earlier",
+			p.ID, p.CreatedAt.UTC().Format(time.RFC3339), v.CastAt.UTC().Format(time.RFC3339), MaxClockSkew)
 	}
 	if !p.Closes.IsZero() && !v.CastAt.Before(p.Closes) {
 		return reject(ReasonPollClosed, "poll %s closed at %s; vote cast at %s", p.ID, p.Closes.Format(time.RFC3339), v.CastAt.Format(time.RFC3339))

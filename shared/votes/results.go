@@ -18,6 +18,19 @@ var ErrPollExists = errors.New("votes: poll already exists")
 type CountReader interface {
 	Poll(ctx context.Context, id string) (Poll, error) // ErrNoPoll when missing
 	ShardCounts(ctx context.Context, pollID string, shard int) (map[string]int64, error)
+	// Staleness says how far the counters are behind the ledger at now.
+	Staleness(ctx context.Context, now time.Time) (Staleness, error)
+}
+
+// Staleness is how far the counters are behind the ledger: votes are
+// written to the ledger first and counted from its stream by the tally.
+type Staleness struct {
+	// CountedAt is the tally's latest commit into the counters (zero when
+	// it has committed nothing for the open months).
+	CountedAt time.Time `json:"countedAt,omitzero"`
+	// LagSeconds is, at the latest commits, the time from a vote's ledger
+	// write to its counting.
+	LagSeconds float64 `json:"lagSeconds"`
 }
 
 // Totals are a poll's results.
@@ -31,6 +44,8 @@ type Totals struct {
 	ReadAt     time.Time `json:"readAt"`
 	Source     string    `json:"source"`
 	AgeSeconds float64   `json:"ageSeconds"`
+	// Counters is how far the counters were behind the ledger when read.
+	Counters Staleness `json:"counters"`
 }
 
 // Results reads every shard of a poll in parallel (scatter) and sums them
@@ -72,6 +87,9 @@ func Results(ctx context.Context, r CountReader, pollID string, now func() time.
 	}
 	t.ReadAt = now().UTC()
 	t.Source = "shards"
+	if t.Counters, err = r.Staleness(ctx, t.ReadAt); err != nil {
+		return Totals{}, fmt.Errorf("votes: results of %s: %w", pollID, err)
+	}
 	return t, nil
 }
 

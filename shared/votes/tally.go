@@ -152,7 +152,7 @@ func (t *Tally) Count(ctx context.Context, s StreamShard, recs []LedgerRecord) T
 	}
 	margin := t.Margin
 	if d, ok := ctx.Deadline(); ok {
-		margin = min(margin, time.Until(d)/4)
+		margin = min(margin, d.Sub(t.Now())/4)
 	}
 	var ckpt string
 	readCheckpoint := true

@@ -293,3 +293,85 @@ func TestFence(t *testing.T) {
 		t.Fatalf("ClosesAt(2026-02) = %s, %v", closes, err)
 	}
 }
+
+// Increments spread over a poll's shards: with a random picker no shard
+// takes more than about 1.5/N of the poll's counter writes.
+func TestTallySpreadsOverShards(t *testing.T) {
+	const shards = 8
+	opts := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
+	store := newMemTally(Poll{ID: "p", Options: opts, Shards: shards})
+	writes := map[string]int{}
+	tl := newTally(&countingTally{memTally: store, writes: writes})
+	seed := uint64(1)
+	tl.Pick = func(n int) int { seed = seed*6364136223846793005 + 1442695040888963407; return int(seed>>33) % n }
+	for b := 0; b < 400; b++ {
+		if res := tl.Count(context.Background(), shard, records(b*100, 100, "p", opts...)); res.RetryFrom != "" {
+			t.Fatalf("batch %d: %+v", b, res)
+		}
+	}
+	total := 0
+	for _, n := range writes {
+		total += n
+	}
+	for k, n := range writes {
+		if share := float64(n) / float64(total); share > 1.5/shards {
+			t.Errorf("shard %s took %.3f of %d writes, above 1.5/%d", k, share, total, shards)
+		}
+	}
+	if len(writes) != shards || store.total("p") != 40000 {
+		t.Errorf("%d shards written, %d counted: want %d and 40000", len(writes), store.total("p"), shards)
+	}
+}
+
+// countingTally counts the counter writes per shard key.
+type countingTally struct {
+	*memTally
+	writes map[string]int
+}
+
+func (c *countingTally) CommitTally(ctx context.Context, s StreamShard, from string, tc TallyCommit) error {
+	err := c.memTally.CommitTally(ctx, s, from, tc)
+	if err == nil {
+		for _, inc := range tc.Increments {
+			c.writes[fmt.Sprint(inc.PollID, "#", inc.Shard)]++
+		}
+	}
+	return err
+}
+
+// A shard split: the parent's records, then its two children's. Each
+// stream shard has its own checkpoint, so a child whose sequence numbers
+// sort below the parent's checkpoint is counted all the same (sequence
+// numbers are not comparable across shards), and a parent batch
+// redelivered after the children changes nothing.
+func TestTallyShardSplit(t *testing.T) {
+	opts := []string{"a", "b"}
+	store := newMemTally(Poll{ID: "p", Options: opts, Shards: 2})
+	ta := newTally(store)
+	parent := StreamShard{Table: shard.Table, Shard: "shardId-parent"}
+	left := StreamShard{Table: shard.Table, Shard: "shardId-child-1"}
+	right := StreamShard{Table: shard.Table, Shard: "shardId-child-2"}
+	parentRecs := records(5000, 30, "p", opts...)
+	for _, d := range []struct {
+		s    StreamShard
+		recs []LedgerRecord
+	}{
+		{parent, parentRecs},
+		{left, records(100, 20, "p", opts...)}, // below the parent's checkpoint
+		{right, records(7000, 25, "p", opts...)},
+		{parent, parentRecs}, // redelivered after the split
+		{left, records(100, 20, "p", opts...)},
+	} {
+		if res := ta.Count(context.Background(), d.s, d.recs); res.RetryFrom != "" {
+			t.Fatalf("%s: RetryFrom %q", d.s.Shard, res.RetryFrom)
+		}
+	}
+	if got := store.total("p"); got != 75 {
+		t.Errorf("counted %d, want 75 (30 + 20 + 25)", got)
+	}
+	for s, want := range map[StreamShard]string{parent: parentRecs[29].Seq, left: fmt.Sprintf("%021d", 119), right: fmt.Sprintf("%021d", 7024)} {
+		if store.ckpt[s] != want {
+			t.Errorf("%s checkpoint %s, want %s", s.Shard, store.ckpt[s], want)
+		}
+	}
+}

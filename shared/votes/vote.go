@@ -1,7 +1,8 @@
 // Package votes is the counting domain: what a vote is, which votes a poll
-// accepts, how a batch of votes is coalesced into counter increments, and how
-// those increments and the vote ledger are committed so that each vote is
-// counted exactly once. It imports no AWS package; the stores it needs are
+// accepts and which months take votes (the fence), how the counter writes
+// each valid vote once into its month's ledger, and how the tally folds the
+// ledger's stream into write-sharded counters so that each vote is counted
+// exactly once. It imports no AWS package; the stores it needs are
 // small interfaces implemented by adapters (votesddb, votessqs).
 package votes
 
@@ -54,19 +55,6 @@ const (
 	ReasonDuplicateVoter Reason = "duplicate-voter"
 	ReasonMonthClosed    Reason = "month-closed"
 )
-
-// MonthClosedError is a store's refusal to write a month's ledger because
-// the month is closed: the rotator closed it to verify its archive, or its
-// table is gone (retired: archived, verified and deleted) and the ledger
-// has moved on to a later month. A vote written then would be counted but
-// never archived, or (into a table created again, empty) count again the
-// votes the month held; the counter rejects such votes with
-// ReasonMonthClosed.
-type MonthClosedError struct{ Month string }
-
-func (e *MonthClosedError) Error() string {
-	return fmt.Sprintf("votes: the ledger of %s is closed (being retired or retired); its votes can no longer be counted", e.Month)
-}
 
 // RejectError is a vote that must not be counted, with its reason.
 type RejectError struct {

@@ -356,47 +356,6 @@ func (t *Tables) SetCapacity(ctx context.Context, name string, c archive.Capacit
 		ProvisionedThroughput: &types.ProvisionedThroughput{ReadCapacityUnits: aws.Int64(c.Read), WriteCapacityUnits: aws.Int64(c.Write)}}, "capacity")
 }
 
-// Close writes the table's close markers (archive.CloseMarkerKey), in one
-// BatchWriteItem call, retried until none is left unprocessed.
-func (t *Tables) Close(ctx context.Context, name string) error {
-	var puts []types.WriteRequest
-	for n := range archive.CloseMarkers {
-		pk, sk := archive.CloseMarkerKey(n)
-		puts = append(puts, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-			"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: sk},
-		}}})
-	}
-	for start := 0; start < len(puts); start += 25 {
-		req := map[string][]types.WriteRequest{name: puts[start:min(start+25, len(puts))]}
-		for attempt := 1; len(req) > 0; attempt++ {
-			if attempt > 1 {
-				if attempt > 8 {
-					return fmt.Errorf("archiveddb: close %s: markers still unprocessed after %d attempts", name, attempt-1)
-				}
-				if err := activePoll.Wait(ctx, attempt); err != nil {
-					return err
-				}
-			}
-			out, err := t.DB.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: req})
-			if IsNotFound(err) {
-				return fmt.Errorf("archiveddb: close %s: %w", name, archive.ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("archiveddb: close %s: %w", name, err)
-			}
-			req = out.UnprocessedItems
-		}
-	}
-	return nil
-}
-
-// isCloseMarker reports whether a scanned item is a close marker, which is
-// not the month's data.
-func isCloseMarker(item map[string]types.AttributeValue) bool {
-	pk, ok := item["pk"].(*types.AttributeValueMemberS)
-	return ok && archive.IsCloseMarker(pk.Value)
-}
-
 // DisableStream turns the table's stream off.
 func (t *Tables) DisableStream(ctx context.Context, name string) error {
 	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name),
@@ -492,9 +451,6 @@ func (t *Tables) scanSegment(ctx context.Context, name string, keyNames []string
 			return s, fmt.Errorf("archiveddb: scan %s segment %d/%d: %w", name, seg, total, err)
 		}
 		for _, av := range page.Items {
-			if isCloseMarker(av) {
-				continue
-			}
 			item, err := Plain(av)
 			if err != nil {
 				return s, fmt.Errorf("archiveddb: scan %s: %w", name, err)

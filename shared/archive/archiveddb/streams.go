@@ -103,9 +103,6 @@ func (s *Streams) shard(ctx context.Context, arn, shard string) ([]archive.Strea
 			if r.Dynamodb == nil {
 				continue
 			}
-			if pk, ok := r.Dynamodb.Keys["pk"].(*streamtypes.AttributeValueMemberS); ok && archive.IsCloseMarker(pk.Value) {
-				continue // the close step's own writes: never archived
-			}
 			rec := archive.StreamRecord{Shard: shard, SequenceNumber: aws.ToString(r.Dynamodb.SequenceNumber)}
 			if t := r.Dynamodb.ApproximateCreationDateTime; t != nil {
 				rec.CreatedAt = t.UTC()

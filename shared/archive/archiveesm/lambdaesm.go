@@ -46,6 +46,42 @@ type Mappings struct {
 	// BatchSize (default 1000) and WindowSeconds (default 10).
 	BatchSize     int32
 	WindowSeconds int32
+	// TumblingWindowSeconds, when set, delivers the records in tumbling
+	// windows: the form of the event that names the stream shard (the
+	// tally's checkpoints are per shard).
+	TumblingWindowSeconds int32
+}
+
+// Readers are every reader of a stream (the archiver and the tally), each
+// with its own mappings; they implement archive.Subscriptions together.
+type Readers []*Mappings
+
+var _ archive.Subscriptions = Readers(nil)
+
+// Ensure subscribes each reader that has no mapping of the stream yet.
+func (rs Readers) Ensure(ctx context.Context, streamARN string) (bool, error) {
+	any := false
+	for _, m := range rs {
+		created, err := m.Ensure(ctx, streamARN)
+		if err != nil {
+			return any, err
+		}
+		any = any || created
+	}
+	return any, nil
+}
+
+// Remove deletes every reader's mappings of the stream.
+func (rs Readers) Remove(ctx context.Context, streamARN string) (int, error) {
+	n := 0
+	for _, m := range rs {
+		k, err := m.Remove(ctx, streamARN)
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Input is the CreateEventSourceMapping request for a stream.
@@ -66,6 +102,9 @@ func (m *Mappings) Input(streamARN string) *lambda.CreateEventSourceMappingInput
 		MaximumRetryAttempts:       aws.Int32(m.MaxRetryAttempts),
 		MaximumRecordAgeInSeconds:  aws.Int32(m.MaxRecordAgeSeconds),
 		Enabled:                    aws.Bool(true),
+	}
+	if m.TumblingWindowSeconds > 0 {
+		in.TumblingWindowInSeconds = aws.Int32(m.TumblingWindowSeconds)
 	}
 	if m.OnFailure != "" {
 		in.DestinationConfig = &types.DestinationConfig{OnFailure: &types.OnFailure{Destination: aws.String(m.OnFailure)}}

@@ -91,3 +91,35 @@ type conflictOnly struct{ *memLambda }
 func (c conflictOnly) ListEventSourceMappings(context.Context, *lambda.ListEventSourceMappingsInput, ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error) {
 	return &lambda.ListEventSourceMappingsOutput{}, nil
 }
+
+// Both stream readers are subscribed and removed together; the tally's
+// mapping has its tumbling window (the event form that names the shard),
+// the archiver's none. A reader subscribed already is left as it is.
+func TestReadersSubscribeTogether(t *testing.T) {
+	api := &memLambda{mappings: map[string]types.EventSourceMappingConfiguration{}}
+	archiver := &Mappings{Lambda: api, Function: "archiver", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600}
+	tally := &Mappings{Lambda: api, Function: "tally", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600, WindowSeconds: 1, TumblingWindowSeconds: 60}
+	rs := Readers{archiver, tally}
+	ctx := context.Background()
+	const stream = "arn:aws:dynamodb:us-east-1:1:table/app-votes-2026-12/stream/2026-12-01T00:00:00.000"
+	if _, err := archiver.Ensure(ctx, stream); err != nil { // subscribed before the tally existed
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		if created, err := rs.Ensure(ctx, stream); err != nil || created != want {
+			t.Errorf("ensure %d: created=%v (%v), want %v", i, created, err, want)
+		}
+	}
+	if len(api.created) != 2 {
+		t.Fatalf("%d mappings created, want the archiver's and the tally's", len(api.created))
+	}
+	for _, in := range api.created {
+		window := aws.ToInt32(in.TumblingWindowInSeconds)
+		if fn := aws.ToString(in.FunctionName); fn == "tally" && (window != 60 || aws.ToInt32(in.MaximumBatchingWindowInSeconds) != 1) || fn == "archiver" && in.TumblingWindowInSeconds != nil {
+			t.Errorf("%s: tumbling window %d, batching window %d", fn, window, aws.ToInt32(in.MaximumBatchingWindowInSeconds))
+		}
+	}
+	if n, err := rs.Remove(ctx, stream); err != nil || n != 2 || len(api.mappings) != 0 {
+		t.Errorf("remove: %d %v, %d left; want both removed", n, err, len(api.mappings))
+	}
+}

@@ -44,10 +44,7 @@ type Result struct {
 	// Quarantined are the sequence numbers of the poison records kept in
 	// the quarantine instead of the archive.
 	Quarantined []string
-	// Skipped are the close markers a retirement wrote into a month's
-	// table (archive.CloseMarkerKey): not the month's data, never archived.
-	Skipped int
-	Err     error // why FailedAt
+	Err         error // why FailedAt
 }
 
 // Bytes is the size of the objects written.
@@ -98,10 +95,6 @@ func (a *Archiver) Archive(ctx context.Context, batch []events.DynamoDBEventReco
 		return true
 	}
 	for i, r := range batch {
-		if closeMarker(r) {
-			res.Skipped++
-			continue
-		}
 		rec, err := FromLambda(r)
 		if err != nil {
 			if !poisoned(i, err) {
@@ -144,12 +137,6 @@ func (a *Archiver) Archive(ctx context.Context, batch []events.DynamoDBEventReco
 		res.Archived += len(o.Rows)
 	}
 	return res
-}
-
-// closeMarker reports whether r is the write of a close marker.
-func closeMarker(r events.DynamoDBEventRecord) bool {
-	pk, ok := r.Change.Keys["pk"]
-	return ok && pk.DataType() == events.DataTypeString && archive.IsCloseMarker(pk.String())
 }
 
 // rawRecord is r as JSON, as Lambda delivered it. aws-lambda-go panics on
@@ -210,7 +197,7 @@ func (a *Archiver) report(ctx context.Context, batch []events.DynamoDBEventRecor
 		}
 		lag = max(0, now().Sub(batch[n-1].Change.ApproximateCreationDateTime.Time).Seconds())
 	}
-	attrs := []any{"records", res.Records, "archived", res.Archived, "closeMarkersSkipped", res.Skipped, "files", len(res.Files), "bytes", res.Bytes(), "lagSeconds", lag}
+	attrs := []any{"records", res.Records, "archived", res.Archived, "files", len(res.Files), "bytes", res.Bytes(), "lagSeconds", lag}
 	switch {
 	case res.Poison:
 		log.ErrorContext(ctx, "poison record: batch fails at it", append(attrs, "failedAt", res.FailedAt, "err", res.Err)...)

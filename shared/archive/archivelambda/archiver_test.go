@@ -211,35 +211,6 @@ func newMemS3WithFail(f func(string) error) *archivetest.MemS3 {
 	return m
 }
 
-// A retirement's close markers reach the archiver through the stream like
-// any write; they are skipped, the votes around them archived.
-func TestCloseMarkersAreNotArchived(t *testing.T) {
-	at := time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)
-	var batch []events.DynamoDBEventRecord
-	for i := range 4 {
-		r := objectsRecord(i, at)
-		if i%2 == 1 {
-			pk, sk := archive.CloseMarkerKey(i)
-			keys := map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(pk), "sk": events.NewStringAttribute(sk)}
-			r.Change.Keys, r.Change.NewImage = keys, keys
-		}
-		batch = append(batch, r)
-	}
-	s3 := archivetest.NewMemS3()
-	res := newArchiver(s3, bucket, nil).Archive(t.Context(), batch)
-	if res.Err != nil || res.Archived != 2 || res.Skipped != 2 || len(res.Quarantined) != 0 {
-		t.Fatalf("archived %d, skipped %d, quarantined %d, err %v; want 2 votes archived and 2 markers skipped",
-			res.Archived, res.Skipped, len(res.Quarantined), res.Err)
-	}
-	for _, rows := range readAll(t, s3) {
-		for _, row := range rows {
-			if strings.Contains(row.Keys, "#closed#") {
-				t.Errorf("a close marker was archived: %+v", row)
-			}
-		}
-	}
-}
-
 func TestHandleEmptyBatch(t *testing.T) {
 	resp, err := newArchiver(archivetest.NewMemS3(), bucket, nil).Handle(t.Context(), events.DynamoDBEvent{})
 	if err != nil || len(resp.BatchItemFailures) != 0 {

@@ -27,6 +27,10 @@ type RotatorConfig struct {
 	Bucket              string // ARCHIVE_BUCKET
 	GraceDays           int    // ARCHIVE_GRACE_DAYS
 	Archiver            string // ARCHIVER_FUNCTION: name or ARN
+	Tally               string // TALLY_FUNCTION: name or ARN
+	TallyWindowSeconds  int    // TALLY_WINDOW_SECONDS: the tally's tumbling window
+	TallyBatchWindow    int    // TALLY_BATCHING_WINDOW_SECONDS
+	CountersTable       string // COUNTERS_TABLE: where the tally's checkpoints are
 	FailureQueueARN     string // STREAM_FAILURES_QUEUE_ARN
 	MaxRetryAttempts    int    // STREAM_MAX_RETRY_ATTEMPTS
 	MaxRecordAgeSeconds int    // STREAM_MAX_RECORD_AGE_SECONDS
@@ -40,6 +44,10 @@ func rotatorConfig(getenv func(string) string) (RotatorConfig, error) {
 		Bucket:              v.String("ARCHIVE_BUCKET"),
 		GraceDays:           v.Int("ARCHIVE_GRACE_DAYS", 1, 27),
 		Archiver:            v.String("ARCHIVER_FUNCTION"),
+		Tally:               v.String("TALLY_FUNCTION"),
+		TallyWindowSeconds:  v.Int("TALLY_WINDOW_SECONDS", 1, 900),
+		TallyBatchWindow:    v.Int("TALLY_BATCHING_WINDOW_SECONDS", 0, 300),
+		CountersTable:       v.String("COUNTERS_TABLE"),
 		FailureQueueARN:     v.String("STREAM_FAILURES_QUEUE_ARN"),
 		MaxRetryAttempts:    v.Int("STREAM_MAX_RETRY_ATTEMPTS", 0, 10000),
 		MaxRecordAgeSeconds: v.Int("STREAM_MAX_RECORD_AGE_SECONDS", 60, 604800),
@@ -56,11 +64,19 @@ func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *archive.Rot
 		Policy:  archive.RotationPolicy{Prefix: c.LedgerPrefix, GraceDays: c.GraceDays},
 		Tables:  &archiveddb.Tables{DB: awsenv.DynamoDB(cfg), Local: awsenv.Overridden(cfg, "DynamoDB"), Log: log},
 		Streams: &archiveddb.Streams{API: dynamodbstreams.NewFromConfig(cfg)},
-		Subscriptions: &archiveesm.Mappings{
-			Lambda: lambda.NewFromConfig(cfg), Function: c.Archiver, OnFailure: c.FailureQueueARN,
-			MaxRetryAttempts: int32(c.MaxRetryAttempts), MaxRecordAgeSeconds: int32(c.MaxRecordAgeSeconds),
-			WindowSeconds: int32(c.WindowSeconds),
+		Subscriptions: archiveesm.Readers{
+			{
+				Lambda: lambda.NewFromConfig(cfg), Function: c.Archiver, OnFailure: c.FailureQueueARN,
+				MaxRetryAttempts: int32(c.MaxRetryAttempts), MaxRecordAgeSeconds: int32(c.MaxRecordAgeSeconds),
+				WindowSeconds: int32(c.WindowSeconds),
+			},
+			{
+				Lambda: lambda.NewFromConfig(cfg), Function: c.Tally, OnFailure: c.FailureQueueARN,
+				MaxRetryAttempts: int32(c.MaxRetryAttempts), MaxRecordAgeSeconds: int32(c.MaxRecordAgeSeconds),
+				WindowSeconds: int32(c.TallyBatchWindow), TumblingWindowSeconds: int32(c.TallyWindowSeconds),
+			},
 		},
+		Counted: &archiveddb.TallyCheckpoints{DB: awsenv.DynamoDB(cfg), Table: c.CountersTable},
 		Archive: &archives3.Partitions{S3: awsenv.S3(cfg), Bucket: c.Bucket, Log: log},
 		Log:     log,
 	}
@@ -75,6 +91,8 @@ func SetupRotator(_ context.Context, env lambdafn.Env) (any, error) {
 		return nil, err
 	}
 	r := NewRotation(env.AWS, c, env.Log)
+	r.Now = lambdafn.NewVars(env.Getenv).Clock() // DDBPIPE_CLOCK_FILE, for rehearsals
+	r.Clock = r.Now
 	metrics := lambdafn.NewMetrics(env, "rotator")
 	return func(ctx context.Context, ev events.EventBridgeEvent) error {
 		run := *r

@@ -106,6 +106,10 @@ func TestSetupRotatorConfig(t *testing.T) {
 		"STREAM_MAX_RETRY_ATTEMPTS":       "5",
 		"STREAM_MAX_RECORD_AGE_SECONDS":   "21600",
 		"ARCHIVE_BATCHING_WINDOW_SECONDS": "10",
+		"TALLY_FUNCTION":                  "arn:aws:lambda:us-east-1:000000000000:function:tally",
+		"TALLY_WINDOW_SECONDS":            "60",
+		"TALLY_BATCHING_WINDOW_SECONDS":   "1",
+		"COUNTERS_TABLE":                  "ddbpipe-counters",
 	}
 	set := func(k, v string) map[string]string { return with(valid, map[string]string{k: v}) }
 	outOfRange := func(k, v, bounds string) string { return k + `="` + v + `" is not an integer in ` + bounds }
@@ -116,14 +120,19 @@ func TestSetupRotatorConfig(t *testing.T) {
 	}{
 		{name: "valid", vars: valid},
 		{name: "bounds are inclusive", vars: with(valid, map[string]string{"ARCHIVE_GRACE_DAYS": "27", "STREAM_MAX_RETRY_ATTEMPTS": "0",
-			"STREAM_MAX_RECORD_AGE_SECONDS": "604800", "ARCHIVE_BATCHING_WINDOW_SECONDS": "0"})},
+			"STREAM_MAX_RECORD_AGE_SECONDS": "604800", "ARCHIVE_BATCHING_WINDOW_SECONDS": "0",
+			"TALLY_WINDOW_SECONDS": "900", "TALLY_BATCHING_WINDOW_SECONDS": "300"})},
 		{name: "nothing set", vars: map[string]string{}, wants: []string{
 			"LEDGER_TABLE_PREFIX is not set", "ARCHIVE_BUCKET is not set", "ARCHIVE_GRACE_DAYS is not set", "ARCHIVER_FUNCTION is not set",
 			"STREAM_FAILURES_QUEUE_ARN is not set", "STREAM_MAX_RETRY_ATTEMPTS is not set", "STREAM_MAX_RECORD_AGE_SECONDS is not set",
-			"ARCHIVE_BATCHING_WINDOW_SECONDS is not set"}},
+			"ARCHIVE_BATCHING_WINDOW_SECONDS is not set", "TALLY_FUNCTION is not set", "TALLY_WINDOW_SECONDS is not set",
+			"TALLY_BATCHING_WINDOW_SECONDS is not set", "COUNTERS_TABLE is not set"}},
 		{name: "prefix missing", vars: set("LEDGER_TABLE_PREFIX", ""), wants: []string{"LEDGER_TABLE_PREFIX is not set"}},
 		{name: "bucket missing", vars: set("ARCHIVE_BUCKET", ""), wants: []string{"ARCHIVE_BUCKET is not set"}},
 		{name: "archiver missing", vars: set("ARCHIVER_FUNCTION", ""), wants: []string{"ARCHIVER_FUNCTION is not set"}},
+		{name: "tally missing", vars: set("TALLY_FUNCTION", ""), wants: []string{"TALLY_FUNCTION is not set"}},
+		{name: "tally window 0", vars: set("TALLY_WINDOW_SECONDS", "0"), wants: []string{outOfRange("TALLY_WINDOW_SECONDS", "0", "[1, 900]")}},
+		{name: "tally window 901", vars: set("TALLY_WINDOW_SECONDS", "901"), wants: []string{outOfRange("TALLY_WINDOW_SECONDS", "901", "[1, 900]")}},
 		{name: "failure queue missing", vars: set("STREAM_FAILURES_QUEUE_ARN", ""), wants: []string{"STREAM_FAILURES_QUEUE_ARN is not set"}},
 		{name: "grace days 0", vars: set("ARCHIVE_GRACE_DAYS", "0"), wants: []string{outOfRange("ARCHIVE_GRACE_DAYS", "0", "[1, 27]")}},
 		{name: "grace days 28", vars: set("ARCHIVE_GRACE_DAYS", "28"), wants: []string{outOfRange("ARCHIVE_GRACE_DAYS", "28", "[1, 27]")}},

@@ -1,11 +1,14 @@
 // Package votesddb keeps the votes domain in DynamoDB: polls and
-// write-sharded counters in the counters table, and the vote ledger in one
-// table per month (<prefix>-YYYY-MM), created on first use.
+// write-sharded counters, one-vote-per-voter claims and the tally's stream
+// checkpoints in the counters table, and the vote ledger in one table per
+// month (<prefix>-YYYY-MM), created by the rotator alone.
 //
 // Counters table items:
 //
 //	poll     pk = poll#<pollId>             sk = meta        options, shards, oneVotePerVoter, opensAt, closesAt
 //	shard    pk = count#<pollId>#<shard>    sk = <optionId>  votes (ADD)
+//	claim    pk = voter#<pollId>#<voterId>  sk = voter       voteId, castAt (one-vote-per-voter polls)
+//	ckpt     pk = ckpt#<ledger table>       sk = <shard id>  seq, at, lastWrittenAt, votes, ttl (tally.go)
 //
 // Ledger items (see votes.Entry.LedgerKey):
 //
@@ -17,7 +20,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,13 +37,9 @@ import (
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
 var _ API = (*dynamodb.Client)(nil)
@@ -52,9 +50,6 @@ type Votes struct {
 	counters     string
 	ledgerPrefix string
 	now          func() time.Time
-
-	mu     sync.Mutex
-	tables map[string]bool // ledger tables known to exist
 }
 
 var (
@@ -65,8 +60,11 @@ var (
 // New returns a store over the counters table and the ledger tables named
 // <ledgerPrefix>-YYYY-MM.
 func New(db API, countersTable, ledgerPrefix string) *Votes {
-	return &Votes{db: db, counters: countersTable, ledgerPrefix: ledgerPrefix, now: time.Now, tables: map[string]bool{}}
+	return &Votes{db: db, counters: countersTable, ledgerPrefix: ledgerPrefix, now: time.Now}
 }
+
+// SetClock sets the clock the store writes times with (time.Now by default).
+func (s *Votes) SetClock(now func() time.Time) { s.now = now }
 
 // LedgerTable is the ledger table of a month (YYYY-MM).
 func (s *Votes) LedgerTable(month string) string { return s.ledgerPrefix + "-" + month }

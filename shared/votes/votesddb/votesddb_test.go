@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -72,39 +74,40 @@ func TestPolls(t *testing.T) {
 	}
 }
 
-// Commit is all or nothing, and a repeated vote cancels the transaction
-// with its index and the voteId that is stored.
-func TestCommitExactlyOnce(t *testing.T) {
-	s, _ := newStore(t)
+// ledger creates the month's ledger table as the rotator does.
+func ledger(t *testing.T, s *Votes, db *dynamodb.Client, month string) {
+	t.Helper()
+	if _, err := db.CreateTable(context.Background(), archiveddb.CreateInput(archive.Spec{Name: s.LedgerTable(month), Month: month})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PutVote writes a vote once: a redelivery fails its condition and names
+// the vote that holds the key.
+func TestPutVoteOnce(t *testing.T) {
+	s, db := newStore(t)
+	ledger(t, s, db, "2026-11")
 	ctx := context.Background()
-	if err := s.CreatePoll(ctx, votes.Poll{ID: "p", Options: []string{"a", "b"}, Shards: 3}); err != nil {
-		t.Fatal(err)
+	for _, e := range []votes.Entry{entry("v1", "p", "a", "u1", false), entry("v2", "p", "a", "u2", false), entry("first", "one", "a", "alice", true)} {
+		if err := s.PutVote(ctx, e); err != nil {
+			t.Fatal(err)
+		}
 	}
-	g := votes.Group{
-		Entries:    []votes.Entry{entry("v1", "p", "a", "u1", false), entry("v2", "p", "a", "u2", false), entry("v3", "p", "b", "u3", false)},
-		Increments: []votes.Increment{{PollID: "p", OptionID: "a", Shard: 0, N: 2}, {PollID: "p", OptionID: "b", Shard: 2, N: 1}},
+	var ex *votes.ExistsError
+	for _, tt := range []struct {
+		e    votes.Entry
+		want string
+	}{
+		{entry("v1", "p", "a", "u1", false), "v1"},
+		{entry("second", "one", "b", "alice", true), "first"},
+	} {
+		if err := s.PutVote(ctx, tt.e); !errors.As(err, &ex) || ex.StoredVoteID != tt.want {
+			t.Errorf("put %s again: %v, want *ExistsError holding %s", tt.e.VoteID, err, tt.want)
+		}
 	}
-	if err := s.Commit(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	again := votes.Group{
-		Entries:    []votes.Entry{entry("v4", "p", "b", "u4", false), entry("v2", "p", "a", "u2", false)},
-		Increments: []votes.Increment{{PollID: "p", OptionID: "a", Shard: 1, N: 1}, {PollID: "p", OptionID: "b", Shard: 1, N: 1}},
-	}
-	err := s.Commit(ctx, again)
-	var ce *votes.CancelledError
-	if !errors.As(err, &ce) {
-		t.Fatalf("got %v, want a CancelledError", err)
-	}
-	if len(ce.Existing) != 1 || ce.Existing[1] != "v2" {
-		t.Errorf("existing %v, want entry 1 holding v2", ce.Existing)
-	}
-	tot, err := votes.Results(ctx, s, "p", time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tot.Total != 3 || tot.Totals["a"] != 2 || tot.Totals["b"] != 1 {
-		t.Errorf("totals %+v: the cancelled transaction must add nothing", tot)
+	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(s.LedgerTable("2026-11"))})
+	if err != nil || out.Count != 3 {
+		t.Errorf("ledger holds %d items (%v), want 3", out.Count, err)
 	}
 	voted, err := s.Voted(ctx, votes.Poll{ID: "p"}, "u2", "2026-11")
 	if err != nil || !voted {
@@ -113,175 +116,136 @@ func TestCommitExactlyOnce(t *testing.T) {
 	if voted, _ := s.Voted(ctx, votes.Poll{ID: "p"}, "u9", "2026-11"); voted {
 		t.Error("Voted(u9) = true for a voter with no vote")
 	}
+	if voted, err := s.Voted(ctx, votes.Poll{ID: "one", OneVotePerVoter: true}, "alice", "2026-11"); err != nil || !voted {
+		t.Errorf("Voted(alice) = %v, %v", voted, err)
+	}
 }
 
-func TestOneVotePerVoterKeepsTheFirstVoteID(t *testing.T) {
+// A voter's claim is held by the first vote, in whatever month.
+func TestClaimVoterKeepsTheFirstVote(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	g := votes.Group{Entries: []votes.Entry{entry("first", "p", "a", "alice", true)}, Increments: []votes.Increment{{PollID: "p", OptionID: "a", N: 1}}}
-	if err := s.Commit(ctx, g); err != nil {
+	first := entry("first", "one", "a", "alice", true)
+	if err := s.ClaimVoter(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	g2 := votes.Group{Entries: []votes.Entry{entry("second", "p", "b", "alice", true)}, Increments: []votes.Increment{{PollID: "p", OptionID: "b", N: 1}}}
-	var ce *votes.CancelledError
-	if err := s.Commit(ctx, g2); !errors.As(err, &ce) || ce.Existing[0] != "first" {
-		t.Fatalf("got %v (%+v), want the stored voteId 'first'", err, ce)
+	later := entry("later", "one", "b", "alice", true)
+	later.CastAt = later.CastAt.AddDate(0, 1, 0)
+	var ex *votes.ExistsError
+	for _, e := range []votes.Entry{first, later} {
+		if err := s.ClaimVoter(ctx, e); !errors.As(err, &ex) || ex.StoredVoteID != "first" {
+			t.Errorf("claim by %s: %v, want *ExistsError holding first", e.VoteID, err)
+		}
 	}
-	voted, err := s.Voted(ctx, votes.Poll{ID: "p", OneVotePerVoter: true}, "alice", "2026-11")
-	if err != nil || !voted {
-		t.Errorf("Voted = %v, %v", voted, err)
+	if err := s.ClaimVoter(ctx, entry("b1", "one", "a", "bob", true)); err != nil {
+		t.Errorf("another voter: %v", err)
 	}
 }
 
-func TestAtLeastOnceWrites(t *testing.T) {
+// The counter never creates a table: a month without one is ErrNoLedger,
+// and stays without one.
+func TestPutVoteIntoAMonthWithNoTable(t *testing.T) {
+	s, db := newStore(t)
+	ctx := context.Background()
+	e := entry("v1", "p", "a", "u1", false)
+	e.CastAt = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.PutVote(ctx, e); !errors.Is(err, votes.ErrNoLedger) {
+		t.Errorf("put into 1970: %v, want ErrNoLedger", err)
+	}
+	if _, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.LedgerTable("1970-01"))}); err == nil {
+		t.Error("a ledger table for 1970 exists")
+	}
+}
+
+// A tally commit adds its increments and moves the checkpoint together,
+// only from the checkpoint it was planned from; 99 increments and the
+// checkpoint fill one transaction.
+func TestCommitTally(t *testing.T) {
+	s, db := newStore(t)
+	ctx := context.Background()
+	clock := time.Now().UTC().Truncate(time.Second)
+	s.SetClock(func() time.Time { return clock })
+	opts := make([]string, 99)
+	for i := range opts {
+		opts[i] = fmt.Sprint("o", i)
+	}
+	if err := s.CreatePoll(ctx, votes.Poll{ID: "p", Options: opts, Shards: 2}); err != nil {
+		t.Fatal(err)
+	}
+	sh := votes.StreamShard{Table: s.LedgerTable(votes.MonthOf(clock)), Shard: "shardId-1"}
+	if ck, err := s.Checkpoint(ctx, sh); err != nil || ck != "" {
+		t.Fatalf("fresh checkpoint %q, %v", ck, err)
+	}
+	wide := votes.TallyCommit{Seq: "000000000000000000100", Votes: 99, LastWrittenAt: clock.Add(-3 * time.Second)}
+	for i, o := range opts {
+		wide.Increments = append(wide.Increments, votes.Increment{PollID: "p", OptionID: o, Shard: i % 2, N: 1})
+	}
+	if err := s.CommitTally(ctx, sh, "", wide); err != nil {
+		t.Fatal(err)
+	}
+	// A replay planned from the old checkpoint adds nothing.
+	if err := s.CommitTally(ctx, sh, "", wide); !errors.Is(err, votes.ErrCheckpointMoved) {
+		t.Errorf("replay: %v, want ErrCheckpointMoved", err)
+	}
+	next := votes.TallyCommit{Seq: "000000000000000000200", Votes: 5, Increments: []votes.Increment{{PollID: "p", OptionID: "o0", Shard: 1, N: 5}}}
+	if err := s.CommitTally(ctx, sh, "000000000000000000050", next); !errors.Is(err, votes.ErrCheckpointMoved) {
+		t.Errorf("from a wrong checkpoint: %v, want ErrCheckpointMoved", err)
+	}
+	if err := s.CommitTally(ctx, sh, wide.Seq, next); err != nil {
+		t.Fatal(err)
+	}
+	if ck, err := s.Checkpoint(ctx, sh); err != nil || ck != next.Seq {
+		t.Errorf("checkpoint %q, %v; want %s", ck, err, next.Seq)
+	}
+	tot, err := votes.Results(ctx, s, "p", func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tot.Total != 104 || tot.Totals["o0"] != 6 || tot.Totals["o98"] != 1 {
+		t.Errorf("totals %d (o0 %d, o98 %d), want 104 (6, 1)", tot.Total, tot.Totals["o0"], tot.Totals["o98"])
+	}
+	if !tot.Counters.CountedAt.Equal(clock) {
+		t.Errorf("counters counted at %s, want %s", tot.Counters.CountedAt, clock)
+	}
+	// The checkpoint expires two days after its last commit.
+	item, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: CheckpointKey(sh)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl, _ := item.Item["ttl"].(*types.AttributeValueMemberN)
+	if ttl == nil || ttl.Value != fmt.Sprint(clock.Add(CheckpointTTL).Unix()) {
+		t.Errorf("ttl %v, want %d", item.Item["ttl"], clock.Add(CheckpointTTL).Unix())
+	}
+	if n, _ := item.Item["votes"].(*types.AttributeValueMemberN); n == nil || n.Value != "104" {
+		t.Errorf("checkpoint votes %v, want 104", item.Item["votes"])
+	}
+}
+
+// Staleness reports the lag of the shards that committed last.
+func TestStaleness(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	if err := s.CreatePoll(ctx, votes.Poll{ID: "q", Options: []string{"x"}, Shards: 2}); err != nil {
-		t.Fatal(err)
+	clock := time.Date(2026, 12, 1, 0, 0, 30, 0, time.UTC)
+	s.SetClock(func() time.Time { return clock })
+	if st, err := s.Staleness(ctx, clock); err != nil || !st.CountedAt.IsZero() {
+		t.Fatalf("no commits yet: %+v, %v", st, err)
 	}
-	var entries []votes.Entry
-	for i := 0; i < 60; i++ {
-		entries = append(entries, entry(fmt.Sprint("v", i), "q", "x", fmt.Sprint("u", i), false))
-	}
-	if err := s.PutEntries(ctx, entries); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddCounts(ctx, []votes.Increment{{PollID: "q", OptionID: "x", Shard: 0, N: 40}, {PollID: "q", OptionID: "x", Shard: 1, N: 20}}); err != nil {
-		t.Fatal(err)
-	}
-	tot, err := votes.Results(ctx, s, "q", time.Now)
-	if err != nil || tot.Total != 60 {
-		t.Errorf("totals %+v, %v; want 60", tot, err)
-	}
-}
-
-// Votes cast in two months land in two ledger tables, each created on first use.
-func TestLedgerTablePerMonth(t *testing.T) {
-	s, db := newStore(t)
-	ctx := context.Background()
-	nov, dec := entry("n", "p", "a", "u1", false), entry("d", "p", "a", "u2", false)
-	dec.CastAt = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	if err := s.Commit(ctx, votes.Group{Entries: []votes.Entry{nov, dec}, Increments: []votes.Increment{{PollID: "p", OptionID: "a", N: 2}}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range []string{"2026-11", "2026-12"} {
-		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.LedgerTable(m))})
-		if err != nil {
-			t.Fatalf("ledger table of %s: %v", m, err)
-		}
-		if out.Table.StreamSpecification == nil || out.Table.StreamSpecification.StreamViewType != types.StreamViewTypeNewAndOldImages {
-			t.Errorf("ledger table of %s has stream %+v, want NEW_AND_OLD_IMAGES", m, out.Table.StreamSpecification)
-		}
-	}
-	if err := s.EnsureLedgerTable(ctx, "2026-13"); err == nil {
-		t.Error("a ledger table for month 13")
-	}
-}
-
-// A retired month stays closed: once its table is gone and the next
-// month's exists, no write creates it again (empty, ready to count its
-// votes a second time); a store that knew the table finds out on its next
-// write. Both write paths say so with *votes.MonthClosedError.
-func TestRetiredMonthIsClosed(t *testing.T) {
-	s, db := newStore(t)
-	ctx := context.Background()
-	oct := entry("o1", "p", "a", "u1", false)
-	oct.CastAt = time.Date(2026, 10, 31, 23, 0, 0, 0, time.UTC)
-	group := func(es ...votes.Entry) votes.Group {
-		return votes.Group{Entries: es, Increments: []votes.Increment{{PollID: "p", OptionID: "a", N: int64(len(es))}}}
-	}
-	if err := s.Commit(ctx, group(oct)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EnsureLedgerTable(ctx, "2026-11"); err != nil {
-		t.Fatal(err)
-	}
-	// The rotator retires October.
-	if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(s.LedgerTable("2026-10"))}); err != nil {
-		t.Fatal(err)
-	}
-	late := oct
-	late.VoteID = "o2"
-	err := s.Commit(ctx, group(late))
-	var mc *votes.MonthClosedError
-	if err == nil || errors.As(err, &mc) {
-		t.Fatalf("first write after the retirement: %v, want the write's own error (the store still knew the table)", err)
-	}
-	for name, write := range map[string]func() error{
-		"Commit":     func() error { return s.Commit(ctx, group(late)) },
-		"PutEntries": func() error { return s.PutEntries(ctx, []votes.Entry{late}) },
-		"a fresh store": func() error {
-			return New(db, s.counters, s.ledgerPrefix).Commit(ctx, group(late))
-		},
-	} {
-		if err := write(); !errors.As(err, &mc) || mc.Month != "2026-10" {
-			t.Errorf("%s: %v, want *MonthClosedError for 2026-10", name, err)
-		}
-	}
-	if _, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.LedgerTable("2026-10"))}); err == nil {
-		t.Error("October's table was created again")
-	}
-	// A month whose successor does not exist yet opens as before.
-	dec := entry("d1", "p", "a", "u1", false)
-	dec.CastAt = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	if err := s.Commit(ctx, group(dec)); err != nil {
-		t.Errorf("December: %v", err)
-	}
-}
-
-// Once the rotator has written a month's close markers, no transaction
-// adds to that month, whichever marker it checks; the other months of the
-// same batch commit once the closed month's entries are set apart.
-func TestClosedMonthRefusesCommits(t *testing.T) {
-	s, db := newStore(t)
-	ctx := context.Background()
-	oct := func(id, voter string) votes.Entry {
-		e := entry(id, "p", "a", voter, false)
-		e.CastAt = time.Date(2026, 10, 31, 23, 0, 0, 0, time.UTC)
-		return e
-	}
-	group := func(es ...votes.Entry) votes.Group {
-		return votes.Group{Entries: es, Increments: []votes.Increment{{PollID: "p", OptionID: "a", N: int64(len(es))}}}
-	}
-	if err := s.Commit(ctx, group(oct("o1", "u1"))); err != nil {
-		t.Fatal(err)
-	}
-	for n := range CloseMarkers {
-		pk, sk := CloseMarkerKey(n)
-		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.LedgerTable("2026-10")),
-			Item: map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}}); err != nil {
+	// November's shard committed a 4-second-old write; December's a
+	// 1-second-old one 10 s later; a shard an hour idle does not count.
+	commit := func(month, shard string, at time.Time, lag time.Duration) {
+		t.Helper()
+		s.SetClock(func() time.Time { return at })
+		sh := votes.StreamShard{Table: s.LedgerTable(month), Shard: shard}
+		if err := s.CommitTally(ctx, sh, "", votes.TallyCommit{Seq: "1", LastWrittenAt: at.Add(-lag)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	nov := entry("n1", "p", "a", "u1", false)
-	nov.CastAt = time.Date(2026, 11, 1, 0, 0, 1, 0, time.UTC)
-	var mc *votes.MonthClosedError
-	for voter := range 40 { // voters spread over every marker
-		g := group(oct(fmt.Sprintf("o-%d", voter), fmt.Sprintf("voter-%d", voter)), nov)
-		if err := s.Commit(ctx, g); !errors.As(err, &mc) || mc.Month != "2026-10" {
-			t.Fatalf("voter-%d: commit into closed October = %v, want *MonthClosedError for 2026-10", voter, err)
-		}
-	}
-	// A copy of a counted vote is refused the same way: the month is closed.
-	if err := s.Commit(ctx, group(oct("o1", "u1"))); !errors.As(err, &mc) {
-		t.Errorf("copy of a counted vote: %v, want *MonthClosedError", err)
-	}
-	if err := s.Commit(ctx, group(nov)); err != nil {
-		t.Fatalf("November alone: %v", err)
-	}
-	got, err := s.ShardCounts(ctx, "p", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got["a"] != 2 {
-		t.Errorf("counted %d, want 2: October's first vote and November's", got["a"])
-	}
-	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(s.LedgerTable("2026-10")), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int(out.Count) != 1+CloseMarkers {
-		t.Errorf("October's ledger holds %d items, want its one vote and %d markers", out.Count, CloseMarkers)
+	commit("2026-11", "old", clock.Add(-time.Hour), time.Hour)
+	commit("2026-11", "a", clock.Add(-10*time.Second), 4*time.Second)
+	commit("2026-12", "b", clock, time.Second)
+	st, err := s.Staleness(ctx, clock)
+	if err != nil || !st.CountedAt.Equal(clock) || st.LagSeconds != 4 {
+		t.Errorf("staleness %+v, %v; want counted at %s with a 4 s lag", st, err, clock)
 	}
 }
 

@@ -63,9 +63,10 @@ func with(base map[string]string, changes map[string]string) map[string]string {
 
 var (
 	counterVars = map[string]string{
-		"COUNTERS_TABLE": "counters", "LEDGER_TABLE_PREFIX": "ledger", "COUNTING_MODE": "exactly-once",
+		"COUNTERS_TABLE": "counters", "LEDGER_TABLE_PREFIX": "ledger", "ARCHIVE_GRACE_DAYS": "2",
 		"REJECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/000000000000/rejects",
 	}
+	tallyVars    = map[string]string{"COUNTERS_TABLE": "counters", "LEDGER_TABLE_PREFIX": "ledger"}
 	votesAPIVars = map[string]string{"COUNTERS_TABLE": "counters", "COUNTER_SHARDS": "8", "LEDGER_TABLE_PREFIX": "ledger"}
 )
 
@@ -75,14 +76,15 @@ func TestSetupCounter(t *testing.T) {
 		vars map[string]string
 		want []string // variables the error must name; none: a handler
 	}{
-		{"valid, exactly once", counterVars, nil},
-		{"valid, at least once", with(counterVars, map[string]string{"COUNTING_MODE": "at-least-once"}), nil},
-		{"nothing set", nil, []string{"COUNTERS_TABLE", "LEDGER_TABLE_PREFIX", "COUNTING_MODE", "REJECTS_QUEUE_URL"}},
+		{"valid", counterVars, nil},
+		{"nothing set", nil, []string{"COUNTERS_TABLE", "LEDGER_TABLE_PREFIX", "ARCHIVE_GRACE_DAYS", "REJECTS_QUEUE_URL"}},
 		{"no table", with(counterVars, map[string]string{"COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE"}},
 		{"blank prefix", with(counterVars, map[string]string{"LEDGER_TABLE_PREFIX": "  "}), []string{"LEDGER_TABLE_PREFIX"}},
 		{"no rejects queue", with(counterVars, map[string]string{"REJECTS_QUEUE_URL": ""}), []string{"REJECTS_QUEUE_URL"}},
-		{"unknown mode", with(counterVars, map[string]string{"COUNTING_MODE": "twice"}), []string{`COUNTING_MODE="twice"`}},
-		{"two problems", with(counterVars, map[string]string{"COUNTING_MODE": "", "COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE", "COUNTING_MODE"}},
+		{"grace of 0 days", with(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "0"}), []string{`ARCHIVE_GRACE_DAYS="0"`}},
+		{"grace of 28 days", with(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "28"}), []string{`ARCHIVE_GRACE_DAYS="28"`}},
+		{"clock file missing", with(counterVars, map[string]string{"DDBPIPE_CLOCK_FILE": "/nonexistent/offset"}), []string{"DDBPIPE_CLOCK_FILE"}},
+		{"two problems", with(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "", "COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE", "ARCHIVE_GRACE_DAYS"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +94,33 @@ func TestSetupCounter(t *testing.T) {
 			if tt.want == nil {
 				if _, ok := h.(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)); !ok {
 					t.Errorf("handler is a %T, want an SQS batch handler", h)
+				}
+			}
+			if n := wire.calls.Load(); n != 0 {
+				t.Errorf("Setup made %d HTTP requests, want none", n)
+			}
+		})
+	}
+}
+
+func TestSetupTally(t *testing.T) {
+	tests := []struct {
+		name string
+		vars map[string]string
+		want []string
+	}{
+		{"valid", tallyVars, nil},
+		{"nothing set", nil, []string{"COUNTERS_TABLE", "LEDGER_TABLE_PREFIX"}},
+		{"clock file missing", with(tallyVars, map[string]string{"DDBPIPE_CLOCK_FILE": "/nonexistent/offset"}), []string{"DDBPIPE_CLOCK_FILE"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, wire := setupEnv(tt.vars)
+			h, err := SetupTally(context.Background(), env)
+			checkSetup(t, h, err, tt.want)
+			if tt.want == nil {
+				if _, ok := h.(func(context.Context, events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error)); !ok {
+					t.Errorf("handler is a %T, want a tumbling-window stream handler", h)
 				}
 			}
 			if n := wire.calls.Load(); n != 0 {
@@ -164,7 +193,7 @@ func TestFunctionsLinkOnlyTheVotesFlow(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command")
 	}
-	out, err := exec.Command(gobin, "list", "-deps", "../../../functions/counter", "../../../functions/votes-api").Output()
+	out, err := exec.Command(gobin, "list", "-deps", "../../../functions/counter", "../../../functions/tally", "../../../functions/votes-api").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
@@ -186,6 +215,10 @@ func TestFunctionsLinkOnlyTheVotesFlow(t *testing.T) {
 // costs milliseconds, so the benchmark runs without one.
 func BenchmarkSetupCounter(b *testing.B) {
 	benchmarkSetup(b, SetupCounter, counterVars)
+}
+
+func BenchmarkSetupTally(b *testing.B) {
+	benchmarkSetup(b, SetupTally, tallyVars)
 }
 
 func BenchmarkSetupVotesAPI(b *testing.B) {

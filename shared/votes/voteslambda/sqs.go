@@ -1,12 +1,11 @@
 // Package voteslambda adapts the votes domain to Lambda events: the SQS
-// handler of the counter function and the HTTP API handler of polls and
-// results. Handlers only translate: event in, domain call, response out.
+// handler of the counter function, the ledger stream handler of the tally
+// function and the HTTP API handler of polls and results. Handlers only translate: event in, domain call, response out.
 package voteslambda
 
 import (
 	"context"
 	"log/slog"
-	"sort"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -47,20 +46,13 @@ func (h *SQS) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventRe
 func (h *SQS) record(ctx context.Context, messages int, res votes.Result) {
 	rejected := 0
 	reasons := map[string]int{}
-	keys := make([]string, 0, len(res.Rejected))
 	for r, n := range res.Rejected {
 		rejected += n
 		reasons[string(r)] = n
-		keys = append(keys, string(r))
 	}
-	sort.Strings(keys)
-	ratio := 0.0
-	if res.CounterWrites > 0 {
-		ratio = float64(res.Accepted) / float64(res.CounterWrites)
-	}
-	h.Log.InfoContext(ctx, "batch counted", "messages", messages, "accepted", res.Accepted, "duplicates", res.Duplicates,
-		"rejected", rejected, "rejectReasons", reasons, "failed", len(res.Failed), "counterWrites", res.CounterWrites,
-		"commits", res.Commits, "txRetries", res.TxRetries, "throttles", res.Throttles, "stoppedForDeadline", res.Deadline)
+	h.Log.InfoContext(ctx, "batch written", "messages", messages, "accepted", res.Accepted, "duplicates", res.Duplicates,
+		"rejected", rejected, "rejectReasons", reasons, "failed", len(res.Failed), "puts", res.Puts,
+		"retries", res.Retries, "throttles", res.Throttles, "stoppedForDeadline", res.Deadline)
 	if h.Metrics == nil {
 		return
 	}
@@ -69,12 +61,9 @@ func (h *SQS) record(ctx context.Context, messages int, res votes.Result) {
 		{Name: "VotesDuplicate", Unit: emf.Count, Value: float64(res.Duplicates)},
 		{Name: "VotesRejected", Unit: emf.Count, Value: float64(rejected)},
 		{Name: "VotesRetried", Unit: emf.Count, Value: float64(len(res.Failed))},
-		{Name: "CounterWrites", Unit: emf.Count, Value: float64(res.CounterWrites)},
-		{Name: "TransactionRetries", Unit: emf.Count, Value: float64(res.TxRetries)},
+		{Name: "LedgerPuts", Unit: emf.Count, Value: float64(res.Puts)},
+		{Name: "LedgerRetries", Unit: emf.Count, Value: float64(res.Retries)},
 		{Name: "Throttles", Unit: emf.Count, Value: float64(res.Throttles)},
-	}
-	if res.CounterWrites > 0 {
-		metrics = append(metrics, emf.Metric{Name: "CoalescingRatio", Unit: emf.None, Value: ratio})
 	}
 	if err := h.Metrics.Emit(metrics, map[string]any{"rejectReasons": reasons}); err != nil {
 		h.Log.WarnContext(ctx, "metrics not written", "err", err)

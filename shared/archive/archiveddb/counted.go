@@ -1,0 +1,81 @@
+package archiveddb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+)
+
+// QueryAPI is the part of DynamoDB the checkpoint reader uses;
+// *dynamodb.Client satisfies it.
+type QueryAPI interface {
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// TallyCheckpoints reads the tally's per stream shard checkpoints from
+// the counters table: items pk = ckpt#<ledger table>, sk = <shard id>,
+// seq = the last sequence number counted. The votes flow writes them
+// (votesddb.CheckpointKey); this is the rotator's read-only copy of the
+// key, held equal to it by tests/rotation_test.go, so that neither flow
+// links the other. It implements archive.Counted.
+type TallyCheckpoints struct {
+	DB    QueryAPI
+	Table string // the counters table
+}
+
+var _ archive.Counted = (*TallyCheckpoints)(nil)
+
+// CheckpointPK is the partition key of a ledger table's checkpoints.
+func CheckpointPK(ledgerTable string) string { return "ckpt#" + ledgerTable }
+
+// Uncounted returns the records of the shards whose last record is past
+// the shard's checkpoint (or that have none).
+func (c *TallyCheckpoints) Uncounted(ctx context.Context, table string, recs []archive.StreamRecord) ([]archive.StreamRecord, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	ckpt := map[string]string{}
+	p := dynamodb.NewQueryPaginator(c.DB, &dynamodb.QueryInput{
+		TableName: aws.String(c.Table), KeyConditionExpression: aws.String("pk = :pk"), ConsistentRead: aws.Bool(true),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: CheckpointPK(table)}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("archiveddb: read the tally's checkpoints of %s: %w", table, err)
+		}
+		for _, it := range page.Items {
+			sk, _ := it["sk"].(*types.AttributeValueMemberS)
+			seq, _ := it["seq"].(*types.AttributeValueMemberS)
+			if sk != nil && seq != nil {
+				ckpt[sk.Value] = seq.Value
+			}
+		}
+	}
+	last := map[string]string{}
+	for _, r := range recs {
+		last[r.Shard] = r.SequenceNumber
+	}
+	var out []archive.StreamRecord
+	for _, r := range recs {
+		if seqLess(ckpt[r.Shard], last[r.Shard]) && seqLess(ckpt[r.Shard], r.SequenceNumber) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// seqLess orders sequence numbers as numbers ("" is before every one).
+func seqLess(a, b string) bool {
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
