@@ -504,18 +504,21 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 				return fmt.Sprintf("drained by the run of %s (stream off since; %d files, %d rows)", m.CreatedAt.Format(time.RFC3339), len(contents.Files), contents.Rows), nil
 			}
 			var pending []StreamRecord
+			unarchived, uncounted := 0, 0
 			if t.StreamARN != "" {
 				recs, err := r.Streams.Records(ctx, t.StreamARN)
 				if err != nil && !errors.Is(err, ErrNotFound) {
 					return "", err
 				}
 				pending = Unarchived(recs, contents)
+				unarchived = len(pending)
 				if r.Counted != nil {
-					uncounted, err := r.Counted.Uncounted(ctx, t.Name, recs)
+					counting, err := r.Counted.Uncounted(ctx, t.Name, recs)
 					if err != nil {
 						return "", err
 					}
-					pending = append(pending, uncounted...)
+					uncounted = len(counting)
+					pending = append(pending, counting...)
 				}
 			}
 			ret.LagSeconds = Lag(pending, r.now())
@@ -524,7 +527,8 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 				return fmt.Sprintf("archive and counters hold the last record of every shard (%d files, %d rows; %d checks)", len(contents.Files), contents.Rows, checks), nil
 			}
 			if max(waited, time.Since(start))+pause > pol.DrainWait {
-				return fmt.Sprintf("%d stream records not archived or not counted after %s (oldest %.0fs old); retried next run", len(pending), pol.DrainWait, ret.LagSeconds), nil
+				return fmt.Sprintf("%d stream records not archived and %d not counted after %s (oldest %.0fs old); retried next run",
+					unarchived, uncounted, pol.DrainWait, ret.LagSeconds), nil
 			}
 			if err := r.sleep(ctx, pause); err != nil {
 				return "", err

@@ -65,7 +65,10 @@ func (s *Votes) CommitTally(ctx context.Context, sh votes.StreamShard, from stri
 	vals[":seq"] = str(c.Seq)
 	vals[":at"] = str(now.Format(readAtLayout))
 	vals[":n"] = num(int64(c.Votes))
-	vals[":ttl"] = num(now.Add(CheckpointTTL).Unix())
+	// The expiry is on the real clock, whatever the store's: DynamoDB's TTL
+	// deletes by the real time, and a rehearsal's moved clock (the soak's
+	// October) would have it delete checkpoints still in use.
+	vals[":ttl"] = num(s.realNow().Add(CheckpointTTL).Unix())
 	set := "SET seq = :seq, #at = :at, #ttl = :ttl"
 	if !c.LastWrittenAt.IsZero() {
 		vals[":lw"] = str(c.LastWrittenAt.UTC().Format(readAtLayout))

@@ -50,6 +50,7 @@ type Votes struct {
 	counters     string
 	ledgerPrefix string
 	now          func() time.Time
+	realNow      func() time.Time // for TTLs, which DynamoDB applies on the real clock
 }
 
 var (
@@ -60,7 +61,7 @@ var (
 // New returns a store over the counters table and the ledger tables named
 // <ledgerPrefix>-YYYY-MM.
 func New(db API, countersTable, ledgerPrefix string) *Votes {
-	return &Votes{db: db, counters: countersTable, ledgerPrefix: ledgerPrefix, now: time.Now}
+	return &Votes{db: db, counters: countersTable, ledgerPrefix: ledgerPrefix, now: time.Now, realNow: time.Now}
 }
 
 // SetClock sets the clock the store writes times with (time.Now by default).

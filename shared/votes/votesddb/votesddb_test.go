@@ -165,6 +165,7 @@ func TestCommitTally(t *testing.T) {
 	ctx := context.Background()
 	clock := time.Now().UTC().Truncate(time.Second)
 	s.SetClock(func() time.Time { return clock })
+	s.realNow = func() time.Time { return clock }
 	opts := make([]string, 99)
 	for i := range opts {
 		opts[i] = fmt.Sprint("o", i)
@@ -207,7 +208,8 @@ func TestCommitTally(t *testing.T) {
 	if !tot.Counters.CountedAt.Equal(clock) {
 		t.Errorf("counters counted at %s, want %s", tot.Counters.CountedAt, clock)
 	}
-	// The checkpoint expires two days after its last commit.
+	// The checkpoint expires two days after its last commit, by the real
+	// clock (DynamoDB's TTL), even when the store's clock is moved.
 	item, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: CheckpointKey(sh)})
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +217,17 @@ func TestCommitTally(t *testing.T) {
 	ttl, _ := item.Item["ttl"].(*types.AttributeValueMemberN)
 	if ttl == nil || ttl.Value != fmt.Sprint(clock.Add(CheckpointTTL).Unix()) {
 		t.Errorf("ttl %v, want %d", item.Item["ttl"], clock.Add(CheckpointTTL).Unix())
+	}
+	s.SetClock(func() time.Time { return time.Date(2026, 10, 31, 23, 0, 0, 0, time.UTC) })
+	if err := s.CommitTally(ctx, sh, next.Seq, votes.TallyCommit{Seq: "000000000000000000300"}); err != nil {
+		t.Fatal(err)
+	}
+	item, err = db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: CheckpointKey(sh)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl, _ := item.Item["ttl"].(*types.AttributeValueMemberN); ttl == nil || ttl.Value != fmt.Sprint(clock.Add(CheckpointTTL).Unix()) {
+		t.Errorf("with the store's clock in October: ttl %v, want %d (the real clock's)", item.Item["ttl"], clock.Add(CheckpointTTL).Unix())
 	}
 	if n, _ := item.Item["votes"].(*types.AttributeValueMemberN); n == nil || n.Value != "104" {
 		t.Errorf("checkpoint votes %v, want 104", item.Item["votes"])
