@@ -54,6 +54,7 @@ func commands() []command {
 		{"votes rejects redrive", "refused, with the reason: rejected votes are invalid", votesRejectsRedrive},
 		{"objects put", "store a document: objects put [-file F] [-type T] [-if-match N] [-table] KEY (big ones are uploaded)", objectsPut},
 		{"objects get", "read a document: objects get [-version N] [-o FILE] KEY", objectsGet},
+		{"objects ls", "list documents by prefix: objects ls [-r] [-json] [PREFIX] (folders as PRE, like aws s3 ls)", objectsLs},
 		{"objects versions", "list a document's versions: objects versions [-json] KEY", objectsVersions},
 		{"objects rm", "delete a document: objects rm [-if-match N] KEY", objectsRm},
 		{"objects update", "read-modify-write: objects update -exec 'CMD' [-retries N] KEY (the latest version through CMD, stored with If-Match)", objectsUpdate},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"text/tabwriter"
 
+	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
@@ -43,32 +44,35 @@ func (f objectsFlags) client(ctx context.Context, args []string) (*objectsclient
 	if f.fs.NArg() != 1 {
 		return nil, "", fmt.Errorf("%s: want one object key after the flags", f.fs.Name())
 	}
+	c, err := f.connect(ctx)
+	return c, f.fs.Arg(0), err
+}
+
+// connect returns a client of the API the flags, the environment or the
+// local stack name.
+func (f objectsFlags) connect(ctx context.Context) (*objectsclient.Client, error) {
 	root, err := findRoot(*f.root)
 	if err != nil {
 		root = ""
 	}
 	getenv, err := stackEnv(root, *f.state)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	api := *f.api
 	if api == "" {
 		api = getenv("API_URL")
 	}
 	if api == "" {
-		return nil, "", errors.New("no API URL: pass -api, export API_URL, or run `ddbpipe local up`")
+		return nil, errors.New("no API URL: pass -api, export API_URL, or run `ddbpipe local up`")
 	}
 	// Requests are signed with SigV4 (execute-api) from the standard
 	// credential chain; the local stack's key and region come first.
 	cfg, err := awsenv.FromVars(ctx, getenv)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	c, err := objectsclient.NewSigned(api, cfg, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	return c, f.fs.Arg(0), nil
+	return objectsclient.NewSigned(api, cfg, nil)
 }
 
 func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -190,6 +194,64 @@ func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.16s…\n", v.Version, v.Size, v.Kind, v.ContentType, v.Modified.Format("2006-01-02 15:04:05"), v.SHA256)
 	}
 	return tw.Flush()
+}
+
+func objectsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newObjectsFlags("objects ls", stderr)
+	recursive := f.fs.Bool("r", false, "list every key under the prefix, not the next level's folders")
+	asJSON := f.fs.Bool("json", false, "print one JSON object per line: an object, or {\"prefix\":…} for a folder")
+	page := f.fs.Int("page", objects.DefaultListLimit, "keys asked per request (1 to 1000)")
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 1 {
+		return fmt.Errorf("objects ls: want at most one prefix after the flags, got %d arguments", f.fs.NArg())
+	}
+	c, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	o := objectsclient.ListOptions{Delimiter: "/", PageSize: *page}
+	if *recursive {
+		o.Delimiter = ""
+	}
+	enc := json.NewEncoder(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if !*asJSON {
+		fmt.Fprintln(tw, "MODIFIED\tSIZE\tVERSION\tKEY")
+	}
+	n := 0
+	for it, err := range c.List(ctx, f.fs.Arg(0), o) {
+		if err != nil {
+			tw.Flush()
+			return err
+		}
+		n++
+		switch {
+		case *asJSON && it.Prefix != "":
+			err = enc.Encode(map[string]string{"prefix": it.Prefix})
+		case *asJSON:
+			err = enc.Encode(it.Entry)
+		case it.Prefix != "":
+			fmt.Fprintf(tw, "\tPRE\t\t%s\n", it.Prefix)
+		default:
+			e := it.Entry
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", e.Modified.Format("2006-01-02 15:04:05"), e.Size, e.Version, e.Key)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return nil
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(stderr, "no objects under %q\n", f.fs.Arg(0))
+	}
+	return nil
 }
 
 func objectsRm(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -21,6 +21,28 @@ type Meta struct {
 	Modified    time.Time `json:"modified"`
 }
 
+// Listing is GET /objects?prefix=P[&delimiter=D][&limit=N][&cursor=C]:
+// the latest version of each live object under the prefix, in byte order
+// of the keys, and with a delimiter the common prefixes (each once, in
+// byte order). Cursor continues the listing; it is absent on the last page.
+type Listing struct {
+	Prefix         string   `json:"prefix"`
+	Delimiter      string   `json:"delimiter,omitempty"`
+	Objects        []Entry  `json:"objects"`
+	CommonPrefixes []string `json:"commonPrefixes,omitempty"`
+	Cursor         string   `json:"cursor,omitempty"`
+}
+
+// Entry is one object of a Listing.
+type Entry struct {
+	Key         string    `json:"key"`
+	Version     int64     `json:"version"`
+	Size        int64     `json:"size"`
+	SHA256      string    `json:"sha256"`
+	ContentType string    `json:"contentType"`
+	Modified    time.Time `json:"modified"`
+}
+
 // VersionList is GET …/versions, newest first.
 type VersionList struct {
 	Key      string `json:"key"`
@@ -67,6 +89,7 @@ const (
 	ReasonChecksum      = "checksum-mismatch"
 	ReasonInternal      = "internal"
 	ReasonUnsupportedIf = "unsupported-precondition"
+	ReasonBadQuery      = "bad-query"
 )
 
 // UploadRequest is POST …/uploads.

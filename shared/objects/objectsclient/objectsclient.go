@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -253,6 +254,79 @@ func (c *Client) download(ctx context.Context, key string, l objectsapi.Link, h 
 	m := metaFromHeader(key, h)
 	m.Version, m.Size, m.SHA256, m.ContentType = l.Version, l.Size, l.SHA256, l.ContentType
 	return Object{Meta: m, Body: body}, nil
+}
+
+// ListOptions shape a listing.
+type ListOptions struct {
+	// Delimiter, when set, rolls the keys that hold it after the prefix up
+	// into common prefixes ("folders").
+	Delimiter string
+	// PageSize is how many entries a request asks for (default and most:
+	// 1,000).
+	PageSize int
+}
+
+// ListItem is one step of a listing: an object, or (with a delimiter) a
+// common prefix.
+type ListItem struct {
+	Entry  Entry
+	Prefix string // set for a common prefix
+}
+
+// Entry is one object of a listing.
+type Entry = objectsapi.Entry
+
+// ListPage reads one page of the listing under prefix; cursor is the
+// previous page's ("" for the first).
+func (c *Client) ListPage(ctx context.Context, prefix string, o ListOptions, cursor string) (objectsapi.Listing, error) {
+	q := url.Values{"prefix": {prefix}}
+	if o.Delimiter != "" {
+		q.Set("delimiter", o.Delimiter)
+	}
+	if o.PageSize != 0 {
+		q.Set("limit", strconv.Itoa(o.PageSize))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	resp, err := c.do(ctx, http.MethodGet, c.base+"/objects?"+q.Encode(), nil, nil)
+	if err != nil {
+		return objectsapi.Listing{}, err
+	}
+	var l objectsapi.Listing
+	return l, decode(resp, &l)
+}
+
+// List iterates over the listing under prefix, page after page, in key
+// order: objects and common prefixes merged. It stops at the first error,
+// which it yields.
+func (c *Client) List(ctx context.Context, prefix string, o ListOptions) iter.Seq2[ListItem, error] {
+	return func(yield func(ListItem, error) bool) {
+		cursor := ""
+		for {
+			page, err := c.ListPage(ctx, prefix, o, cursor)
+			if err != nil {
+				yield(ListItem{}, err)
+				return
+			}
+			es, ps := page.Objects, page.CommonPrefixes
+			for len(es) > 0 || len(ps) > 0 {
+				var it ListItem
+				if len(ps) > 0 && (len(es) == 0 || ps[0] < es[0].Key) {
+					it, ps = ListItem{Prefix: ps[0]}, ps[1:]
+				} else {
+					it, es = ListItem{Entry: es[0]}, es[1:]
+				}
+				if !yield(it, nil) {
+					return
+				}
+			}
+			if page.Cursor == "" {
+				return
+			}
+			cursor = page.Cursor
+		}
+	}
 }
 
 // Versions lists key's versions, newest first.

@@ -119,7 +119,7 @@ func (s *Store) Commit(ctx context.Context, c objects.Commit) error {
 	if r.Version != c.Base.Version+1 || r.Deleted || r.Version > objects.MaxVersion {
 		return fmt.Errorf("objectsddb: commit %s: version %d on base %d (deleted %t): %w", r.Key, r.Version, c.Base.Version, r.Deleted, objects.ErrNotApplied)
 	}
-	latest, err := s.conditionalPut(encode(r, objects.LatestSortKey), c.Base)
+	latest, err := s.conditionalPut(s.indexed(encode(r, objects.LatestSortKey), r), c.Base)
 	if err != nil {
 		return fmt.Errorf("objectsddb: commit %s v%d: %w: %w", r.Key, r.Version, objects.ErrNotApplied, err)
 	}

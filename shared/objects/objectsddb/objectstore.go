@@ -116,6 +116,10 @@ type Store struct {
 	// NewToken returns a transaction's client request token: unique, at
 	// most 36 characters (default 128 random bits, hex).
 	NewToken func() string
+	// IndexShards is N, the listing index's write shards (default
+	// objects.DefaultIndexShards). It may grow, never shrink: a listing
+	// queries shards 0 to N-1, where every key written with a smaller N is.
+	IndexShards int
 }
 
 // Defaults.
@@ -130,7 +134,7 @@ func New(db API, table string) *Store {
 	return &Store{
 		db: db, table: table,
 		Parallelism: DefaultParallelism, MaxBatchAttempts: DefaultMaxBatchAttempts, MaxTxAttempts: DefaultMaxTxAttempts,
-		Backoff: DefaultBackoff, NewToken: randomToken,
+		Backoff: DefaultBackoff, NewToken: randomToken, IndexShards: objects.DefaultIndexShards,
 	}
 }
 

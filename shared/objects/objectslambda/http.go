@@ -39,6 +39,11 @@ type Uploads interface {
 	Complete(ctx context.Context, key, id string, parts []objects.Part) (objects.Upload, error)
 }
 
+// Listings lists objects by prefix; *objects.Lister satisfies it.
+type Listings interface {
+	List(ctx context.Context, o objects.ListOptions) (objects.Page, error)
+}
+
 // Links presigns downloads; *objectss3.Transfers satisfies it.
 type Links interface {
 	PresignGet(ctx context.Context, ref objects.BlobRef, ttl time.Duration) (objects.SignedRequest, error)
@@ -47,12 +52,14 @@ type Links interface {
 var (
 	_ Documents = (*objects.Store)(nil)
 	_ Uploads   = (*objects.Uploader)(nil)
+	_ Listings  = (*objects.Lister)(nil)
 )
 
-// HTTP serves /objects/{key+}.
+// HTTP serves /objects (listings) and /objects/{key+}.
 type HTTP struct {
 	Docs    Documents
 	Uploads Uploads
+	List    Listings
 	Links   Links
 	// MaxBody is the largest PUT body (default DefaultMaxBody).
 	MaxBody int
@@ -134,6 +141,13 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		return jsonResponse(http.StatusOK, map[string]string{"status": "ok", "function": "objects-api"}), nil
 	}
 	method := req.RequestContext.HTTP.Method
+	if req.RouteKey == "GET /objects" {
+		resp, err := h.list(ctx, req)
+		if err != nil {
+			return h.fail(ctx, req, err), nil
+		}
+		return resp, nil
+	}
 	res, key, id := target(req.PathParameters["key"])
 	var resp events.APIGatewayV2HTTPResponse
 	var err error
@@ -336,6 +350,42 @@ func (h *HTTP) versions(ctx context.Context, key string) (events.APIGatewayV2HTT
 	out := objectsapi.VersionList{Key: key, Versions: make([]objectsapi.Meta, len(recs))}
 	for i, r := range recs {
 		out.Versions[i] = meta(r)
+	}
+	return jsonResponse(http.StatusOK, out), nil
+}
+
+// list serves GET /objects: one page of a listing by prefix.
+func (h *HTTP) list(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	q := req.QueryStringParameters
+	for name := range q {
+		switch name {
+		case "prefix", "delimiter", "limit", "cursor":
+		default:
+			return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadQuery,
+				"unknown query parameter %q: a listing takes prefix, delimiter, limit and cursor", name)
+		}
+	}
+	o := objects.ListOptions{Prefix: q["prefix"], Delimiter: q["delimiter"], Cursor: q["cursor"]}
+	if s, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, string(objects.ReasonBadLimit),
+				"limit %q is not a number: 1 to %d", s, objects.MaxListLimit)
+		}
+		if n == 0 {
+			n = -1 // 0 means the default in ListOptions; in the query it is out of range
+		}
+		o.Limit = n
+	}
+	page, err := h.List.List(ctx, o)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	out := objectsapi.Listing{Prefix: o.Prefix, Delimiter: o.Delimiter, Objects: make([]objectsapi.Entry, len(page.Entries)),
+		CommonPrefixes: page.Prefixes, Cursor: page.Cursor}
+	for i, e := range page.Entries {
+		out.Objects[i] = objectsapi.Entry{Key: e.Key, Version: e.Version, Size: e.Size, SHA256: e.SHA256.String(),
+			ContentType: e.ContentType, Modified: e.Modified.UTC()}
 	}
 	return jsonResponse(http.StatusOK, out), nil
 }

@@ -17,16 +17,20 @@ type objectsConfig struct {
 	table, bucket string
 	policy        objects.Policy
 	maxVersions   int
+	indexShards   int
 }
 
 // readObjectsConfig reads OBJECTS_TABLE, OBJECTS_BUCKET, INLINE_MAX_BYTES,
-// MAX_VERSIONS and MAX_OBJECT_BYTES (optional, default 5 GiB: the largest
-// upload; documents sent in a request body have their own, smaller limit).
+// MAX_VERSIONS, MAX_OBJECT_BYTES (optional, default 5 GiB: the largest
+// upload; documents sent in a request body have their own, smaller limit)
+// and INDEX_SHARDS (optional, default objects.DefaultIndexShards: the
+// listing index's write shards).
 func readObjectsConfig(env lambdafn.Env, v *lambdafn.Vars) objectsConfig {
 	c := objectsConfig{table: v.String("OBJECTS_TABLE"), bucket: v.String("OBJECTS_BUCKET")}
 	c.policy.InlineMax = v.Int("INLINE_MAX_BYTES", 0, 350<<10)
 	c.maxVersions = v.Int("MAX_VERSIONS", 1, 1000)
 	c.policy.MaxSize = int64(optInt(env, v, "MAX_OBJECT_BYTES", 5<<30, 1, 5<<30))
+	c.indexShards = optInt(env, v, "INDEX_SHARDS", objects.DefaultIndexShards, 1, objects.MaxIndexShards)
 	return c
 }
 
@@ -44,6 +48,7 @@ func objectsServices(env lambdafn.Env, c objectsConfig) (*objects.Uploader, *obj
 	db := awsenv.DynamoDB(env.AWS)
 	blobs := objectss3.FromClient(s3c, c.bucket)
 	table := objectsddb.New(db, c.table)
+	table.IndexShards = c.indexShards
 	store := &objects.Store{Items: table, Chunks: table, Blobs: blobs, Policy: c.policy, MaxVersions: c.maxVersions, Log: env.Log}
 	transfers := objectss3.TransfersFromClient(s3c, blobs)
 	up := &objects.Uploader{Store: store, Uploads: objectsddb.NewUploads(db, c.table), Bucket: transfers, Log: env.Log}
@@ -72,6 +77,7 @@ func SetupAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	up.TTL = time.Duration(uploadTTL) * time.Second
 	h := &HTTP{
 		Docs: up.Store, Uploads: up, Links: transfers,
+		List:    &objects.Lister{Index: objectsddb.NewIndex(awsenv.DynamoDB(env.AWS), c.table), Shards: c.indexShards},
 		MaxBody: maxBody, MaxResponse: int64(maxResp), LinkTTL: time.Duration(linkTTL) * time.Second,
 		Metrics: lambdafn.NewMetrics(env, "objects-api"),
 		Log:     env.Log,
