@@ -48,11 +48,21 @@ func newTable(t *testing.T, db *dynamodb.Client) string {
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrListShard), AttributeType: types.ScalarAttributeTypeN},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
 		},
+		// The listing index, as template.yaml declares it (tests/ holds the two equal).
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(IndexName),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrListShard), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String("pk"), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: IndexProjection},
+		}},
 	})
 	if err != nil {
 		t.Fatalf("CreateTable: %v", err)
