@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/cfn"
 	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
 
@@ -156,5 +158,42 @@ func TestCountersTableExpiresCheckpoints(t *testing.T) {
 	ttl, _ := mustTemplate(t).Resources["CountersTable"].Properties["TimeToLiveSpecification"].(map[string]any)
 	if cfn.Scalar(ttl["AttributeName"]) != votesddb.TTLAttribute || cfn.Scalar(ttl["Enabled"]) != "true" {
 		t.Errorf("CountersTable TimeToLiveSpecification %v, want %q enabled", ttl, votesddb.TTLAttribute)
+	}
+}
+
+// The listing index the objects table declares is the one objectsddb
+// queries: its name, keys and projection; and both functions that commit
+// versions know N.
+func TestObjectsListingIndexAgrees(t *testing.T) {
+	tpl := mustTemplate(t)
+	var gsi map[string]any
+	gsis, _ := tpl.Resources["ObjectsTable"].Properties["GlobalSecondaryIndexes"].([]any)
+	for _, g := range gsis {
+		if m, _ := g.(map[string]any); cfn.Scalar(m["IndexName"]) == objectsddb.IndexName {
+			gsi = m
+		}
+	}
+	if gsi == nil {
+		t.Fatalf("ObjectsTable has no index %q", objectsddb.IndexName)
+	}
+	var keys []string
+	for _, k := range gsi["KeySchema"].([]any) {
+		m := k.(map[string]any)
+		keys = append(keys, cfn.Scalar(m["AttributeName"])+" "+cfn.Scalar(m["KeyType"]))
+	}
+	proj := gsi["Projection"].(map[string]any)
+	var attrs []string
+	for _, a := range proj["NonKeyAttributes"].([]any) {
+		attrs = append(attrs, cfn.Scalar(a))
+	}
+	if fmt.Sprint(keys) != "[listShard HASH pk RANGE]" || cfn.Scalar(proj["ProjectionType"]) != "INCLUDE" || fmt.Sprint(attrs) != fmt.Sprint(objectsddb.IndexProjection) {
+		t.Errorf("index keys %v, projection %v %v; want [listShard HASH pk RANGE], INCLUDE %v", keys, proj["ProjectionType"], attrs, objectsddb.IndexProjection)
+	}
+	for _, fn := range []string{"ObjectsApiFunction", "ObjectsFinalizeFunction"} {
+		env, _ := tpl.Resources[fn].Properties["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		if refTarget(vars["INDEX_SHARDS"]) != "ObjectsIndexShards" {
+			t.Errorf("%s: INDEX_SHARDS is %v, want !Ref ObjectsIndexShards", fn, vars["INDEX_SHARDS"])
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,7 +50,13 @@ type QueryAPI interface {
 type Index struct {
 	db    QueryAPI
 	table string
+	// milliUnits adds up the read capacity the queries consumed, as
+	// DynamoDB reports it (ReturnConsumedCapacity): what listings cost.
+	milliUnits atomic.Int64
 }
+
+// ReadUnits is the read capacity the index's queries have consumed.
+func (ix *Index) ReadUnits() float64 { return float64(ix.milliUnits.Load()) / 1000 }
 
 var _ objects.Index = (*Index)(nil)
 
@@ -79,10 +86,14 @@ func (ix *Index) Range(ctx context.Context, shard int, from objects.Bound, to st
 	out, err := ix.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: aws.String(ix.table), IndexName: aws.String(IndexName),
 		KeyConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
-		Limit: aws.Int32(int32(limit + 2)), // room for the two bounds BETWEEN includes
+		Limit:                  aws.Int32(int32(limit + 2)), // room for the two bounds BETWEEN includes
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("objectsddb: query %s shard %d: %w", IndexName, shard, classify(err))
+	}
+	if cc := out.ConsumedCapacity; cc != nil && cc.CapacityUnits != nil {
+		ix.milliUnits.Add(int64(*cc.CapacityUnits * 1000))
 	}
 	entries := make([]objects.Entry, 0, len(out.Items))
 	for _, item := range out.Items {

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/tools/pngchart"
+)
+
+// benchListing: listing by prefix over the write-sharded index, against a
+// Scan of the table for the same answer; a delimiter listing's queries per
+// folder; the index's write spread.
+func benchListing(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
+	s := &section{title: "Objects: listing by prefix over the sharded index"}
+	table := env.Vars["OBJECTS_TABLE_NAME"]
+	shards := objects.DefaultIndexShards
+	n := max(int(100000*scale), 2000)
+	const folders = 10
+	run := fmt.Sprintf("list-%d/", time.Now().UnixNano()%1e6)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%sf%d/%07d.txt", run, i%folders, i)
+	}
+	start := time.Now()
+	if err := commitKeys(ctx, env, table, shards, keys); err != nil {
+		return nil, err
+	}
+	loaded := time.Since(start)
+	s.printf("%d objects of 20 bytes under `%s` in %d folders, written with `Items.Commit` (v0 and v1 in one transaction, as a PUT\n"+
+		"commits them; %s on DynamoDB Local), the index at N = %d shards (the template's default). Read units are DynamoDB Local's\n"+
+		"`ConsumedCapacity` of each request.\n\n", n, run, folders, loaded.Round(time.Second), shards)
+
+	// The whole prefix, 1,000 keys a page.
+	ix := objectsddb.NewIndex(env.Clients.DynamoDB, table)
+	l := &objects.Lister{Index: ix, Shards: shards}
+	start = time.Now()
+	listed, pages, queries, err := listAll(ctx, l, objects.ListOptions{Prefix: run})
+	if err != nil {
+		return nil, err
+	}
+	listTook := time.Since(start)
+	listUnits := ix.ReadUnits()
+	start = time.Now()
+	scanned, scanUnits, err := scanLatest(ctx, env.Clients.DynamoDB, table, run)
+	if err != nil {
+		return nil, err
+	}
+	scanTook := time.Since(start)
+	slices.Sort(scanned)
+	if !slices.Equal(listed, scanned) || len(listed) != n {
+		return nil, fmt.Errorf("listing: %d keys listed, %d scanned, %d written: the answers differ", len(listed), len(scanned), n)
+	}
+	perK := listUnits / float64(n) * 1000
+	s.printf("| read | answer | requests | read units | read units per 1,000 keys | wall time |\n|---|---:|---:|---:|---:|---:|\n")
+	s.printf("| listing, %d pages of 1,000 | %d keys | %d queries | %.1f | %.1f | %s |\n", pages, len(listed), queries, listUnits, perK, listTook.Round(time.Millisecond))
+	s.printf("| Scan of the table, filtered | %d keys | parallel segments | %.1f | %.1f | %s |\n\n", len(scanned), scanUnits, scanUnits/float64(n)*1000, scanTook.Round(time.Millisecond))
+	s.printf("Goal: ≤ 25 read units per 1,000 keys listed: **%s** (%.1f). The listing reads the index's small projection (key, version,\n"+
+		"size, time, type, SHA-256), eventually consistent, in key order; the Scan reads every item of the table (history, chunks,\n"+
+		"other prefixes) and sorts nothing. Both answers are the same %d keys.\n\n", verdictLE(perK, 25), perK, n)
+
+	// One level under the prefix: the folders.
+	ix2 := objectsddb.NewIndex(env.Clients.DynamoDB, table)
+	p, err := (&objects.Lister{Index: ix2, Shards: shards}).List(ctx, objects.ListOptions{Prefix: run, Delimiter: "/"})
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Prefixes) != folders {
+		return nil, fmt.Errorf("listing: %d folders, want %d", len(p.Prefixes), folders)
+	}
+	perFolder := float64(p.Queries) / float64(shards) / folders
+	s.printf("With the delimiter `/` at `%s`: %d common prefixes in %d queries over %d shards, %.2f queries per shard per folder\n"+
+		"returned (%.1f read units), not proportional to the %d keys beneath. Goal ≤ 3: **%s**.\n\n",
+		run, len(p.Prefixes), p.Queries, shards, perFolder, ix2.ReadUnits(), n, verdictLE(perFolder, 3))
+
+	// The index's write spread: each PUT's v0 goes to shard hash(key) mod N.
+	puts := max(int(20000*scale), 2000)
+	perShard := make([]float64, shards)
+	for i := range puts {
+		perShard[objects.IndexShard(fmt.Sprintf("uploads/2026/11/%07d.bin", i), shards)]++
+	}
+	hottest := slices.Max(perShard) / float64(puts)
+	s.printf("%d PUTs under one prefix (`uploads/2026/11/…`) write their index entries to shard hash(key) mod %d: the hottest\n"+
+		"shard takes %.3f of them, goal ≤ 1.5/N = %.3f: **%s**. One unsharded index key would take every PUT: a GSI partition takes\n"+
+		"1,000 write units per second, and DynamoDB throttles the table's own writes when an index cannot keep up, so every\n"+
+		"document write of the stack would share 1,000 per second.\n",
+		puts, shards, hottest, 1.5/float64(shards), verdictLE(hottest, 1.5/float64(shards)))
+	chart := pngchart.Chart{Title: "read units per 1,000 keys: listing vs Scan", Unit: "read units"}
+	chart.Bars = append(chart.Bars, pngchart.Bar{Label: "listing (index)", Value: perK}, pngchart.Bar{Label: "Scan (table)", Value: scanUnits / float64(n) * 1000})
+	s.charts = append(s.charts, chart)
+	return s, nil
+}
+
+func verdictLE(x, goal float64) string {
+	if x <= goal {
+		return "met"
+	}
+	return "not met"
+}
+
+// commitKeys commits version 1 of each key, 16 at a time.
+func commitKeys(ctx context.Context, env *stack.Env, table string, shards int, keys []string) error {
+	items := objectsddb.New(env.Clients.DynamoDB, table)
+	items.IndexShards = shards
+	body := []byte("twenty bytes of text")
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) {
+					return
+				}
+				r := objects.Record{Key: keys[i], Version: 1, Kind: objects.Inline, Size: int64(len(body)), SHA256: objects.SumOf(body),
+					ContentType: "text/plain", Codec: objects.Identity, Data: body, WriteID: fmt.Sprintf("w%d", i), CreatedAt: time.Now().UTC()}
+				if err := items.Commit(ctx, objects.Commit{Record: r}); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// listAll follows the cursors to the end.
+func listAll(ctx context.Context, l *objects.Lister, o objects.ListOptions) (keys []string, pages, queries int, err error) {
+	for {
+		p, err := l.List(ctx, o)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		pages++
+		queries += p.Queries
+		for _, e := range p.Entries {
+			keys = append(keys, e.Key)
+		}
+		if p.Cursor == "" {
+			return keys, pages, queries, nil
+		}
+		o.Cursor = p.Cursor
+	}
+}
+
+// scanLatest answers the same question with a parallel Scan: the live v0
+// items whose key starts with prefix.
+func scanLatest(ctx context.Context, db *dynamodb.Client, table, prefix string) ([]string, float64, error) {
+	const segments = 4
+	var mu sync.Mutex
+	var keys []string
+	var units float64
+	var wg sync.WaitGroup
+	errs := make([]error, segments)
+	for seg := range segments {
+		wg.Go(func() {
+			p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{
+				TableName: aws.String(table), Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(segments),
+				FilterExpression:          aws.String("begins_with(pk, :p) AND sk = :v0 AND attribute_not_exists(deleted)"),
+				ProjectionExpression:      aws.String("pk"),
+				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": &ddbtypes.AttributeValueMemberS{Value: prefix}, ":v0": &ddbtypes.AttributeValueMemberS{Value: objects.LatestSortKey}},
+				ReturnConsumedCapacity:    ddbtypes.ReturnConsumedCapacityTotal,
+			})
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					errs[seg] = err
+					return
+				}
+				mu.Lock()
+				for _, it := range page.Items {
+					keys = append(keys, it["pk"].(*ddbtypes.AttributeValueMemberS).Value)
+				}
+				if cc := page.ConsumedCapacity; cc != nil && cc.CapacityUnits != nil {
+					units += *cc.CapacityUnits
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return keys, units, nil
+}
