@@ -12,6 +12,7 @@
 // ambiguous. Keys are percent-decoded by API Gateway; see
 // objects.ValidateKey for what a key may hold.
 //
+//	GET    /objects?prefix=P[&delimiter=D][&limit=N][&cursor=C]   list objects by prefix
 //	PUT    /objects/{key}                      store a document (the raw body)
 //	GET    /objects/{key}[?version=N]          read the latest version, or version N
 //	DELETE /objects/{key}                      delete the object and its history
@@ -49,6 +50,24 @@
 // When the object lands in the bucket, the finalizer verifies its size and
 // SHA-256 and commits it (honouring ifMatch); GET …/uploads/{id} then says
 // {"state":"committed","version":n} or {"state":"failed","reason":…}.
+//
+// GET /objects lists the latest version of each live object whose key
+// starts with prefix (empty: every object), in byte order of the keys, as
+// S3's ListObjectsV2 does:
+//
+//	{"prefix":"docs/","objects":[{"key":"docs/a.txt","version":3,"size":12,"sha256":"…",
+//	 "contentType":"text/plain","modified":"2026-11-21T10:00:00Z"},…],"cursor":"…"}
+//
+// With a delimiter (one character, usually /), keys that hold it after the
+// prefix are rolled up into "commonPrefixes" (each once: "docs/2026/"), and
+// only the keys directly under the prefix are in "objects". limit bounds
+// the objects and common prefixes of one page together: 1 to 1,000, default
+// 1,000. "cursor" is present when there is more: pass it back, with the
+// same prefix and delimiter, for the next page. The listing reads an index
+// that DynamoDB updates within moments of a write: a document written just
+// now may not be listed yet. Refusals: 400 bad-prefix (a character no key
+// holds, a leading /), bad-delimiter, bad-limit, bad-cursor (malformed, or
+// made for another prefix or delimiter), bad-query (another parameter).
 //
 // Errors are {"error":"<reason>","message":"…"}: 400 for bad keys
 // (empty-key, key-bad-char, key-reserved, …), bad-version, bad-if-match,
