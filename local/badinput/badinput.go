@@ -154,6 +154,19 @@ func httpCases() []Case {
 		c("object: JSON bomb as an upload", "POST", "/objects/badinput/big/uploads", jsonType, strings.Repeat("[", 100000), 400),
 		c("object: upload with a negative size", "POST", "/objects/badinput/big/uploads", jsonType, `{"size":-1}`, 400),
 		c("object: missing", "GET", "/objects/badinput/never-written", nil, "", 404),
+		c("list: prefix with a leading slash", "GET", "/objects?prefix=%2Fdocs%2F", nil, "", 400),
+		c("list: prefix with a space", "GET", "/objects?prefix=my%20docs", nil, "", 400),
+		c("list: prefix not UTF-8", "GET", "/objects?prefix=docs%FF", nil, "", 400),
+		c("list: prefix over 1,024 bytes", "GET", "/objects?prefix="+strings.Repeat("p", 1025), nil, "", 400),
+		c("list: two-character delimiter", "GET", "/objects?delimiter=%2F%2F", nil, "", 400),
+		c("list: newline as the delimiter", "GET", "/objects?delimiter=%0A", nil, "", 400),
+		c("list: limit 0", "GET", "/objects?limit=0", nil, "", 400),
+		c("list: limit 1001", "GET", "/objects?limit=1001", nil, "", 400),
+		c("list: limit not a number", "GET", "/objects?limit=all", nil, "", 400),
+		c("list: cursor not base64", "GET", "/objects?cursor=%21%21%21", nil, "", 400),
+		c("list: cursor forged for another prefix", "GET", "/objects?prefix=a&cursor=MQpiCgowCmI", nil, "", 400),
+		c("list: 5 KB cursor", "GET", "/objects?cursor="+strings.Repeat("A", 5000), nil, "", 400),
+		c("list: unknown parameter", "GET", "/objects?marker=x", nil, "", 400),
 	}
 	// Without a signature the API refuses before any function runs.
 	for _, u := range []Case{
