@@ -88,11 +88,28 @@ func TestObjectsCommands(t *testing.T) {
 	if _, err := cli("objects", "update", "-exec", "exit 3", "cli/doc.txt"); err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("update with a failing command: err %v, want its exit status", err)
 	}
+	// ls: one level with folders, every key with -r, JSON lines.
+	for _, k := range []string{"cli/a/1.txt", "cli/a/2.txt", "cli/b.txt"} {
+		if _, err := cli("objects", "put", "-file", in, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := cli("objects", "ls", "cli/")
+	if err != nil || !strings.Contains(ls, "PRE") || !strings.Contains(ls, "cli/a/") || !strings.Contains(ls, "cli/b.txt") || strings.Contains(ls, "cli/a/1.txt") {
+		t.Fatalf("ls cli/ = %q, %v; want the folder cli/a/ and cli/b.txt, cli/doc.txt", ls, err)
+	}
+	lsr, err := cli("objects", "ls", "-r", "-json", "cli/")
+	if err != nil || strings.Count(lsr, "\n") != 4 || !strings.Contains(lsr, `"key":"cli/a/2.txt"`) {
+		t.Fatalf("ls -r -json cli/ = %q, %v; want 4 JSON lines", lsr, err)
+	}
 	if _, err := cli("objects", "rm", "cli/doc.txt"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cli("objects", "get", "cli/doc.txt"); err == nil {
 		t.Fatal("get after rm succeeded")
+	}
+	if lsr, err := cli("objects", "ls", "-r", "cli/"); err != nil || strings.Contains(lsr, "cli/doc.txt") {
+		t.Fatalf("ls after rm = %q, %v; want cli/doc.txt gone", lsr, err)
 	}
 }
 
