@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -19,6 +23,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -143,6 +148,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 
 	s.checkArchive(ctx, res, months, cold, coldErr)
 	s.checkObjects(ctx, res)
+	s.checkListing(ctx, res)
 
 	// Every queue the pipeline dead-letters to is accounted for.
 	failures := queueDepth(ctx, sq, v["STREAM_FAILURES_QUEUE_URL"])
@@ -421,6 +427,61 @@ func (s *soak) checkArchive(ctx context.Context, res *Result, months map[string]
 // checkObjects: no dangling reference once the reaper has caught up, no
 // orphan after the sweeper has run with its clock past the grace, every
 // read verified.
+// checkListing compares the listing of every soak object with the
+// table's own v0 items (a Scan): the same keys, each at its latest
+// version with its SHA-256, and no deleted object.
+func (s *soak) checkListing(ctx context.Context, res *Result) {
+	c, err := objectsclient.NewSigned(s.env.APIURL, s.env.AWS, &http.Client{Timeout: time.Minute})
+	if err != nil {
+		res.add("the listing equals the table's live objects", false, "client: %v", err)
+		return
+	}
+	got := map[string]string{} // key → version/sha256
+	for it, err := range c.List(ctx, "soak/", objectsclient.ListOptions{PageSize: 25}) {
+		if err != nil {
+			res.add("the listing equals the table's live objects", false, "listing: %v", err)
+			return
+		}
+		got[it.Entry.Key] = fmt.Sprintf("v%d/%s", it.Entry.Version, it.Entry.SHA256)
+	}
+	live := map[string]string{}
+	p := dynamodb.NewScanPaginator(s.env.Clients.DynamoDB, &dynamodb.ScanInput{
+		TableName:                 aws.String(s.env.Vars["OBJECTS_TABLE_NAME"]),
+		FilterExpression:          aws.String("begins_with(pk, :p) AND sk = :v0 AND attribute_not_exists(deleted)"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":p": &ddbtypes.AttributeValueMemberS{Value: "soak/"}, ":v0": &ddbtypes.AttributeValueMemberS{Value: objects.LatestSortKey}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			res.add("the listing equals the table's live objects", false, "scan: %v", err)
+			return
+		}
+		for _, item := range page.Items {
+			k, _ := item["pk"].(*ddbtypes.AttributeValueMemberS)
+			v, _ := item["version"].(*ddbtypes.AttributeValueMemberN)
+			h, _ := item["sha256"].(*ddbtypes.AttributeValueMemberS)
+			if k != nil && v != nil && h != nil {
+				live[k.Value] = "v" + v.Value + "/" + h.Value
+			}
+		}
+	}
+	var diff []string
+	for k, want := range live {
+		if got[k] != want {
+			diff = append(diff, fmt.Sprintf("%s: listed %q, table %q", k, got[k], want))
+		}
+	}
+	for k := range got {
+		if _, ok := live[k]; !ok {
+			diff = append(diff, k+": listed, not live")
+		}
+	}
+	slices.Sort(diff)
+	res.add("the listing equals the table's live objects", len(diff) == 0 && len(live) > 0,
+		"%d live objects in the table, %d listed (pages of 25); %d differ%s", len(live), len(got), len(diff), listed(diff))
+}
+
 func (s *soak) checkObjects(ctx context.Context, res *Result) {
 	v := s.env.Vars
 	refs := objectsddb.NewRefs(s.env.Clients.DynamoDB, v["OBJECTS_TABLE_NAME"])

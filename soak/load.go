@@ -274,8 +274,10 @@ func (s *soak) objectWorker(ctx context.Context, worker int) {
 		switch r := s.float(); {
 		case r < 0.45:
 			op = s.putObject(ctx, c, key, known, n)
-		case r < 0.92:
+		case r < 0.90:
 			op = s.getObject(ctx, c, key, known)
+		case r < 0.93:
+			op = s.listObjects(ctx, c, worker)
 		default:
 			op = s.deleteObject(ctx, c, key, known)
 		}
@@ -355,6 +357,28 @@ func (s *soak) getObject(ctx context.Context, c *objectsclient.Client, key strin
 		return "get unknown content"
 	}
 	return "get verified"
+}
+
+// listObjects lists the worker's prefix, page by page (10 keys a page),
+// and checks the answer's shape: keys of the worker's own in key order,
+// each once, each with a version and a SHA-256.
+func (s *soak) listObjects(ctx context.Context, c *objectsclient.Client, worker int) string {
+	prefix := fmt.Sprintf("soak/w%d/", worker)
+	var prev string
+	for it, err := range c.List(ctx, prefix, objectsclient.ListOptions{PageSize: 10}) {
+		if err != nil {
+			return "list failed"
+		}
+		e := it.Entry
+		if !strings.HasPrefix(e.Key, prefix+"doc-") || e.Key <= prev || e.Version < 1 || len(e.SHA256) != 64 {
+			s.load.mu.Lock()
+			s.load.mismatch = append(s.load.mismatch, fmt.Sprintf("listing of %s: %q after %q (version %d, sha256 %q)", prefix, e.Key, prev, e.Version, e.SHA256))
+			s.load.mu.Unlock()
+			return "list out of order"
+		}
+		prev = e.Key
+	}
+	return "list ok"
 }
 
 func (s *soak) deleteObject(ctx context.Context, c *objectsclient.Client, key string, known map[string]int64) string {

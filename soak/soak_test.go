@@ -64,8 +64,8 @@ func TestSoakHoldsUnderFaults(t *testing.T) {
 			t.Errorf("invariant broken: %s: %s", i.Name, i.Figures)
 		}
 	}
-	if len(res.Invariants) < 9 {
-		t.Errorf("%d invariants checked, want 9", len(res.Invariants))
+	if len(res.Invariants) < 10 {
+		t.Errorf("%d invariants checked, want 10", len(res.Invariants))
 	}
 	f := res.Faults
 	kills := 0
