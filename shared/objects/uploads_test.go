@@ -104,3 +104,58 @@ func TestCommitBlob(t *testing.T) {
 		t.Error("the stale upload is still in the bucket")
 	}
 }
+
+// CommitBlob of the document the latest version holds (another upload id:
+// a retried upload) commits nothing, answers with that version and deletes
+// the blob; the If-Match of the first attempt is honoured as Write does.
+func TestCommitBlobIsIdempotentByContent(t *testing.T) {
+	ctx := context.Background()
+	body, other := objectstest.Random(64<<10, 1), objectstest.Random(64<<10, 2)
+	zero, one := int64(0), int64(1)
+	tests := []struct {
+		name      string
+		body      []byte
+		ct        string
+		ifMatch   *int64
+		version   int64
+		unchanged bool
+		conflict  bool
+	}{
+		{name: "same document", body: body, ct: "application/x-a", version: 1, unchanged: true},
+		{name: "same document, create only (a retried create)", body: body, ct: "application/x-a", ifMatch: &zero, version: 1, unchanged: true},
+		{name: "same document, If-Match 1", body: body, ct: "application/x-a", ifMatch: &one, version: 1, unchanged: true},
+		{name: "same bytes, other type", body: body, ct: "application/x-b", version: 2},
+		{name: "other bytes", body: other, ct: "application/x-a", version: 2},
+		{name: "other bytes, create only", body: other, ct: "application/x-a", ifMatch: &zero, conflict: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			table, bucket := objectstest.NewTable(), objectstest.NewBucket("b")
+			s := &objects.Store{Items: table, Chunks: table, Blobs: bucket}
+			upload := func(id string, b []byte) objects.BlobRef {
+				ref, err := bucket.PutBlob(ctx, objects.Blob{Key: objects.UploadKey("k", id), Body: b, SHA256: objects.SumOf(b)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ref
+			}
+			if _, err := s.CommitBlob(ctx, "k", upload("w1", body), objects.CommitBlobOptions{WriteID: "w1", ContentType: "application/x-a"}); err != nil {
+				t.Fatal(err)
+			}
+			ref := upload("w2", tt.body)
+			w, err := s.CommitBlob(ctx, "k", ref, objects.CommitBlobOptions{WriteID: "w2", ContentType: tt.ct, IfMatch: tt.ifMatch})
+			var ce *objects.ConflictError
+			switch {
+			case tt.conflict:
+				if !errors.As(err, &ce) || ce.Current != 1 {
+					t.Fatalf("got %+v %v, want a conflict at version 1", w, err)
+				}
+			case err != nil || w.Version != tt.version || w.Unchanged != tt.unchanged:
+				t.Fatalf("got version %d unchanged %t (%v), want version %d unchanged %t", w.Version, w.Unchanged, err, tt.version, tt.unchanged)
+			}
+			if kept := bucket.Has(ref.Key); kept != (err == nil && !tt.unchanged) {
+				t.Errorf("the upload's blob is kept: %t; want it only when it became a version", kept)
+			}
+		})
+	}
+}
