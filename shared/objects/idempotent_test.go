@@ -101,6 +101,7 @@ func TestWriteIsIdempotent(t *testing.T) {
 				if _, err := e.store.Delete(ctx, "docs/a", objects.DeleteOptions{}); err != nil {
 					t.Fatal(err)
 				}
+				e.reap(t) // the deleted versions' blobs
 			}
 			blobsBefore := len(e.bucket.List())
 			var n calls
