@@ -286,6 +286,7 @@ func TestUploadFinishedTwice(t *testing.T) {
 	}
 	for i := range 2 {
 		status, st := complete()
+		t.Logf("complete, call %d: %d %s", i+1, status, st.State)
 		ok := status == http.StatusAccepted && st.State == objectsapi.StatePending ||
 			status == http.StatusOK && st.State == objectsapi.StateCommitted && st.Version == 1
 		if !ok {
