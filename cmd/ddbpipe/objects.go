@@ -105,14 +105,22 @@ func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: version %d (%d bytes, uploaded)\n", key, st.Version, st.Size)
+		how := "uploaded"
+		if st.Unchanged {
+			how = unchangedNote
+		}
+		fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s)\n", key, st.Version, st.Size, how)
 		return nil
 	}
 	m, err := c.Put(ctx, key, body, o)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s)\n", key, m.Version, m.Size, m.Kind)
+	how := m.Kind
+	if m.Unchanged {
+		how = unchangedNote
+	}
+	fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s)\n", key, m.Version, m.Size, how)
 	return nil
 }
 
@@ -145,9 +153,17 @@ func objectsUpload(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	if st.Unchanged {
+		fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s; upload %s)\n", key, st.Version, st.Size, unchangedNote, st.ID)
+		return nil
+	}
 	fmt.Fprintf(stdout, "%s: version %d (%d bytes, upload %s)\n", key, st.Version, st.Size, st.ID)
 	return nil
 }
+
+// unchangedNote is how put and upload say that the latest version already
+// held the document, so nothing was written (the API's X-Object-Unchanged).
+const unchangedNote = "unchanged: the latest version already holds these bytes"
 
 func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newObjectsFlags("objects get", stderr)

@@ -57,6 +57,10 @@ func TestObjectsCommands(t *testing.T) {
 	if out, err := cli("objects", "put", "-file", in, "-type", "text/plain", "cli/doc.txt"); err != nil || !strings.Contains(out, "version 1") {
 		t.Fatalf("put = %q, %v; want version 1", out, err)
 	}
+	// The same put again (a retry whose answer was lost) writes nothing.
+	if out, err := cli("objects", "put", "-file", in, "-type", "text/plain", "-if-match", "0", "cli/doc.txt"); err != nil || !strings.Contains(out, "version 1") || !strings.Contains(out, "unchanged") {
+		t.Fatalf("put again = %q, %v; want version 1, unchanged", out, err)
+	}
 	if out, err := cli("objects", "update", "-exec", "tr a-z A-Z", "cli/doc.txt"); err != nil || !strings.Contains(out, "version 2") {
 		t.Fatalf("update = %q, %v; want version 2", out, err)
 	}
@@ -65,10 +69,12 @@ func TestObjectsCommands(t *testing.T) {
 	}
 
 	// A writer that gets in between each read and write, once per marker:
-	// this test binary, running TestRacerPut.
+	// this test binary, running TestRacerPut. Each racer writes its own
+	// bytes ("racer-a", "racer-b"): the same bytes again would be no new
+	// version (the API answers unchanged), so no race.
 	t.Setenv(racerURL, api+"/objects/cli/doc.txt")
 	racer := func(mark string) string {
-		return "if [ ! -e " + mark + " ]; then touch " + mark + "; '" + os.Args[0] + "' -test.run='^TestRacerPut$' >/dev/null || exit 9; fi; cat; echo edited"
+		return "if [ ! -e " + mark + " ]; then touch " + mark + "; " + racerBody + "=racer-" + filepath.Base(mark) + " '" + os.Args[0] + "' -test.run='^TestRacerPut$' >/dev/null || exit 9; fi; cat; echo edited"
 	}
 	dir := t.TempDir()
 	_, err = cli("objects", "update", "-exec", racer(filepath.Join(dir, "a")), "cli/doc.txt")
@@ -79,7 +85,7 @@ func TestObjectsCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "version 5") || !strings.Contains(out, "2 attempt(s)") {
 		t.Fatalf("update racing with retries = %q, %v; want version 5 after 2 attempts", out, err)
 	}
-	if out, err := cli("objects", "get", "cli/doc.txt"); err != nil || out != "raceredited\n" {
+	if out, err := cli("objects", "get", "cli/doc.txt"); err != nil || out != "racer-bedited\n" {
 		t.Fatalf("get = %q, %v; want the racer's version, edited", out, err)
 	}
 	if out, err := cli("objects", "versions", "cli/doc.txt"); err != nil || strings.Count(out, "\n") != 6 {
@@ -113,18 +119,22 @@ func TestObjectsCommands(t *testing.T) {
 	}
 }
 
-// racerURL names the document TestRacerPut overwrites.
-const racerURL = "DDBPIPE_TEST_RACER_URL"
+// racerURL names the document TestRacerPut overwrites, racerBody what it
+// writes there.
+const (
+	racerURL  = "DDBPIPE_TEST_RACER_URL"
+	racerBody = "DDBPIPE_TEST_RACER_BODY"
+)
 
 // TestRacerPut is the racing writer of TestObjectsCommands, which runs this
-// test binary with racerURL set: it stores "racer" there, as a client
-// elsewhere would (no curl needed). Otherwise it skips.
+// test binary with racerURL and racerBody set: it stores the body there, as
+// a client elsewhere would (no curl needed). Otherwise it skips.
 func TestRacerPut(t *testing.T) {
 	url := os.Getenv(racerURL)
 	if url == "" {
 		t.Skip("the racing writer of TestObjectsCommands, run by it")
 	}
-	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader("racer"))
+	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader(os.Getenv(racerBody)))
 	if err != nil {
 		t.Fatal(err)
 	}

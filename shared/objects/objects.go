@@ -80,6 +80,9 @@ var (
 	ErrBlobNotFound = errors.New("objects: blob not found")
 	// ErrBlobExists: a blob key was written twice (If-None-Match failed).
 	ErrBlobExists = errors.New("objects: blob exists")
+	// ErrMultipartGone: the bucket has no open multipart upload by that
+	// id: it was completed already, or aborted.
+	ErrMultipartGone = errors.New("objects: multipart upload not open")
 	// ErrDangling: a live reference names a payload that is missing. The
 	// write order makes this impossible; seeing it means a bug or a
 	// payload removed by hand.

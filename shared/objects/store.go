@@ -186,28 +186,66 @@ type PutOptions struct {
 	NoCompress bool
 }
 
-// staged is a payload written ahead of its commit.
-type staged struct{ rec Record }
+// staged is a payload written ahead of its commit; keep is the write's
+// KeepInTable (a document in S3 is not the same as one asked to be kept
+// in the table).
+type staged struct {
+	rec  Record
+	keep bool
+}
+
+// Written is what a write did: the version that holds the document
+// (without its payload), and whether this write left the object as it was.
+type Written struct {
+	Record
+	// Unchanged: the latest version already held the document (the same
+	// SHA-256, size and content type), so nothing was staged or committed
+	// and Record is that version. This is what a retry gets when its first
+	// attempt committed but the answer was lost.
+	Unchanged bool
+}
 
 // Put stores body as the key's new version and returns its record (without
-// the payload). The payload (blob or chunks) is written first, under a key
+// the payload); it is Write without saying whether anything was written.
+func (s *Store) Put(ctx context.Context, key string, body []byte, o PutOptions) (Record, error) {
+	w, err := s.Write(ctx, key, body, o)
+	return w.Record, err
+}
+
+// Write stores body as the key's new version, unless the latest version
+// already holds it.
+//
+// The latest version (v0) is read first. If it is live and has body's
+// SHA-256, size and content type (and, with KeepInTable, is kept in the
+// table), the write is idempotent: nothing is staged or committed and the
+// answer is that version, Unchanged, provided If-Match allows it: no
+// If-Match, If-Match 0 (a retried create), If-Match n with the latest at n
+// (a no-op change) or at n+1 (a retried change whose first attempt
+// committed: version n+1 is always written on base n). Otherwise a stale
+// If-Match is a *ConflictError, before anything is written; a tombstone is
+// never the same document, so writing over a deleted object makes a new
+// version.
+//
+// A new version's payload (blob or chunks) is written first, under a key
 // no other write uses; then v0 and vN commit in one transaction
 // conditioned on the version the write is based on. If the commit
 // certainly failed, the payload is deleted; if its outcome is unknown (a
 // timeout, a crash), the payload stays for the sweeper, which deletes it
 // only if no reference names it. Either way no reference points to a
-// missing payload. After the commit, history beyond MaxVersions is pruned.
-func (s *Store) Put(ctx context.Context, key string, body []byte, o PutOptions) (Record, error) {
+// missing payload. A commit that loses a race to a write of the same
+// document answers as that write's retry would (Unchanged). After the
+// commit, history beyond MaxVersions is pruned.
+func (s *Store) Write(ctx context.Context, key string, body []byte, o PutOptions) (Written, error) {
 	s.defaults()
 	if err := ValidateKey(key); err != nil {
-		return Record{}, err
+		return Written{}, err
 	}
 	ct, err := NormalizeContentType(o.ContentType)
 	if err != nil {
-		return Record{}, err
+		return Written{}, err
 	}
 	if o.IfMatch != nil && (*o.IfMatch < 0 || *o.IfMatch > MaxVersion) {
-		return Record{}, invalid(ReasonBadVersion, "If-Match %d is not a version (0 to %d)", *o.IfMatch, int64(MaxVersion))
+		return Written{}, invalid(ReasonBadVersion, "If-Match %d is not a version (0 to %d)", *o.IfMatch, int64(MaxVersion))
 	}
 	var gz []byte
 	var compress func() int
@@ -217,22 +255,30 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, o PutOptions) 
 	keep := o.KeepInTable || s.Blobs == nil
 	pl, err := s.Policy.Place(len(body), compress, PlaceOptions{Key: key, ContentType: ct, KeepInTable: keep})
 	if err != nil {
-		return Record{}, err
+		return Written{}, err
 	}
 	if pl.Kind == Chunked && s.Chunks == nil {
-		return Record{}, invalid(ReasonTooLargeForTable, "the document is %d bytes; documents over %d bytes need the bucket", len(body), s.Policy.withDefaults().InlineMax)
+		return Written{}, invalid(ReasonTooLargeForTable, "the document is %d bytes; documents over %d bytes need the bucket", len(body), s.Policy.withDefaults().InlineMax)
 	}
 
-	base, err := s.base(ctx, key, o.IfMatch)
+	doc := document{sum: SumOf(body), size: int64(len(body)), contentType: ct, keep: o.KeepInTable}
+	cur, ok, err := s.Items.Item(ctx, key, 0)
 	if err != nil {
-		return Record{}, err
+		return Written{}, fmt.Errorf("objects: put %s: read latest: %w", key, err)
+	}
+	if doc.heldBy(cur, ok, o.IfMatch) {
+		return Written{Record: cur.Meta(), Unchanged: true}, nil
+	}
+	base, err := baseOf(key, cur, ok, o.IfMatch)
+	if err != nil {
+		return Written{}, err
 	}
 	writeID := s.NewID()
 	if err := validWriteID(writeID); err != nil {
-		return Record{}, err
+		return Written{}, err
 	}
 	rec := Record{
-		Key: key, Kind: pl.Kind, Size: int64(len(body)), SHA256: SumOf(body),
+		Key: key, Kind: pl.Kind, Size: doc.size, SHA256: doc.sum,
 		ContentType: ct, Codec: pl.Codec, WriteID: writeID, CreatedAt: s.stamp(),
 	}
 	stored := body
@@ -241,34 +287,55 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, o PutOptions) 
 	}
 	st, err := s.stage(ctx, rec, stored, pl)
 	if err != nil {
-		return Record{}, err
+		return Written{}, err
 	}
+	st.keep = o.KeepInTable
 	return s.commit(ctx, st, base, o.IfMatch)
 }
 
-// base is the state of v0 the write is conditioned on. If-Match n > 0
-// names it outright (the commit's condition checks it, so a stale writer
-// only costs a payload it then deletes); otherwise v0 is read, and checked
-// against If-Match 0 before anything is written.
-func (s *Store) base(ctx context.Context, key string, ifMatch *int64) (Base, error) {
-	if ifMatch != nil && *ifMatch > 0 {
-		return Base{Version: *ifMatch}, nil
+// document is what makes two versions the same for a write: the bytes
+// (SHA-256 and size) and the content type. keep is the write's
+// KeepInTable: a document in S3 does not satisfy it.
+type document struct {
+	sum         Sum
+	size        int64
+	contentType string
+	keep        bool
+}
+
+// heldBy reports whether cur, the latest version (ok: there is one), is a
+// live version holding the document that a write with ifMatch may answer
+// with instead of writing: without If-Match or with If-Match 0 any such
+// version; with If-Match n version n (nothing to change) or n+1 (written
+// on base n: a retry whose first attempt committed).
+func (d document) heldBy(cur Record, ok bool, ifMatch *int64) bool {
+	if !ok || cur.Deleted || cur.SHA256 != d.sum || cur.Size != d.size || cur.ContentType != d.contentType {
+		return false
 	}
-	cur, ok, err := s.Items.Item(ctx, key, 0)
-	if err != nil {
-		return Base{}, fmt.Errorf("objects: put %s: read latest: %w", key, err)
+	if d.keep && cur.Kind == InS3 {
+		return false
 	}
+	return ifMatch == nil || *ifMatch == 0 || cur.Version == *ifMatch || cur.Version == *ifMatch+1
+}
+
+// baseOf is the state of v0 a write with ifMatch is conditioned on, given
+// v0 as read (cur; ok: it exists). A stale If-Match is refused here, before
+// anything is written: 0 means "only if there is no live object" (a
+// tombstone counts as none), n "only if the latest live version is n". The
+// commit's condition checks the base again.
+func baseOf(key string, cur Record, ok bool, ifMatch *int64) (Base, error) {
 	b := Base{}
 	if ok {
 		b = Base{Version: cur.Version, Deleted: cur.Deleted}
 	}
-	if ifMatch == nil {
+	live := ok && !cur.Deleted
+	switch {
+	case ifMatch == nil,
+		*ifMatch == 0 && !live,
+		*ifMatch > 0 && live && cur.Version == *ifMatch:
 		return b, nil
 	}
-	if ok && !cur.Deleted { // If-Match 0: only if there is no live object
-		return Base{}, &ConflictError{Key: key, Expected: 0, Current: b.Version, Deleted: b.Deleted}
-	}
-	return b, nil
+	return Base{}, &ConflictError{Key: key, Expected: *ifMatch, Current: b.Version, Deleted: b.Deleted}
 }
 
 // stage writes the payload ahead of the commit and completes the record.

@@ -33,7 +33,9 @@ type Transfers interface {
 	CreateMultipart(ctx context.Context, blobKey, contentType string, sum Sum) (multipartID string, err error)
 	PresignPart(ctx context.Context, blobKey, multipartID string, part int32, size int64, expires time.Time) (SignedRequest, error)
 	// CompleteMultipart assembles the parts; a part list the bucket
-	// refuses is an *InvalidError with ReasonBadParts.
+	// refuses is an *InvalidError with ReasonBadParts. A multipart upload
+	// that is not open (completed already, or aborted) also wraps
+	// ErrMultipartGone; an object already at blobKey wraps ErrBlobExists.
 	CompleteMultipart(ctx context.Context, blobKey, multipartID string, parts []Part) error
 	AbortMultipart(ctx context.Context, blobKey, multipartID string) error
 }
@@ -166,7 +168,7 @@ func (u *Uploader) Begin(ctx context.Context, key string, r UploadRequest) (Gran
 		if *r.IfMatch < 0 || *r.IfMatch > MaxVersion {
 			return Grant{}, invalid(ReasonBadVersion, "ifMatch %d is not a version (0 to %d)", *r.IfMatch, int64(MaxVersion))
 		}
-		if err := u.checkBase(ctx, key, *r.IfMatch); err != nil {
+		if err := u.checkBase(ctx, key, r, ct); err != nil {
 			return Grant{}, err
 		}
 	}
@@ -210,22 +212,20 @@ func (u *Uploader) Begin(ctx context.Context, key string, r UploadRequest) (Gran
 	return g, nil
 }
 
-// checkBase refuses an upload based on a version that is not the latest.
-func (u *Uploader) checkBase(ctx context.Context, key string, ifMatch int64) error {
+// checkBase refuses an upload based on a version that is not the latest,
+// as Store.Write would: an upload of the document the latest version
+// already holds passes (it will commit Unchanged), so a retried upload
+// whose first attempt committed is not refused.
+func (u *Uploader) checkBase(ctx context.Context, key string, r UploadRequest, ct string) error {
 	cur, ok, err := u.Store.Items.Item(ctx, key, 0)
 	if err != nil {
 		return fmt.Errorf("objects: upload %s: read latest: %w", key, err)
 	}
-	live := ok && !cur.Deleted
-	switch {
-	case ifMatch == 0 && !live, live && cur.Version == ifMatch:
+	if (document{sum: r.SHA256, size: r.Size, contentType: ct}).heldBy(cur, ok, r.IfMatch) {
 		return nil
 	}
-	ce := &ConflictError{Key: key, Expected: ifMatch}
-	if ok {
-		ce.Current, ce.Deleted = cur.Version, cur.Deleted
-	}
-	return ce
+	_, err = baseOf(key, cur, ok, r.IfMatch)
+	return err
 }
 
 func (u *Uploader) abort(ctx context.Context, up Upload) {
@@ -261,6 +261,11 @@ func (u *Uploader) Status(ctx context.Context, key, id string) (Upload, error) {
 
 // Complete assembles a multipart upload from its parts. The finalizer
 // commits it when the bucket reports the object.
+//
+// Completing twice is answered with the upload as it is: a committed
+// upload with its outcome, and a pending one whose parts an earlier call
+// already assembled (the bucket has the object, and no open multipart
+// upload) as pending. A failed or expired upload is ReasonUploadClosed.
 func (u *Uploader) Complete(ctx context.Context, key, id string, parts []Part) (Upload, error) {
 	up, err := u.Status(ctx, key, id)
 	if err != nil {
@@ -269,6 +274,8 @@ func (u *Uploader) Complete(ctx context.Context, key, id string, parts []Part) (
 	switch {
 	case up.MultipartID == "":
 		return Upload{}, invalid(ReasonBadParts, "upload %s is a single PUT: there is nothing to complete", id)
+	case up.State == UploadCommitted:
+		return up, nil
 	case up.State != UploadPending:
 		return Upload{}, invalid(ReasonUploadClosed, "upload %s is %s", id, up.State)
 	case u.Now().After(up.Deadline):
@@ -281,10 +288,46 @@ func (u *Uploader) Complete(ctx context.Context, key, id string, parts []Part) (
 			return Upload{}, invalid(ReasonBadParts, "part %d: want partNumber %d and its etag", i+1, i+1)
 		}
 	}
-	if err := u.Bucket.CompleteMultipart(ctx, up.BlobKey, up.MultipartID, parts); err != nil {
+	err = u.Bucket.CompleteMultipart(ctx, up.BlobKey, up.MultipartID, parts)
+	if errors.Is(err, ErrMultipartGone) || errors.Is(err, ErrBlobExists) {
+		if done, ok, aerr := u.assembled(ctx, up); aerr != nil {
+			return Upload{}, fmt.Errorf("objects: complete upload %s of %s: %w (then: %w)", id, key, err, aerr)
+		} else if ok {
+			return done, nil
+		}
+	}
+	if err != nil {
 		return Upload{}, fmt.Errorf("objects: complete upload %s of %s: %w", id, key, err)
 	}
 	return up, nil
+}
+
+// assembled tells, after the bucket refused to complete up's multipart
+// upload because it is no longer open, whether an earlier Complete
+// assembled it: the upload is settled as committed by now, or the bucket
+// holds its object. It returns the upload as it is then.
+func (u *Uploader) assembled(ctx context.Context, up Upload) (Upload, bool, error) {
+	now, err := u.Status(ctx, up.Key, up.ID)
+	if err != nil {
+		return Upload{}, false, err
+	}
+	if now.State == UploadCommitted {
+		return now, true, nil
+	}
+	if now.State != UploadPending {
+		return Upload{}, false, nil
+	}
+	rc, err := u.Store.Blobs.GetBlob(ctx, BlobRef{Key: up.BlobKey, Size: up.Size, SHA256: up.SHA256})
+	switch {
+	case err == nil:
+		rc.Close() // only whether it is there: the finalizer verifies it
+		return now, true, nil
+	case errors.Is(err, ErrChecksum): // there, but not what was declared: the finalizer fails it
+		return now, true, nil
+	case errors.Is(err, ErrBlobNotFound):
+		return Upload{}, false, nil
+	}
+	return Upload{}, false, err
 }
 
 // Uploaded is an object the bucket reports as created.
@@ -348,12 +391,12 @@ func (u *Uploader) Finalize(ctx context.Context, o Uploaded) (Upload, error) {
 	// CommitBlob reads the whole object before it commits: the commit may
 	// come up to the finalizer's timeout after the deadline, which the
 	// sweeper's grace for uploads/ covers (see Upload.Deadline).
-	rec, err := u.Store.CommitBlob(ctx, up.Key, ref, CommitBlobOptions{IfMatch: up.IfMatch, ContentType: up.ContentType, WriteID: up.ID})
+	w, err := u.Store.CommitBlob(ctx, up.Key, ref, CommitBlobOptions{IfMatch: up.IfMatch, ContentType: up.ContentType, WriteID: up.ID})
 	var ce *ConflictError
 	var ie *InvalidError
 	switch {
 	case err == nil:
-		up.State, up.Version = UploadCommitted, rec.Version
+		up.State, up.Version, up.Unchanged = UploadCommitted, w.Version, w.Unchanged
 		return u.settle(ctx, up)
 	case errors.As(err, &ce):
 		up.State, up.Reason, up.Current = UploadFailed, UploadFailedConflict, ce.Current

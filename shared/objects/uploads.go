@@ -81,6 +81,9 @@ type Upload struct {
 	Reason  string // Failed: why (UploadFailed…)
 	Detail  string // Failed: a message for the client
 	Current int64  // Failed with a conflict: the object's version then
+	// Unchanged (Committed): the latest version already held the document,
+	// so the upload wrote nothing and Version is that version.
+	Unchanged bool
 
 	CreatedAt time.Time
 	// Deadline is when the upload must be finished: the presigned
@@ -135,44 +138,56 @@ type CommitBlobOptions struct {
 // CommitBlob commits an already-stored blob as the key's new version: the
 // document is the blob's bytes, as they are (identity codec, kind s3). The
 // blob is first read whole and verified against ref's size and SHA-256;
-// then v0 and vN commit as in Put. From the call on the blob is the
-// store's: when it does not verify, or the commit certainly failed (a
-// conflict), it is deleted, as Put deletes its own staged blob.
+// then v0 and vN commit as in Write. From the call on the blob is the
+// store's: when it does not verify, the commit certainly failed (a
+// conflict), or it is not needed (Unchanged), it is deleted, as Write
+// deletes its own staged blob.
 //
 // It is idempotent by WriteID: if a version with that write id exists, it
 // is returned and nothing is written, so a finalizer retried after a crash
 // never commits the same blob twice (which would let one version's reap
-// delete another's payload).
-func (s *Store) CommitBlob(ctx context.Context, key string, ref BlobRef, o CommitBlobOptions) (Record, error) {
+// delete another's payload). And it is idempotent by content as Write is:
+// when the latest version already holds the document (ref's SHA-256 and
+// size, the content type) and If-Match allows it, that version is the
+// answer, Unchanged, and the blob is deleted without being read.
+func (s *Store) CommitBlob(ctx context.Context, key string, ref BlobRef, o CommitBlobOptions) (Written, error) {
 	s.defaults()
 	if err := ValidateKey(key); err != nil {
-		return Record{}, err
+		return Written{}, err
 	}
 	ct, err := NormalizeContentType(o.ContentType)
 	if err != nil {
-		return Record{}, err
+		return Written{}, err
 	}
 	if err := validWriteID(o.WriteID); err != nil {
-		return Record{}, err
+		return Written{}, err
 	}
 	if o.IfMatch != nil && (*o.IfMatch < 0 || *o.IfMatch > MaxVersion) {
-		return Record{}, invalid(ReasonBadVersion, "If-Match %d is not a version (0 to %d)", *o.IfMatch, int64(MaxVersion))
+		return Written{}, invalid(ReasonBadVersion, "If-Match %d is not a version (0 to %d)", *o.IfMatch, int64(MaxVersion))
 	}
 	if s.Blobs == nil {
-		return Record{}, errors.New("objects: commit blob: no blob store")
+		return Written{}, errors.New("objects: commit blob: no blob store")
 	}
 	if ref.Size > s.Policy.withDefaults().MaxSize {
 		s.discard(ctx, staged{rec: Record{Key: key, Kind: InS3, Blob: &ref}})
-		return Record{}, invalid(ReasonTooLarge, "the document is %d bytes, the limit is %d", ref.Size, s.Policy.withDefaults().MaxSize)
+		return Written{}, invalid(ReasonTooLarge, "the document is %d bytes, the limit is %d", ref.Size, s.Policy.withDefaults().MaxSize)
 	}
 	if rec, ok, err := s.FindWrite(ctx, key, o.WriteID); err != nil || ok {
-		return rec, err
+		return Written{Record: rec}, err
+	}
+	cur, ok, err := s.Items.Item(ctx, key, 0)
+	if err != nil {
+		return Written{}, fmt.Errorf("objects: commit blob %s for %s: read latest: %w", ref.Key, key, err)
+	}
+	if (document{sum: ref.SHA256, size: ref.Size, contentType: ct}).heldBy(cur, ok, o.IfMatch) {
+		s.discard(ctx, staged{rec: Record{Key: key, Kind: InS3, Blob: &ref}})
+		return Written{Record: cur.Meta(), Unchanged: true}, nil
 	}
 	if err := s.verifyBlob(ctx, ref); err != nil {
 		if errors.Is(err, ErrChecksum) {
 			s.discard(ctx, staged{rec: Record{Key: key, Kind: InS3, Blob: &ref}})
 		}
-		return Record{}, fmt.Errorf("objects: commit blob %s for %s: %w", ref.Key, key, err)
+		return Written{}, fmt.Errorf("objects: commit blob %s for %s: %w", ref.Key, key, err)
 	}
 	ref.Codec = Identity
 	if ref.ContentType == "" {
@@ -182,10 +197,10 @@ func (s *Store) CommitBlob(ctx context.Context, key string, ref BlobRef, o Commi
 		Key: key, Kind: InS3, Size: ref.Size, SHA256: ref.SHA256, ContentType: ct, Codec: Identity,
 		Blob: &ref, WriteID: o.WriteID, CreatedAt: s.stamp(),
 	}
-	base, err := s.base(ctx, key, o.IfMatch)
+	base, err := baseOf(key, cur, ok, o.IfMatch)
 	if err != nil {
 		s.discard(ctx, staged{rec: rec})
-		return Record{}, err
+		return Written{}, err
 	}
 	return s.commit(ctx, staged{rec: rec}, base, o.IfMatch)
 }
@@ -210,21 +225,30 @@ func (s *Store) verifyBlob(ctx context.Context, ref BlobRef) error {
 // commit commits a staged payload as the key's next version on top of
 // base (an unconditional write moves on top of the winner of a race, up to
 // MaxAttempts), deletes the payload when the commit certainly failed, and
-// prunes history after a success.
-func (s *Store) commit(ctx context.Context, st staged, base Base, ifMatch *int64) (Record, error) {
+// prunes history after a success. A conflict whose winner wrote the same
+// document, as the write's If-Match allows (see document.heldBy), is
+// answered with the winner's version, Unchanged: the race's outcome is
+// the one this write asked for.
+func (s *Store) commit(ctx context.Context, st staged, base Base, ifMatch *int64) (Written, error) {
 	key := st.rec.Key
 	var err error
 	for attempt := 1; ; attempt++ {
 		st.rec.Version = base.Version + 1
 		if st.rec.Version > MaxVersion {
 			s.discard(ctx, st)
-			return Record{}, fmt.Errorf("objects: commit %s: version %d is past the last one", key, st.rec.Version)
+			return Written{}, fmt.Errorf("objects: commit %s: version %d is past the last one", key, st.rec.Version)
 		}
 		err = s.Items.Commit(ctx, Commit{Base: base, Record: st.rec})
 		if err == nil {
 			break
 		}
 		var ce *ConflictError
+		if errors.As(err, &ce) {
+			if w, ok := s.heldAfterConflict(ctx, st, ifMatch); ok {
+				s.discard(ctx, st)
+				return w, nil
+			}
+		}
 		if ifMatch == nil && errors.As(err, &ce) && attempt < s.MaxAttempts {
 			base = Base{Version: ce.Current, Deleted: ce.Deleted}
 			continue
@@ -239,12 +263,28 @@ func (s *Store) commit(ctx context.Context, st staged, base Base, ifMatch *int64
 			if ifMatch != nil {
 				ce.Expected = *ifMatch
 			}
-			return Record{}, ce
+			return Written{}, ce
 		}
-		return Record{}, fmt.Errorf("objects: commit %s version %d: %w", key, st.rec.Version, err)
+		return Written{}, fmt.Errorf("objects: commit %s version %d: %w", key, st.rec.Version, err)
 	}
 	s.prune(ctx, key, st.rec.Version)
-	return st.rec.Meta(), nil
+	return Written{Record: st.rec.Meta()}, nil
+}
+
+// heldAfterConflict reads v0 after a lost race and reports whether the
+// winner holds the staged document (as the write's If-Match allows). A
+// failed read is no answer: the conflict stands.
+func (s *Store) heldAfterConflict(ctx context.Context, st staged, ifMatch *int64) (Written, bool) {
+	cur, ok, err := s.Items.Item(ctx, st.rec.Key, 0)
+	if err != nil {
+		s.Log.WarnContext(ctx, "latest not read after a conflict", "key", st.rec.Key, "err", err)
+		return Written{}, false
+	}
+	d := document{sum: st.rec.SHA256, size: st.rec.Size, contentType: st.rec.ContentType, keep: st.keep}
+	if !d.heldBy(cur, ok, ifMatch) {
+		return Written{}, false
+	}
+	return Written{Record: cur.Meta(), Unchanged: true}, true
 }
 
 // FindWrite returns the live version of key that writeID wrote, if any.

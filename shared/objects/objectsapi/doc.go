@@ -35,6 +35,33 @@
 // API Gateway base64-encodes binary bodies, a third more) get 413 too-large:
 // use an upload.
 //
+// # Retries: a PUT is idempotent
+//
+// A PUT whose body has the latest version's SHA-256, size and
+// Content-Type writes nothing: no payload, no version. It answers 200 with
+// that version (ETag, and the JSON above with "unchanged":true) and the
+// header X-Object-Unchanged: true. So a PUT whose answer was lost (a
+// timeout, a dropped connection) may be sent again exactly as it was, and
+// it never makes a second version:
+//
+//   - no precondition: 200 unchanged, the latest version;
+//   - If-Match: n, with the latest at n (nothing to change) or at n+1 (the
+//     first attempt committed n+1, which is always written on n): 200
+//     unchanged with that version; the latest at n+1 with other bytes, or
+//     any other version, is 409 conflict as before;
+//   - If-None-Match: * (create only), with a live object holding the same
+//     document: 200 unchanged (a retried create), whatever its version;
+//     other bytes are 409;
+//   - a deleted object is never "the same": a PUT after a DELETE makes a
+//     new version (If-Match on the deleted version stays 409, "deleted");
+//   - with ?placement=table, a latest version in S3 is not the same: the
+//     document is written again, into the table.
+//
+// The same bytes under another Content-Type are a new version. A write
+// that loses a race to a write of the same document gets the same 200
+// unchanged answer. Unchanged PUTs are counted (WritesUnchanged), not
+// placed.
+//
 // GET answers with the document, its Content-Type, ETag, X-Object-Version,
 // X-Object-Sha256 and X-Object-Kind. A document in S3 bigger than a Lambda
 // response can carry (default 4 MiB) gets 303 See Other, Location: a
@@ -50,6 +77,13 @@
 // When the object lands in the bucket, the finalizer verifies its size and
 // SHA-256 and commits it (honouring ifMatch); GET …/uploads/{id} then says
 // {"state":"committed","version":n} or {"state":"failed","reason":…}.
+// Uploads follow the retry rules of PUT: an upload of the document the
+// latest version already holds is granted even with the ifMatch of its
+// first attempt, commits nothing (the uploaded bytes are deleted) and says
+// {"state":"committed","version":n,"unchanged":true}. POST …/complete
+// again, after the first one went through, answers with the upload as it
+// is: 200 and its outcome once committed, 202 pending while the finalizer
+// works; a failed or expired upload is 409 upload-closed.
 //
 // GET /objects lists the latest version of each live object whose key
 // starts with prefix (empty: every object), in byte order of the keys, as
@@ -84,6 +118,8 @@
 //	. .ddbpipe/local.env        # API_URL, AWS_REGION and the local key
 //	sig=(--aws-sigv4 "aws:amz:$AWS_REGION:execute-api" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY")
 //	curl "${sig[@]}" -i -X PUT --data-binary @report.pdf -H 'Content-Type: application/pdf' $API_URL/objects/docs/report.pdf
+//	curl "${sig[@]}" -i -X PUT --data-binary @report.pdf -H 'If-Match: 1' $API_URL/objects/docs/report.pdf
+//	# the same again (its answer was lost): 200, X-Object-Unchanged: true, still version 2
 //	curl "${sig[@]}" -i -X PUT --data-binary @report.pdf -H 'If-Match: 1' $API_URL/objects/docs/report.pdf
 //	curl "${sig[@]}" -L -o copy.pdf $API_URL/objects/docs/report.pdf
 //	curl "${sig[@]}" "$API_URL/objects/docs/report.pdf?version=1" -o v1.pdf

@@ -8,6 +8,12 @@ import (
 // DefaultContentType is the Content-Type of a document PUT without one.
 const DefaultContentType = "application/octet-stream"
 
+// HeaderUnchanged is set, to "true", on a PUT's 200 answer when the latest
+// version already held the document (the same SHA-256, size and content
+// type), so nothing was written: the answer names that version. A retried
+// PUT whose first attempt committed gets this answer.
+const HeaderUnchanged = "X-Object-Unchanged"
+
 // Meta is a version's metadata: the answer to PUT, and each entry of
 // VersionList.
 type Meta struct {
@@ -19,6 +25,9 @@ type Meta struct {
 	Kind        string    `json:"kind"`  // inline | compressed | chunked | s3
 	Codec       string    `json:"codec"` // identity | gzip
 	Modified    time.Time `json:"modified"`
+	// Unchanged (PUT only) mirrors HeaderUnchanged: nothing was written,
+	// the latest version already held the document.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // Listing is GET /objects?prefix=P[&delimiter=D][&limit=N][&cursor=C]:
@@ -111,10 +120,11 @@ const (
 type UploadStatus struct {
 	ID             string    `json:"uploadId"`
 	Key            string    `json:"key"`
-	State          string    `json:"state"`             // pending | committed | failed
-	Version        int64     `json:"version,omitempty"` // committed
-	Reason         string    `json:"reason,omitempty"`  // failed
-	Message        string    `json:"message,omitempty"` // failed
+	State          string    `json:"state"`               // pending | committed | failed
+	Version        int64     `json:"version,omitempty"`   // committed
+	Unchanged      bool      `json:"unchanged,omitempty"` // committed: the latest version already held the document; nothing was written
+	Reason         string    `json:"reason,omitempty"`    // failed
+	Message        string    `json:"message,omitempty"`   // failed
 	CurrentVersion *int64    `json:"currentVersion,omitempty"`
 	Size           int64     `json:"size"`
 	SHA256         string    `json:"sha256"`

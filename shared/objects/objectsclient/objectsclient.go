@@ -161,7 +161,11 @@ type PutOptions struct {
 }
 
 // Put stores body as key's new version (up to the API's body limit; use
-// Upload beyond).
+// Upload beyond). When the latest version already holds the document (the
+// same SHA-256, size and content type), the API writes nothing and the
+// answer, Unchanged, names that version: so a PUT whose answer was lost
+// may be sent again as it was, with the same If-Match, and it never makes
+// a second version nor a conflict with its own first attempt.
 func (c *Client) Put(ctx context.Context, key string, body []byte, o PutOptions) (Meta, error) {
 	u := c.path(key)
 	if o.KeepInTable {
@@ -184,7 +188,11 @@ func (c *Client) Put(ctx context.Context, key string, body []byte, o PutOptions)
 		return Meta{}, err
 	}
 	var m Meta
-	return m, decode(resp, &m)
+	if err := decode(resp, &m); err != nil {
+		return Meta{}, err
+	}
+	m.Unchanged = m.Unchanged || resp.Header.Get(objectsapi.HeaderUnchanged) == "true"
+	return m, nil
 }
 
 // Object is a document with its metadata.

@@ -56,6 +56,8 @@ var (
 //	partSize     N, parts N
 //	state        S  pending | committed | failed
 //	version      N  committed: the version
+//	unchanged    BOOL  committed: the latest version already held the document
+//	                (nothing was written; version is that version)
 //	reason       S, detail S, current N   failed: why
 //	createdAt    S, deadline S   RFC 3339
 //	expiresAt    N  epoch seconds (TTL)
@@ -99,6 +101,7 @@ type uploadItem struct {
 	Parts        int       `dynamodbav:"parts,omitempty"`
 	State        string    `dynamodbav:"state"`
 	Version      int64     `dynamodbav:"version,omitempty"`
+	Unchanged    bool      `dynamodbav:"unchanged,omitempty"`
 	Reason       string    `dynamodbav:"reason,omitempty"`
 	Detail       string    `dynamodbav:"detail,omitempty"`
 	Current      int64     `dynamodbav:"current,omitempty"`
@@ -142,7 +145,7 @@ func decodeUpload(item map[string]types.AttributeValue) (objects.Upload, error) 
 	u := objects.Upload{
 		ID: it.PK[len(UploadPartitionPrefix):], Key: it.Key, Size: it.Size, ContentType: it.ContentType, IfMatch: it.IfMatch,
 		BlobKey: it.Blob.Key, MultipartID: it.MultipartID, PartSize: it.PartSize, Parts: it.Parts,
-		State: objects.UploadState(it.State), Version: it.Version, Reason: it.Reason, Detail: it.Detail, Current: it.Current,
+		State: objects.UploadState(it.State), Version: it.Version, Unchanged: it.Unchanged, Reason: it.Reason, Detail: it.Detail, Current: it.Current,
 	}
 	var errs []error
 	var err error
@@ -247,6 +250,7 @@ func (s *Uploads) ClaimUpload(ctx context.Context, id string, now, until time.Ti
 func (s *Uploads) SettleUpload(ctx context.Context, u objects.Upload) error {
 	upd := expression.Set(expression.Name("state"), expression.Value(string(u.State))).
 		Set(expression.Name("version"), expression.Value(u.Version)).
+		Set(expression.Name("unchanged"), expression.Value(u.Unchanged)).
 		Set(expression.Name("current"), expression.Value(u.Current)).
 		Set(expression.Name("reason"), expression.Value(u.Reason)).
 		Set(expression.Name("detail"), expression.Value(u.Detail)).

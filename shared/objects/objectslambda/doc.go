@@ -14,5 +14,7 @@
 //
 // PlacedInline, PlacedCompressed, PlacedChunked, PlacedS3 (writes by
 // placement), BytesOffloaded (bytes written to S3), Conflicts,
-// ChecksumFailures, UploadsGranted, UploadsCommitted, UploadsFailed.
+// ChecksumFailures, UploadsGranted, UploadsCommitted, UploadsFailed,
+// WritesUnchanged (PUTs and uploads that found the document already the
+// latest version, and wrote nothing).
 package objectslambda

@@ -81,11 +81,11 @@ func TestTarget(t *testing.T) {
 
 // docs is a Documents fake with function fields.
 type docs struct {
-	put  func(key string, body []byte, o objects.PutOptions) (objects.Record, error)
+	put  func(key string, body []byte, o objects.PutOptions) (objects.Written, error)
 	stat func(key string, version int64) (objects.Record, error)
 }
 
-func (d docs) Put(_ context.Context, key string, body []byte, o objects.PutOptions) (objects.Record, error) {
+func (d docs) Write(_ context.Context, key string, body []byte, o objects.PutOptions) (objects.Written, error) {
 	return d.put(key, body, o)
 }
 func (d docs) Stat(_ context.Context, key string, v int64) (objects.Record, error) {
@@ -117,12 +117,12 @@ func TestHandlerAdapts(t *testing.T) {
 	var gotOpts objects.PutOptions
 	h := &HTTP{
 		Docs: docs{
-			put: func(key string, body []byte, o objects.PutOptions) (objects.Record, error) {
+			put: func(key string, body []byte, o objects.PutOptions) (objects.Written, error) {
 				gotBody, gotOpts = body, o
 				if key == "boom" {
-					return objects.Record{}, errors.New("dynamodb: secret-table-name unreachable")
+					return objects.Written{}, errors.New("dynamodb: secret-table-name unreachable")
 				}
-				return objects.Record{Key: key, Version: 4, Kind: objects.Inline, Size: int64(len(body)), SHA256: objects.SumOf(body), ContentType: o.ContentType}, nil
+				return objects.Written{Record: objects.Record{Key: key, Version: 4, Kind: objects.Inline, Size: int64(len(body)), SHA256: objects.SumOf(body), ContentType: o.ContentType}}, nil
 			},
 		},
 		Log: slog.New(slog.NewTextHandler(&logged, nil)),

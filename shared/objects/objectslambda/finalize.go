@@ -60,13 +60,17 @@ func (f *Finalize) Handle(ctx context.Context, ev events.S3Event) error {
 // outcome logs and counts a settled upload.
 func (f *Finalize) outcome(ctx context.Context, up objects.Upload) {
 	var ms []emf.Metric
-	switch up.State {
-	case objects.UploadCommitted:
+	switch {
+	case up.State == objects.UploadCommitted && up.Unchanged:
+		f.Log.InfoContext(ctx, "upload committed unchanged: the latest version holds the document", "key", up.Key, "upload", up.ID, "version", up.Version, "size", up.Size)
+		ms = append(ms, emf.Metric{Name: "UploadsCommitted", Unit: emf.Count, Value: 1},
+			emf.Metric{Name: "WritesUnchanged", Unit: emf.Count, Value: 1})
+	case up.State == objects.UploadCommitted:
 		f.Log.InfoContext(ctx, "upload committed", "key", up.Key, "upload", up.ID, "version", up.Version, "size", up.Size)
 		ms = append(ms, emf.Metric{Name: "UploadsCommitted", Unit: emf.Count, Value: 1},
 			emf.Metric{Name: "PlacedS3", Unit: emf.Count, Value: 1},
 			emf.Metric{Name: "BytesOffloaded", Unit: emf.Bytes, Value: float64(up.Size)})
-	case objects.UploadFailed:
+	case up.State == objects.UploadFailed:
 		f.Log.WarnContext(ctx, "upload failed", "key", up.Key, "upload", up.ID, "reason", up.Reason, "detail", up.Detail)
 		ms = append(ms, emf.Metric{Name: "UploadsFailed", Unit: emf.Count, Value: 1})
 		switch up.Reason {

@@ -24,7 +24,7 @@ import (
 // Documents is what the API needs from the store; *objects.Store
 // satisfies it.
 type Documents interface {
-	Put(ctx context.Context, key string, body []byte, o objects.PutOptions) (objects.Record, error)
+	Write(ctx context.Context, key string, body []byte, o objects.PutOptions) (objects.Written, error)
 	Stat(ctx context.Context, key string, version int64) (objects.Record, error)
 	Fetch(ctx context.Context, rec objects.Record, version int64) (objects.Object, error)
 	Versions(ctx context.Context, key string) ([]objects.Record, error)
@@ -251,17 +251,28 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	rec, err := h.Docs.Put(ctx, key, doc, o)
+	w, err := h.Docs.Write(ctx, key, doc, o)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	h.placed(rec)
+	if w.Unchanged {
+		// The latest version already holds this document: nothing was
+		// written (a retry whose first attempt committed, or a no-op).
+		h.emit(emf.Metric{Name: "WritesUnchanged", Unit: emf.Count, Value: 1})
+		m := meta(w.Record)
+		m.Unchanged = true
+		resp := jsonResponse(http.StatusOK, m)
+		resp.Headers["etag"] = etag(w.Version)
+		resp.Headers[strings.ToLower(objectsapi.HeaderUnchanged)] = "true"
+		return resp, nil
+	}
+	h.placed(w.Record)
 	status := http.StatusOK
-	if rec.Version == 1 || create {
+	if w.Version == 1 || create {
 		status = http.StatusCreated
 	}
-	resp := jsonResponse(status, meta(rec))
-	resp.Headers["etag"] = etag(rec.Version)
+	resp := jsonResponse(status, meta(w.Record))
+	resp.Headers["etag"] = etag(w.Version)
 	return resp, nil
 }
 
@@ -471,7 +482,11 @@ func (h *HTTP) completeUpload(ctx context.Context, req events.APIGatewayV2HTTPRe
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	resp := jsonResponse(http.StatusAccepted, status(up))
+	code := http.StatusAccepted // the finalizer commits it
+	if up.State == objects.UploadCommitted {
+		code = http.StatusOK // completed before: its outcome
+	}
+	resp := jsonResponse(code, status(up))
 	resp.Headers["location"] = uploadPath(key, id)
 	return resp, nil
 }

@@ -104,7 +104,9 @@ func (t *Transfers) PresignPart(ctx context.Context, blobKey, multipartID string
 
 // CompleteMultipart implements objects.Transfers, with If-None-Match: *
 // where the server supports it. Parts S3 does not accept (a wrong ETag, a
-// part too small) are an *objects.InvalidError with ReasonBadParts.
+// part too small) are an *objects.InvalidError with ReasonBadParts; so is
+// an upload id S3 does not know (NoSuchUpload), which also wraps
+// objects.ErrMultipartGone: it was completed already, or aborted.
 func (t *Transfers) CompleteMultipart(ctx context.Context, blobKey, multipartID string, parts []objects.Part) error {
 	done := make([]types.CompletedPart, len(parts))
 	for i, p := range parts {
@@ -127,8 +129,11 @@ func (t *Transfers) CompleteMultipart(ctx context.Context, blobKey, multipartID 
 		return nil
 	}
 	switch code := awserr.Code(err); code {
-	case "InvalidPart", "InvalidPartOrder", "EntityTooSmall", "NoSuchUpload":
+	case "InvalidPart", "InvalidPartOrder", "EntityTooSmall":
 		return &objects.InvalidError{Reason: objects.ReasonBadParts, Detail: fmt.Sprintf("S3 refused the parts (%s)", code)}
+	case "NoSuchUpload": // completed already, or aborted: the caller tells which
+		return fmt.Errorf("%w: %w", objects.ErrMultipartGone,
+			&objects.InvalidError{Reason: objects.ReasonBadParts, Detail: fmt.Sprintf("S3 refused the parts (%s)", code)})
 	}
 	return fmt.Errorf("objectss3: complete multipart upload s3://%s/%s: %w", t.store.bucket, blobKey, classify(err))
 }
