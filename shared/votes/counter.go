@@ -89,7 +89,12 @@ type Counter struct {
 	Rejects RejectStore
 	// Fence says which months take votes (the grace after a month's end).
 	Fence Fence
-	Now   func() time.Time
+	// Now is the counter's clock: castAt's checks and the fence. A
+	// rehearsal may move it (lambdafn's clock file).
+	Now func() time.Time
+	// Wall is the real clock, the one the invocation's deadline is on
+	// (time.Now by default): the deadline margin is measured with it.
+	Wall func() time.Time
 	// Parallel bounds the puts of a batch in flight at once (default 16).
 	Parallel int
 	// MaxAttempts bounds the writes of one vote that fail for another
@@ -113,6 +118,9 @@ func (c *Counter) defaults() { c.once.Do(c.setDefaults) }
 func (c *Counter) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Wall == nil {
+		c.Wall = time.Now
 	}
 	if c.Parallel <= 0 {
 		c.Parallel = 16
@@ -138,10 +146,10 @@ func (c *Counter) setDefaults() {
 func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	c.defaults()
 	now := c.Now()
-	margin := c.Margin
-	if d, ok := ctx.Deadline(); ok {
-		margin = min(margin, d.Sub(now)/4)
-	}
+	// Reads and writes end a margin before the deadline, in flight or not:
+	// the margin is for the reject store and the answer.
+	wctx, cancel := workWindow(ctx, c.Wall, c.Margin)
+	defer cancel()
 	res := Result{Rejected: map[Reason]int{}}
 	var rejects []Rejected
 	var valid []Entry
@@ -159,7 +167,7 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 		valid = append(valid, Entry{Vote: v, MessageID: m.ID})
 	}
 
-	entries, dups, pollRejects, err := c.admit(ctx, valid, bodies)
+	entries, dups, pollRejects, err := c.admit(wctx, valid, bodies)
 	if err != nil {
 		c.Log.WarnContext(ctx, "poll lookup failed; the batch's valid votes will be retried", "err", err)
 		for _, e := range valid {
@@ -169,7 +177,7 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	}
 	res.Duplicates += dups
 	rejects = append(rejects, pollRejects...)
-	rejects = append(rejects, c.write(ctx, entries, bodies, margin, &res)...)
+	rejects = append(rejects, c.write(wctx, entries, bodies, &res)...)
 
 	if len(rejects) > 0 {
 		if err := c.Rejects.Reject(ctx, rejects); err != nil {
@@ -247,13 +255,26 @@ func duplicateVoter(e Entry) *RejectError {
 	return reject(ReasonDuplicateVoter, "voter %q already voted in poll %s", e.VoterID, e.PollID)
 }
 
-// timeLeft reports whether more than margin is left before the deadline.
-func timeLeft(ctx context.Context, now func() time.Time, margin time.Duration) bool {
+// workWindow is the part of an invocation that reads and writes may take:
+// ctx, ended margin before its deadline, where margin is at most a quarter
+// of the time left by the wall clock (the deadline's own clock).
+func workWindow(ctx context.Context, wall func() time.Time, margin time.Duration) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	margin = min(margin, d.Sub(wall())/4)
+	return context.WithDeadline(ctx, d.Add(-margin))
+}
+
+// timeLeft reports whether the work window (workWindow) is still open by
+// the wall clock.
+func timeLeft(ctx context.Context, wall func() time.Time) bool {
 	if ctx.Err() != nil {
 		return false
 	}
 	d, ok := ctx.Deadline()
-	return !ok || d.Sub(now()) > margin
+	return !ok || d.After(wall())
 }
 
 // outcome is what writing one entry came to.
@@ -267,7 +288,7 @@ const (
 )
 
 // write puts the entries into the ledger, at most Parallel at once.
-func (c *Counter) write(ctx context.Context, entries []Entry, bodies map[string][]byte, margin time.Duration, res *Result) (rejects []Rejected) {
+func (c *Counter) write(ctx context.Context, entries []Entry, bodies map[string][]byte, res *Result) (rejects []Rejected) {
 	var mu sync.Mutex
 	work := make(chan Entry)
 	var wg sync.WaitGroup
@@ -275,7 +296,7 @@ func (c *Counter) write(ctx context.Context, entries []Entry, bodies map[string]
 		wg.Go(func() {
 			for e := range work {
 				var st putStats
-				o, rej := c.put(ctx, e, margin, &st)
+				o, rej := c.put(ctx, e, &st)
 				mu.Lock()
 				res.Puts += st.puts
 				res.Retries += st.retries
@@ -312,7 +333,7 @@ type putStats struct {
 // poll, then the ledger item. Throttling is retried until the deadline
 // margin (given back, the message would wait out the queue's visibility
 // timeout), anything else MaxAttempts times.
-func (c *Counter) put(ctx context.Context, e Entry, margin time.Duration, st *putStats) (outcome, error) {
+func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, error) {
 	steps := []func(context.Context, Entry) error{c.Store.PutVote}
 	if e.OneVotePerVoter {
 		steps = []func(context.Context, Entry) error{c.Store.ClaimVoter, c.Store.PutVote}
@@ -320,7 +341,7 @@ func (c *Counter) put(ctx context.Context, e Entry, margin time.Duration, st *pu
 	for i, step := range steps {
 		claim := e.OneVotePerVoter && i == 0
 		for attempt := 1; ; attempt++ {
-			if !timeLeft(ctx, c.Now, margin) {
+			if !timeLeft(ctx, c.Wall) {
 				st.deadline = true
 				return failed, nil
 			}

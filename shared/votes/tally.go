@@ -91,7 +91,10 @@ type TallyResult struct {
 type Tally struct {
 	Store TallyStore
 	Pick  ShardPicker
-	Now   func() time.Time
+	// Now is the tally's clock (lags); Wall the real one, which the
+	// invocation's deadline is on (both time.Now by default).
+	Now  func() time.Time
+	Wall func() time.Time
 	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s).
 	Backoff func(attempt int) time.Duration
 	// MaxAttempts bounds retries of errors other than throttling and a
@@ -115,6 +118,9 @@ func (t *Tally) defaults() {
 		}
 		if t.Now == nil {
 			t.Now = time.Now
+		}
+		if t.Wall == nil {
+			t.Wall = time.Now
 		}
 		if t.Backoff == nil {
 			t.Backoff = retry.Backoff{Base: 20 * time.Millisecond, Max: time.Second}.Delay
@@ -150,14 +156,12 @@ func (t *Tally) Count(ctx context.Context, s StreamShard, recs []LedgerRecord) T
 	if len(recs) == 0 {
 		return res
 	}
-	margin := t.Margin
-	if d, ok := ctx.Deadline(); ok {
-		margin = min(margin, d.Sub(t.Now())/4)
-	}
+	ctx, cancel := workWindow(ctx, t.Wall, t.Margin)
+	defer cancel()
 	var ckpt string
 	readCheckpoint := true
 	for attempt := 1; ; attempt++ {
-		if !timeLeft(ctx, t.Now, margin) {
+		if !timeLeft(ctx, t.Wall) {
 			res.Deadline = true
 			res.RetryFrom = firstAfter(recs, ckpt)
 			return res
@@ -175,7 +179,7 @@ func (t *Tally) Count(ctx context.Context, s StreamShard, recs []LedgerRecord) T
 			if len(pending) == 0 {
 				return res
 			}
-			err = t.countFrom(ctx, s, &ckpt, pending, margin, &res)
+			err = t.countFrom(ctx, s, &ckpt, pending, &res)
 		}
 		if err == nil {
 			return res
@@ -202,13 +206,13 @@ func (t *Tally) Count(ctx context.Context, s StreamShard, recs []LedgerRecord) T
 
 // countFrom commits pending in parts, each moving the checkpoint (*ckpt)
 // on; it stops at the first part that fails.
-func (t *Tally) countFrom(ctx context.Context, s StreamShard, ckpt *string, pending []LedgerRecord, margin time.Duration, res *TallyResult) error {
+func (t *Tally) countFrom(ctx context.Context, s StreamShard, ckpt *string, pending []LedgerRecord, res *TallyResult) error {
 	shards, err := t.pollShards(ctx, pending)
 	if err != nil {
 		return err
 	}
 	for _, part := range Split(pending, MaxTransactionActions-1) {
-		if !timeLeft(ctx, t.Now, margin) {
+		if !timeLeft(ctx, t.Wall) {
 			return context.DeadlineExceeded
 		}
 		c := t.fold(part, shards)

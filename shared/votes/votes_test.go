@@ -465,11 +465,14 @@ func TestCountStopsBeforeTheDeadline(t *testing.T) {
 	store := newMem(Poll{ID: "p", Options: []string{"a"}, Shards: 1})
 	c := newCounter(store, &memRejects{})
 	c.Parallel = 1 // one put at a time, so the count of puts is exact
-	// Each put takes a minute of the counter's clock; the invocation has ten.
-	// The context's deadline is on the real clock, so the counter's starts
-	// at the real now.
+	// Each put takes a minute of the wall clock; the invocation has ten.
+	// The context's deadline is on the real clock, so the wall clock starts
+	// at the real now. The counter's own clock (Now) is a month earlier:
+	// the deadline does not follow it.
 	start := time.Now().UTC().Truncate(time.Second)
-	c.Now = func() time.Time {
+	earlier := start.AddDate(0, -1, 0)
+	c.Now = func() time.Time { return earlier }
+	c.Wall = func() time.Time {
 		store.mu.Lock()
 		defer store.mu.Unlock()
 		return start.Add(time.Duration(store.puts) * time.Minute)
@@ -478,9 +481,9 @@ func TestCountStopsBeforeTheDeadline(t *testing.T) {
 	defer cancel()
 	var msgs []Message
 	for i := 0; i < 200; i++ {
-		msgs = append(msgs, msg(fmt.Sprint("m", i), voteAt(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i), start.Format(time.RFC3339))))
+		msgs = append(msgs, msg(fmt.Sprint("m", i), voteAt(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i), earlier.Format(time.RFC3339))))
 	}
-	store.months[MonthOf(start)] = true
+	store.months[MonthOf(earlier)] = true
 	res := c.Count(ctx, msgs)
 	if !res.Deadline || res.Accepted != 10 || len(res.Failed) != 190 {
 		t.Fatalf("deadline %v, accepted %d, failed %d: want a stop after 10 puts with every other vote returned", res.Deadline, res.Accepted, len(res.Failed))
