@@ -41,28 +41,42 @@ func newClient(t *testing.T, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 // test ends.
 func newTable(t *testing.T, db *dynamodb.Client) string {
 	t.Helper()
+	return createTable(t, db, nil)
+}
+
+// newIndexedTable is a new objects table with the listing index, as
+// template.yaml declares it (tests/ holds the two equal).
+func newIndexedTable(t *testing.T, db *dynamodb.Client) string {
+	t.Helper()
+	return createTable(t, db, []types.GlobalSecondaryIndex{{
+		IndexName: aws.String(IndexName),
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrListShard), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeRange},
+		},
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: IndexProjection},
+	}})
+}
+
+func createTable(t *testing.T, db *dynamodb.Client, gsis []types.GlobalSecondaryIndex) string {
+	t.Helper()
 	name := fmt.Sprintf("objects-%d-%d", time.Now().UnixNano()%1e7, seq.Add(1))
 	ctx := context.Background()
+	defs := []types.AttributeDefinition{
+		{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+		{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
+	}
+	if len(gsis) > 0 {
+		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(attrListShard), AttributeType: types.ScalarAttributeTypeN})
+	}
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrListShard), AttributeType: types.ScalarAttributeTypeN},
-		},
+		AttributeDefinitions: defs,
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
 		},
-		// The listing index, as template.yaml declares it (tests/ holds the two equal).
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(IndexName),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrListShard), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String("pk"), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: IndexProjection},
-		}},
+		GlobalSecondaryIndexes: gsis,
 	})
 	if err != nil {
 		t.Fatalf("CreateTable: %v", err)

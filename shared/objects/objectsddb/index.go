@@ -69,9 +69,12 @@ func NewIndex(db QueryAPI, table string) *Index { return &Index{db: db, table: t
 // consistent (a GSI has no other kind): a listing may miss a write of the
 // last moments, as S3's listings once did.
 func (ix *Index) Range(ctx context.Context, shard int, from objects.Bound, to string, limit int) ([]objects.Entry, bool, error) {
-	names := map[string]string{"#s": attrListShard, "#k": attrPK}
+	names := map[string]string{"#s": attrListShard}
 	vals := map[string]types.AttributeValue{":s": num(int64(shard))}
 	cond := "#s = :s"
+	if to != "" || from.Key != "" {
+		names["#k"] = attrPK
+	}
 	switch {
 	case to != "":
 		cond += " AND #k BETWEEN :from AND :to"

@@ -16,7 +16,8 @@ import (
 // version replaces it, a tombstone takes it out, history never enters. A
 // listing over it answers as S3 would, through DynamoDB Local's own Query.
 func TestIndexListsLatestLiveVersions(t *testing.T) {
-	s, db := newStore(t)
+	db := newClient(t)
+	s := New(db, newIndexedTable(t, db))
 	s.IndexShards = 4
 	ctx := context.Background()
 	commit := func(key string, version int64, body string) {
