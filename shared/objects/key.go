@@ -60,10 +60,8 @@ func ValidateKey(key string) error {
 	case key[0] == '/':
 		return invalid(ReasonKeyLeadingSlash, "the key starts with '/'")
 	}
-	for i, r := range key {
-		if !keyRune(r) {
-			return invalid(ReasonKeyBadChar, "the key holds %U %s at byte %d; keys hold letters, digits, '/' and %s", r, quoteRune(r), i, keyPunct)
-		}
+	if err := keyRunes(ReasonKeyBadChar, "key", key); err != nil {
+		return err
 	}
 	for seg := range strings.SplitSeq(key, "/") {
 		switch seg {
@@ -75,6 +73,17 @@ func ValidateKey(key string) error {
 	}
 	if suffix := reservedSuffix(key); suffix != "" {
 		return invalid(ReasonKeyReserved, "the key ends in %q, which the API reserves for its sub-resources (versions, uploads)", suffix)
+	}
+	return nil
+}
+
+// keyRunes refuses (with reason) the first character of s, the key or a
+// prefix of one (what), that no key may hold.
+func keyRunes(reason Reason, what, s string) error {
+	for i, r := range s {
+		if !keyRune(r) {
+			return invalid(reason, "the %s holds %U %s at byte %d; keys hold letters, digits, '/' and %s", what, r, quoteRune(r), i, keyPunct)
+		}
 	}
 	return nil
 }

@@ -113,12 +113,7 @@ func ValidatePrefix(p string) error {
 	case p[0] == '/':
 		return invalid(ReasonBadPrefix, "the prefix starts with '/': keys never do (list \"docs/\", not \"/docs/\")")
 	}
-	for i, r := range p {
-		if !keyRune(r) {
-			return invalid(ReasonBadPrefix, "the prefix holds %U %s at byte %d; keys hold letters, digits, '/' and %s", r, quoteRune(r), i, keyPunct)
-		}
-	}
-	return nil
+	return keyRunes(ReasonBadPrefix, "prefix", p)
 }
 
 func (o ListOptions) validate() (ListOptions, error) {

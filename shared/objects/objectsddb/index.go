@@ -3,9 +3,7 @@ package objectsddb
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -116,39 +114,16 @@ func (ix *Index) Range(ctx context.Context, shard int, from objects.Bound, to st
 	return entries, more, nil
 }
 
-// decodeEntry reads an index item.
+// decodeEntry reads an index item: every projected attribute is required.
 func decodeEntry(item map[string]types.AttributeValue) (objects.Entry, error) {
-	var e objects.Entry
-	bad := func(name string, err error) (objects.Entry, error) {
-		return objects.Entry{}, fmt.Errorf("objectsddb: index item %q: %s: %w", e.Key, name, err)
+	a := &attrs{m: item}
+	a.require(IndexProjection...)
+	e := objects.Entry{
+		Key: a.str(attrPK), Version: a.num(attrVersion), Size: a.num(attrSize), Modified: a.time(attrCreatedAt),
+		ContentType: a.str(attrContentType), SHA256: a.sum(attrSHA256),
 	}
-	s := func(name string) string {
-		v, _ := item[name].(*types.AttributeValueMemberS)
-		if v == nil {
-			return ""
-		}
-		return v.Value
-	}
-	n := func(name string) (int64, error) {
-		v, _ := item[name].(*types.AttributeValueMemberN)
-		if v == nil {
-			return 0, fmt.Errorf("missing")
-		}
-		return strconv.ParseInt(v.Value, 10, 64)
-	}
-	e.Key, e.ContentType = s(attrPK), s(attrContentType)
-	var err error
-	if e.Version, err = n(attrVersion); err != nil {
-		return bad(attrVersion, err)
-	}
-	if e.Size, err = n(attrSize); err != nil {
-		return bad(attrSize, err)
-	}
-	if e.Modified, err = time.Parse(time.RFC3339Nano, s(attrCreatedAt)); err != nil {
-		return bad(attrCreatedAt, err)
-	}
-	if e.SHA256, err = objects.ParseSum(s(attrSHA256)); err != nil {
-		return bad(attrSHA256, err)
+	if a.err != nil {
+		return objects.Entry{}, fmt.Errorf("objectsddb: index item %q: %w", e.Key, a.err)
 	}
 	return e, nil
 }

@@ -146,6 +146,28 @@ func (a *attrs) num(name string) int64 {
 	return 0
 }
 
+// time reads an RFC 3339 time, in UTC (zero when absent).
+func (a *attrs) time(name string) time.Time {
+	s := a.str(name)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		a.fail(name, "%v", err)
+	}
+	return t.UTC()
+}
+
+// require fails for each of names the item does not hold.
+func (a *attrs) require(names ...string) {
+	for _, n := range names {
+		if _, ok := a.m[n]; !ok {
+			a.fail(n, "missing")
+		}
+	}
+}
+
 func (a *attrs) sum(name string) objects.Sum {
 	h := a.str(name)
 	if h == "" {
@@ -245,13 +267,7 @@ func decode(item map[string]types.AttributeValue) (objects.Record, error) {
 		}
 		r.Blob = ref
 	}
-	if t := a.str(attrCreatedAt); t != "" {
-		at, err := time.Parse(time.RFC3339Nano, t)
-		if err != nil {
-			a.fail(attrCreatedAt, "%v", err)
-		}
-		r.CreatedAt = at.UTC()
-	}
+	r.CreatedAt = a.time(attrCreatedAt)
 	if a.err == nil && skVersion != 0 && r.Version != skVersion {
 		a.fail(attrVersion, "%d under sort key %s", r.Version, sk)
 	}

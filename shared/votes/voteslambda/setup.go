@@ -13,19 +13,33 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
+// storeVars are what every votes function reads to reach its tables: the
+// counters table, the ledger tables' prefix, and the clock.
+type storeVars struct {
+	table, prefix string
+	now           func() time.Time
+}
+
+func readStoreVars(v *lambdafn.Vars) storeVars {
+	return storeVars{table: v.String("COUNTERS_TABLE"), prefix: v.String("LEDGER_TABLE_PREFIX"), now: v.Clock()}
+}
+
+// store is the votes store over those tables, on that clock.
+func (c storeVars) store(env lambdafn.Env) *votesddb.Votes {
+	s := votesddb.New(awsenv.DynamoDB(env.AWS), c.table, c.prefix)
+	s.SetClock(c.now)
+	return s
+}
+
 // SetupVotesAPI wires the votes-api function: it serves polls and results over the HTTP API.
 func SetupVotesAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	v := lambdafn.NewVars(env.Getenv)
-	table := v.String("COUNTERS_TABLE")
+	sv := readStoreVars(v)
 	shards := v.Int("COUNTER_SHARDS", 1, 1000)
-	prefix := v.String("LEDGER_TABLE_PREFIX")
-	now := v.Clock()
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	store := votesddb.New(awsenv.DynamoDB(env.AWS), table, prefix)
-	store.SetClock(now)
-	h := &HTTP{Store: store, DefaultShards: shards, Now: now, Log: env.Log}
+	h := &HTTP{Store: sv.store(env), DefaultShards: shards, Now: sv.now, Log: env.Log}
 	return h.Handle, nil
 }
 
@@ -33,21 +47,17 @@ func SetupVotesAPI(_ context.Context, env lambdafn.Env) (any, error) {
 // messages and writes each valid vote once into its month's ledger.
 func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	v := lambdafn.NewVars(env.Getenv)
-	table := v.String("COUNTERS_TABLE")
-	prefix := v.String("LEDGER_TABLE_PREFIX")
+	sv := readStoreVars(v)
 	grace := v.Int("ARCHIVE_GRACE_DAYS", 1, 27)
 	rejectsURL := v.String("REJECTS_QUEUE_URL")
-	now := v.Clock()
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	store := votesddb.New(awsenv.DynamoDB(env.AWS), table, prefix)
-	store.SetClock(now)
 	counter := &votes.Counter{
-		Store:   store,
+		Store:   sv.store(env),
 		Rejects: votessqs.NewRejects(sqs.NewFromConfig(env.AWS), rejectsURL),
 		Fence:   votes.Fence{Grace: time.Duration(grace) * 24 * time.Hour},
-		Now:     now,
+		Now:     sv.now,
 		Log:     env.Log,
 	}
 	metrics := lambdafn.NewMetrics(env, "counter")
@@ -59,15 +69,11 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 // stream, it adds each vote written to the poll's sharded counters.
 func SetupTally(_ context.Context, env lambdafn.Env) (any, error) {
 	v := lambdafn.NewVars(env.Getenv)
-	table := v.String("COUNTERS_TABLE")
-	prefix := v.String("LEDGER_TABLE_PREFIX")
-	now := v.Clock()
+	sv := readStoreVars(v)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	store := votesddb.New(awsenv.DynamoDB(env.AWS), table, prefix)
-	store.SetClock(now)
-	tally := &votes.Tally{Store: store, Now: now, Log: env.Log}
+	tally := &votes.Tally{Store: sv.store(env), Now: sv.now, Log: env.Log}
 	h := &Stream{Tally: tally, Metrics: lambdafn.NewMetrics(env, "tally"), Log: env.Log}
 	return h.Handle, nil
 }
