@@ -944,12 +944,6 @@ func staleness(s *section, runs []runStats) {
 
 // votesGoals writes the goals with the measured figures.
 func votesGoals(s *section, runs []runStats, cost usdPerMillion, sc *scaledRuns) {
-	verdict := func(met bool) string {
-		if met {
-			return "**met**"
-		}
-		return "**not met**"
-	}
 	worstUnits := 0.0
 	for _, r := range runs {
 		worstUnits = max(worstUnits, r.unitsPerVote())
