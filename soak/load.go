@@ -31,10 +31,10 @@ type loadState struct {
 	mu sync.Mutex
 	// accepted are the distinct votes SQS took, by voteId.
 	accepted map[string]votes.Vote
-	sends    int               // votes handed to SQS, duplicates included
-	resent   int               // duplicates sent on purpose (a vote again, same voteId)
-	retried  int               // votes sent again after a failed Send
-	bad      map[string]string // marker → kind, bad messages SQS took
+	sends    int                // votes handed to SQS, duplicates included
+	resent   int                // duplicates sent on purpose (a vote again, same voteId)
+	retried  int                // votes sent again after a failed Send
+	bad      map[string]badSent // by marker, bad messages SQS took
 
 	// objects
 	written  map[string]map[string]bool // key → sha256 of every body PUT (sent, whatever the answer)
@@ -46,8 +46,16 @@ type loadState struct {
 }
 
 func newLoadState() *loadState {
-	return &loadState{accepted: map[string]votes.Vote{}, bad: map[string]string{}, written: map[string]map[string]bool{},
+	return &loadState{accepted: map[string]votes.Vote{}, bad: map[string]badSent{}, written: map[string]map[string]bool{},
 		ops: map[string]int{}, placed: map[string]int{}, began: time.Now()}
+}
+
+// badSent is one invalid message SQS took: its kind, and the castAt it
+// carries (a bad vote cast in October and read after October closed is
+// rejected month-closed, which is right too: the fence comes first).
+type badSent struct {
+	kind   string
+	castAt time.Time
 }
 
 func (l *loadState) votesSent() int {
@@ -235,13 +243,14 @@ func (s *soak) send(ctx context.Context, p *votessqs.Producer, batch []votes.Vot
 func (s *soak) sendBad(ctx context.Context, seq int) {
 	b := badVotes[seq%len(badVotes)]
 	marker := fmt.Sprintf("bad-%07d", seq)
-	body := b.body(marker, s.clock.Now().Format(time.RFC3339))
+	castAt := s.clock.Now().Truncate(time.Second)
+	body := b.body(marker, castAt.Format(time.RFC3339))
 	for attempt := 0; attempt < 20; attempt++ {
 		_, err := s.env.Clients.SQS.SendMessage(context.WithoutCancel(ctx), &sqs.SendMessageInput{
 			QueueUrl: aws.String(s.env.Vars["VOTES_QUEUE_URL"]), MessageBody: aws.String(body)})
 		if err == nil {
 			s.load.mu.Lock()
-			s.load.bad[marker] = b.kind
+			s.load.bad[marker] = badSent{kind: b.kind, castAt: castAt}
 			s.load.mu.Unlock()
 			return
 		}
