@@ -83,6 +83,16 @@ func receiveAll(t *testing.T, client *sqs.Client, queueURL string, want int) []t
 	}
 	for receive(0) > 0 {
 	}
+	if len(got) < want {
+		// Say what the queue holds, to tell a lost send from a hidden one.
+		attrs, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+		if err == nil {
+			t.Logf("received %d of %d; the queue says %v", len(got), want, attrs.Attributes)
+		} else {
+			t.Logf("received %d of %d; GetQueueAttributes: %v", len(got), want, err)
+		}
+	}
 	return got
 }
 
