@@ -74,6 +74,14 @@ func checkPathSegment(name, s string) error {
 	return nil
 }
 
+// optionList names the poll's first n options, and how many more there are.
+func (p Poll) optionList(n int) string {
+	if len(p.Options) <= n {
+		return strings.Join(p.Options, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(p.Options[:n], ", "), len(p.Options)-n)
+}
+
 // HasOption reports whether o is one of the poll's options.
 func (p Poll) HasOption(o string) bool {
 	for _, x := range p.Options {
@@ -91,7 +99,7 @@ func (p Poll) HasOption(o string) bool {
 // recorded) skips that check.
 func (p Poll) Accepts(v Vote) error {
 	if !p.HasOption(v.OptionID) {
-		return reject(ReasonUnknownOption, "poll %s has no option %q", p.ID, v.OptionID)
+		return reject(ReasonUnknownOption, "poll %s has no option %q; its options are %s", p.ID, v.OptionID, p.optionList(20))
 	}
 	if !p.Opens.IsZero() && v.CastAt.Before(p.Opens) {
 		return reject(ReasonPollNotOpen, "poll %s opens at %s; vote cast at %s", p.ID, p.Opens.Format(time.RFC3339), v.CastAt.Format(time.RFC3339))

@@ -113,6 +113,26 @@ func TestPollAccepts(t *testing.T) {
 	}
 }
 
+// An unknown option's reject names the options there are, at most 20.
+func TestUnknownOptionListsTheOptions(t *testing.T) {
+	many := Poll{ID: "big", Shards: 1}
+	for i := range 25 {
+		many.Options = append(many.Options, fmt.Sprintf("o%02d", i))
+	}
+	for _, tt := range []struct {
+		p    Poll
+		want string
+	}{
+		{Poll{ID: "p", Options: []string{"a", "b"}, Shards: 1}, `poll p has no option "zzz"; its options are a, b`},
+		{many, "its options are o00, o01, o02, o03, o04, o05, o06, o07, o08, o09, o10, o11, o12, o13, o14, o15, o16, o17, o18, o19 and 5 more"},
+	} {
+		var re *RejectError
+		if err := tt.p.Accepts(Vote{OptionID: "zzz", CastAt: now}); !errors.As(err, &re) || !strings.Contains(re.Detail, tt.want) {
+			t.Errorf("got %v, want a detail with %q", err, tt.want)
+		}
+	}
+}
+
 func TestPollValidate(t *testing.T) {
 	ok := Poll{ID: "p", Options: []string{"a"}, Shards: 1}
 	if err := ok.Validate(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"mime"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/jsonerr"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -56,11 +58,14 @@ const maxRequestBody = 64 << 10
 type PollRequest struct {
 	PollID          string    `json:"pollId"`
 	Options         []string  `json:"options"`
-	Shards          int       `json:"shards"`
+	Shards          *int      `json:"shards"` // omitted: HTTP.DefaultShards
 	OneVotePerVoter bool      `json:"oneVotePerVoter"`
 	OpensAt         time.Time `json:"opensAt"`
 	ClosesAt        time.Time `json:"closesAt"`
 }
+
+// pollShape is what POST /polls takes, added to its JSON errors.
+const pollShape = `; want {"pollId":"p","options":["a","b"],"shards":8,"oneVotePerVoter":false,"opensAt":"2026-12-01T00:00:00Z","closesAt":"2027-01-01T00:00:00Z"} (only pollId and options required)`
 
 // clientError is a 4xx with a message the client may see.
 type clientError struct {
@@ -115,12 +120,19 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, "malformed poll JSON: " + err.Error()}
+		return votes.Poll{}, &clientError{http.StatusBadRequest, "malformed poll JSON: " + jsonerr.Describe(err) + pollShape}
 	}
-	if in.Shards == 0 {
-		in.Shards = h.DefaultShards
+	if dec.More() {
+		return votes.Poll{}, &clientError{http.StatusBadRequest, "malformed poll JSON: more than one JSON value" + pollShape}
 	}
-	p := votes.Poll{ID: in.PollID, Options: in.Options, Shards: in.Shards, OneVotePerVoter: in.OneVotePerVoter,
+	shards := h.DefaultShards
+	if in.Shards != nil {
+		if *in.Shards < 1 || *in.Shards > votes.MaxShards {
+			return votes.Poll{}, &clientError{http.StatusBadRequest, fmt.Sprintf("shards must be 1 to %d, got %d (omit it for the default, %d)", votes.MaxShards, *in.Shards, h.DefaultShards)}
+		}
+		shards = *in.Shards
+	}
+	p := votes.Poll{ID: in.PollID, Options: in.Options, Shards: shards, OneVotePerVoter: in.OneVotePerVoter,
 		Opens: in.OpensAt.UTC(), Closes: in.ClosesAt.UTC(), CreatedAt: h.Now().UTC()}
 	if in.OpensAt.IsZero() {
 		p.Opens = time.Time{}
@@ -129,7 +141,7 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		p.Closes = time.Time{}
 	}
 	if err := p.Validate(); err != nil {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, err.Error()}
+		return votes.Poll{}, &clientError{http.StatusBadRequest, strings.ReplaceAll(err.Error(), "votes: ", "")}
 	}
 	if err := h.Store.CreatePoll(ctx, p); err != nil {
 		return votes.Poll{}, err

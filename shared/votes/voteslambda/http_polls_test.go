@@ -147,3 +147,50 @@ func TestPollsHTTPLegacyIDs(t *testing.T) {
 		}
 	}
 }
+
+// A poll body that is not what POST /polls takes gets a 400 in the
+// client's words (JSON field and types, the shards range and default),
+// never Go's type names, and creates nothing.
+func TestPollsHTTPBodyErrors(t *testing.T) {
+	h := newHTTP(t)
+	tests := []struct {
+		name, body string
+		status     int
+		says       []string
+	}{
+		{"options a string", `{"pollId":"b1","options":"a,b"}`, 400, []string{`field "options": want an array of strings, got a string`, `"options":["a","b"]`}},
+		{"shards a string", `{"pollId":"b2","options":["a"],"shards":"8"}`, 400, []string{`field "shards": want a whole number, got a string`}},
+		{"shards 0", `{"pollId":"b3","options":["a"],"shards":0}`, 400, []string{"shards must be 1 to 1000, got 0", "the default, 8"}},
+		{"shards negative", `{"pollId":"b4","options":["a"],"shards":-3}`, 400, []string{"shards must be 1 to 1000, got -3"}},
+		{"shards over the range", `{"pollId":"b5","options":["a"],"shards":1001}`, 400, []string{"shards must be 1 to 1000, got 1001"}},
+		{"shards a fraction", `{"pollId":"b6","options":["a"],"shards":2.5}`, 400, []string{`field "shards": want a whole number`}},
+		{"opensAt not a time", `{"pollId":"b7","options":["a"],"opensAt":"soon"}`, 400, []string{`"soon" is not an RFC 3339 time`}},
+		{"unknown field", `{"pollId":"b8","options":["a"],"shard":4}`, 400, []string{`unknown field "shard"`}},
+		{"two documents", `{"pollId":"b9","options":["a"]} {"pollId":"b9x","options":["a"]}`, 400, []string{"more than one JSON value"}},
+		{"syntax", `{"pollId":"b10",}`, 400, []string{"not valid JSON at byte"}},
+		{"an array", `[{"pollId":"b11"}]`, 400, []string{"want an object, got an array"}},
+		{"shards omitted", `{"pollId":"b12","options":["a"]}`, 201, nil},
+		{"shards 1000", `{"pollId":"b13","options":["a"],"shards":1000}`, 201, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, msg, body := handle(t, h, request("POST /polls", "", tt.body))
+			if status != tt.status {
+				t.Fatalf("got %d %s, want %d", status, body, tt.status)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(msg, s) {
+					t.Errorf("message %q does not say %q", msg, s)
+				}
+			}
+			for _, goish := range []string{"Go struct", "Go value", "PollRequest", "[]string", "*int", "votes: "} {
+				if strings.Contains(msg, goish) {
+					t.Errorf("message %q names Go's %q", msg, goish)
+				}
+			}
+		})
+	}
+	if _, _, body := handle(t, h, request("GET /polls/{id}", "b12", "")); !strings.Contains(body, `"shards":8`) {
+		t.Errorf("a poll created without shards: %s, want the default 8", body)
+	}
+}
