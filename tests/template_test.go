@@ -161,6 +161,28 @@ func TestCountersTableExpiresCheckpoints(t *testing.T) {
 	}
 }
 
+// The polls index the counters table declares is the one votesddb queries.
+func TestCountersPollsIndexAgrees(t *testing.T) {
+	gsis, _ := mustTemplate(t).Resources["CountersTable"].Properties["GlobalSecondaryIndexes"].([]any)
+	for _, g := range gsis {
+		m, _ := g.(map[string]any)
+		if cfn.Scalar(m["IndexName"]) != votesddb.PollsIndex {
+			continue
+		}
+		var keys []string
+		for _, k := range m["KeySchema"].([]any) {
+			km := k.(map[string]any)
+			keys = append(keys, cfn.Scalar(km["AttributeName"])+" "+cfn.Scalar(km["KeyType"]))
+		}
+		proj, _ := m["Projection"].(map[string]any)
+		if fmt.Sprint(keys) != "[pollCatalog HASH pollId RANGE]" || cfn.Scalar(proj["ProjectionType"]) != "ALL" {
+			t.Errorf("index keys %v, projection %v; want [pollCatalog HASH pollId RANGE], ALL", keys, proj)
+		}
+		return
+	}
+	t.Fatalf("CountersTable has no index %q", votesddb.PollsIndex)
+}
+
 // The listing index the objects table declares is the one objectsddb
 // queries: its name, keys and projection; and both functions that commit
 // versions know N.

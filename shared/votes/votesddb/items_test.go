@@ -51,7 +51,7 @@ func TestItemShapes(t *testing.T) {
 				return st.CreatePoll(context.Background(), votes.Poll{ID: "p1", Options: []string{"a", "b"}, Shards: 4, OneVotePerVoter: true, Opens: opens, Closes: opens.Add(time.Hour), CreatedAt: created})
 			},
 			want: map[string]types.AttributeValue{
-				"pk": avS("poll#p1"), "sk": avS("meta"), "pollId": avS("p1"),
+				"pk": avS("poll#p1"), "sk": avS("meta"), "pollId": avS("p1"), "pollCatalog": avS("poll"),
 				"options": &types.AttributeValueMemberL{Value: []types.AttributeValue{avS("a"), avS("b")}},
 				"shards":  avN("4"), "oneVotePerVoter": &types.AttributeValueMemberBOOL{Value: true},
 				"createdAt": avS("2026-03-01T12:00:00.0000005+01:00"),
@@ -72,7 +72,7 @@ func TestItemShapes(t *testing.T) {
 				return st.CreatePoll(context.Background(), votes.Poll{ID: "p2", Options: []string{"a"}, Shards: 1, CreatedAt: readAt})
 			},
 			want: map[string]types.AttributeValue{
-				"pk": avS("poll#p2"), "sk": avS("meta"), "pollId": avS("p2"),
+				"pk": avS("poll#p2"), "sk": avS("meta"), "pollId": avS("p2"), "pollCatalog": avS("poll"),
 				"options": &types.AttributeValueMemberL{Value: []types.AttributeValue{avS("a")}},
 				"shards":  avN("1"), "oneVotePerVoter": &types.AttributeValueMemberBOOL{Value: false},
 				"createdAt": avS("2026-03-01T12:00:01Z"),

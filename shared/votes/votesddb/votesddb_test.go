@@ -28,10 +28,18 @@ func newStore(t *testing.T) (*Votes, *dynamodb.Client) {
 	st := stacktest.Need(t)
 	db := dynamodb.NewFromConfig(stacktest.Config(t, st, nil))
 	name := fmt.Sprintf("counters-%d-%d", time.Now().UnixNano()%1e7, seq.Add(1))
-	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
+	attr := func(n string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	}
+	key := func(hash, rng string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash}, {AttributeName: aws.String(rng), KeyType: types.KeyTypeRange}}
+	}
+	_, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{ // as template.yaml's CountersTable
 		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}, {AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange}},
+		AttributeDefinitions: []types.AttributeDefinition{attr("pk"), attr("sk"), attr(pollCatalog), attr("pollId")},
+		KeySchema:            key("pk", "sk"),
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{IndexName: aws.String(PollsIndex), KeySchema: key(pollCatalog, "pollId"),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +92,42 @@ func ledger(t *testing.T, s *Votes, db *dynamodb.Client, month string) {
 
 // PutVote writes a vote once: a redelivery fails its condition and names
 // the vote that holds the key.
+// AllPolls lists every poll in id order across pages, and nothing else of
+// the counters table: not the counters, claims or checkpoints beside them.
+func TestAllPolls(t *testing.T) {
+	s, db := newStore(t)
+	ctx := context.Background()
+	if got, err := s.AllPolls(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("empty table: %v, %d polls", err, len(got))
+	}
+	var want []string
+	for i := range 130 { // more than a page
+		id := fmt.Sprintf("p-%03d", 129-i)
+		if err := s.CreatePoll(ctx, votes.Poll{ID: id, Options: []string{"a", "b"}, Shards: 1 + i%5}); err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{id}, want...)
+	}
+	for _, k := range [][2]string{{shardPK("p-007", 0), "a"}, {"voter#p-007#u1", "voter"}, {"ckpt#ledger-2026-11", "shard-1"}} {
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.counters), Item: map[string]types.AttributeValue{
+			"pk": str(k[0]), "sk": str(k[1]), "pollId": str("p-007")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.AllPolls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d polls, want %d", len(got), len(want))
+	}
+	for i, p := range got {
+		if p.ID != want[i] || len(p.Options) != 2 || p.Shards < 1 || p.CreatedAt.IsZero() {
+			t.Fatalf("poll %d = %+v, want id %s with its definition", i, p, want[i])
+		}
+	}
+}
+
 func TestPutVoteOnce(t *testing.T) {
 	s, db := newStore(t)
 	ledger(t, s, db, "2026-11")
