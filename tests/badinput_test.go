@@ -229,6 +229,11 @@ func badCommands(t *testing.T, env *stack.Env, fill func(string) string, cases [
 		if !strings.Contains(out.String(), c.Want) {
 			t.Errorf("%s: output %q, want it to say %q", c.ID(), truncated(out.String()), c.Want)
 		}
+		for _, internal := range []string{"Go struct", "Go value", "dial tcp", ": votes: ", "votesddb: "} {
+			if strings.Contains(out.String(), internal) {
+				t.Errorf("%s: output %q shows %q, not the user's words", c.ID(), truncated(out.String()), internal)
+			}
+		}
 	}
 }
 

@@ -22,7 +22,7 @@ type archiveFlags struct {
 
 func (a *archiveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.root, "root", "", "repository root")
-	fs.StringVar(&a.state, "state-dir", "", "the state folder of `local up`")
+	fs.StringVar(&a.state, "state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
 	fs.StringVar(&a.bucket, "bucket", "", "archive bucket (default: $ARCHIVE_BUCKET_NAME or the local stack's)")
 	fs.StringVar(&a.table, "table", "", "only this table: a base name (ddbpipe-votes) or its view name (votes)")
 	fs.StringVar(&a.month, "month", "", "only this month, YYYY-MM")

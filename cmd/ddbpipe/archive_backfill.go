@@ -60,7 +60,7 @@ func archiveBackfill(ctx context.Context, args []string, stdout, stderr io.Write
 	fs := flag.NewFlagSet("archive backfill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "repository root")
-	state := fs.String("state-dir", "", "the state folder of `local up`")
+	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
 	bucket := fs.String("bucket", "", "archive bucket (default: $ARCHIVE_BUCKET_NAME or the local stack's)")
 	table := fs.String("table", "", "the DynamoDB table to backfill, e.g. ddbpipe-votes-2026-11 or ddbpipe-objects")
 	dryRun := fs.Bool("dry-run", false, "print the difference, write nothing")

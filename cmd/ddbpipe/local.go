@@ -20,12 +20,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -177,7 +179,7 @@ func localDown(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("local down", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "repository root")
-	state := fs.String("state-dir", "", "the state folder of `local up` (default: <root>/.ddbpipe)")
+	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -241,7 +243,7 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("local invoke", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "repository root")
-	state := fs.String("state-dir", "", "the state folder of `local up` (default: <root>/.ddbpipe)")
+	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
 	eventFile := fs.String("event", "", "JSON event file (default: a scheduled event for scheduled functions, else {})")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fmt.Fprintln(stderr, "usage: ddbpipe local invoke FUNCTION [-event FILE]")
@@ -283,7 +285,71 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if out.FunctionError != nil {
 		return errors.New("function error: " + aws.ToString(out.FunctionError))
 	}
+	if ids := sqsMessageIDs(payload); len(ids) > 0 {
+		explainSQSOutcome(ctx, stdout, sqs.NewFromConfig(cfg), vars["VOTES_REJECTS_QUEUE_URL"], ids, out.Payload)
+	}
 	return nil
+}
+
+// sqsMessageIDs are the message ids of an SQS event, in order; none for
+// any other event.
+func sqsMessageIDs(event []byte) []string {
+	var e struct {
+		Records []struct {
+			MessageID   string `json:"messageId"`
+			EventSource string `json:"eventSource"`
+		} `json:"Records"`
+	}
+	if json.Unmarshal(event, &e) != nil {
+		return nil
+	}
+	var ids []string
+	for _, r := range e.Records {
+		if r.EventSource == "aws:sqs" && r.MessageID != "" {
+			ids = append(ids, r.MessageID)
+		}
+	}
+	return ids
+}
+
+// explainSQSOutcome says what became of each message of an SQS event: failed
+// back (the batch response), rejected (found on the rejects queue, with its
+// reason), or taken (written, or a duplicate of a vote written before).
+func explainSQSOutcome(ctx context.Context, w io.Writer, c queueClient, rejectsURL string, ids []string, answer []byte) {
+	var resp struct {
+		Failures []struct {
+			ID string `json:"itemIdentifier"`
+		} `json:"batchItemFailures"`
+	}
+	_ = json.Unmarshal(answer, &resp)
+	failed := map[string]bool{}
+	for _, f := range resp.Failures {
+		failed[f.ID] = true
+	}
+	rejected := map[string]string{}
+	if rejectsURL != "" {
+		msgs, err := peek(ctx, c, rejectsURL, 1000, 5) // at most 1,000: a local rejects queue holds far fewer
+		if err != nil {
+			fmt.Fprintf(w, "(could not read the rejects queue: %v)\n", err)
+		}
+		for _, m := range msgs {
+			var rm votessqs.RejectMessage
+			if json.Unmarshal([]byte(aws.ToString(m.Body)), &rm) == nil && rm.MessageID != "" {
+				reason, detail := rejectReason(m)
+				rejected[rm.MessageID] = reason + ": " + detail
+			}
+		}
+	}
+	for _, id := range ids {
+		switch {
+		case failed[id]:
+			fmt.Fprintf(w, "%s: failed back to the queue (tried again after its visibility timeout)\n", id)
+		case rejected[id] != "":
+			fmt.Fprintf(w, "%s: rejected, %s (on the rejects queue: `ddbpipe votes rejects inspect`)\n", id, rejected[id])
+		default:
+			fmt.Fprintf(w, "%s: taken (written to the ledger, or a vote written before)\n", id)
+		}
+	}
 }
 
 // localServers starts the local servers once, runs a command with the

@@ -6,7 +6,7 @@
 //	ddbpipe local down             stop a running `local up`
 //	ddbpipe local servers -- CMD   run CMD with local servers started for it (make test)
 //	ddbpipe local invoke FUNCTION  invoke a function of the running stack
-//	ddbpipe polls create           create a poll
+//	ddbpipe polls create|ls|get    create a poll, list them, read one
 //	ddbpipe votes send             send votes (one, or a load with duplicates and a progress bar)
 //	ddbpipe votes results          a poll's totals, read from every shard
 //	ddbpipe votes dlq inspect|redrive, votes rejects inspect, archive failures
@@ -46,7 +46,9 @@ func commands() []command {
 		{"local servers", "run a command with the local servers started for it and their endpoints exported: local servers -- CMD [ARG...]", localServers},
 		{"local invoke", "invoke a function of the running local stack: local invoke FUNCTION [-event FILE]", localInvoke},
 		{"polls create", "create a poll: polls create -poll P -options a,b,c [-shards N]", pollsCreate},
-		{"votes send", "send votes: votes send -poll P [-count N -rate R -dup-rate D -options a,b,c]", votesSend},
+		{"polls ls", "list the polls: polls ls [-json]", pollsLs},
+		{"polls get", "one poll's definition: polls get [-json] P", pollsGet},
+		{"votes send", "send votes: votes send -poll P [-count N -rate R -dup-rate D -options a,b] (checks the poll first; -no-check does not)", votesSend},
 		{"votes results", "a poll's totals: votes results -poll P [-json]", votesResults},
 		{"votes dlq inspect", "read the votes dead-letter queue without consuming it, summarised: votes dlq inspect [-max N -samples N -json]", votesDLQInspect},
 		{"votes dlq redrive", "move dead letters back to the votes queue, 10 at a time, each deleted only once sent: votes dlq redrive [-max N] [-dry-run] [-json]", votesDLQRedrive},
@@ -80,23 +82,62 @@ func main() {
 		os.Exit(2)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "ddbpipe:", err)
+		fmt.Fprintln(os.Stderr, "ddbpipe:", userMessage(err))
 		os.Exit(1)
 	}
 }
 
+// run finds the command and runs it. Help asked for (-h, -help, --help,
+// `help`, `help CMD`) goes to stdout and is not an error; help printed
+// because a command line did not parse goes to stderr with errUsage.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "help" {
+		if len(args) == 1 {
+			usage(stdout)
+			return nil
+		}
+		args = append(args[1:], "-h")
+	}
 	for _, c := range commands() {
 		words := strings.Fields(c.name)
 		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == c.name {
-			return c.run(ctx, args[len(words):], stdout, stderr)
+			rest := args[len(words):]
+			if !wantsHelp(rest) {
+				return c.run(ctx, rest, stdout, stderr)
+			}
+			fmt.Fprintf(stdout, "ddbpipe %s: %s\n\n", c.name, c.summary)
+			err := c.run(ctx, rest, stdout, stdout)
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return err
 		}
 	}
-	if len(args) > 0 && args[0] != "help" && args[0] != "-h" && args[0] != "--help" {
-		fmt.Fprintf(stderr, "ddbpipe: unknown command %q\n\n", strings.Join(args, " "))
+	if len(args) == 0 || wantsHelp(args[:1]) {
+		if len(args) == 0 {
+			usage(stderr)
+			return errUsage
+		}
+		usage(stdout)
+		return nil
 	}
+	fmt.Fprintf(stderr, "ddbpipe: unknown command %q\n\n", strings.Join(args, " "))
 	usage(stderr)
 	return errUsage
+}
+
+// wantsHelp reports whether a command's arguments ask for its help before
+// any "--" (after it they belong to another program: local servers -- CMD).
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "--h":
+			return true
+		}
+	}
+	return false
 }
 
 func usage(w io.Writer) {

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -42,6 +45,82 @@ func TestCommandLineErrors(t *testing.T) {
 			}
 			if got := err.Error() + stderr.String(); !strings.Contains(got, tt.want) {
 				t.Errorf("got %q, want it to contain %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// Help asked for goes to stdout and is not an error; a command line that
+// does not parse prints usage on stderr and is one.
+func TestHelp(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string // on stdout
+	}{
+		{[]string{"--help"}, "usage: ddbpipe <command>"},
+		{[]string{"-h"}, "usage: ddbpipe <command>"},
+		{[]string{"help"}, "polls ls"},
+		{[]string{"help", "votes", "send"}, "-no-check"},
+		{[]string{"votes", "send", "-h"}, "usage: ddbpipe votes send"},
+		{[]string{"local", "up", "--help"}, "-state-dir string"},
+		{[]string{"polls", "ls", "-h"}, "ddbpipe polls ls: list the polls"},
+		{[]string{"objects", "get", "-help"}, "-version"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if err := run(context.Background(), tt.args, &stdout, &stderr); err != nil {
+				t.Fatalf("error %v; stderr %s", err, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.want) {
+				t.Errorf("stdout %q lacks %q", stdout.String(), tt.want)
+			}
+			if stderr.Len() > 0 {
+				t.Errorf("stderr %q, want nothing", stderr.String())
+			}
+			if strings.Contains(stdout.String(), "-state-dir local up") {
+				t.Errorf("a flag's argument is named from its usage's backquotes:\n%s", stdout.String())
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), nil, &stdout, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), "usage: ddbpipe") {
+		t.Errorf("no command: %v, stderr %q", err, stderr.String())
+	}
+}
+
+// Errors read in the user's words: a refused local endpoint is a stack not
+// running, JSON errors name fields and JSON types, package prefixes go.
+func TestUserMessage(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing answers there now
+	_, dialErr := net.Dial("tcp", addr)
+	var v struct {
+		Options []string `json:"options"`
+	}
+	jsonErr := json.Unmarshal([]byte(`{"options":"a"}`), &v)
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+		not  []string
+	}{
+		{"refused", fmt.Errorf("votesddb: get poll p: %w", dialErr), "the local stack is not running (nothing answers at " + addr + ")", []string{"dial tcp", "connect:"}},
+		{"json", fmt.Errorf("read answer: %w", jsonErr), `field "options": want an array of strings, got a string`, []string{"Go struct", "[]string"}},
+		{"prefixes", errors.New("votes: poll: votes: rejected (bad-id): pollId \"../x\" contains '/'"), "poll: rejected (bad-id)", []string{"votes: "}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := userMessage(tt.err)
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("userMessage = %q, want %q", got, tt.want)
+			}
+			for _, n := range tt.not {
+				if strings.Contains(got, n) {
+					t.Errorf("userMessage = %q shows %q", got, n)
+				}
 			}
 		})
 	}
@@ -122,6 +201,50 @@ func TestLocalUpInvokeDown(t *testing.T) {
 	if err := run(context.Background(), []string{"local", "invoke", "RotatorFunction", "-state-dir", state}, &out, &errb); err != nil {
 		t.Errorf("local invoke: %v %s", err, errb.String())
 	}
+	// An SQS event's invoke says what became of each message.
+	out.Reset()
+	if err := run(context.Background(), []string{"local", "invoke", "CounterFunction", "-event", "../../events/counter.json", "-state-dir", state}, &out, &errb); err != nil {
+		t.Errorf("local invoke CounterFunction: %v %s", err, errb.String())
+	}
+	if want := `059f36b4-87a3-44ab-83d2-661975830a7d: rejected, unknown-poll: no poll "best-color"`; !strings.Contains(out.String(), want) {
+		t.Errorf("local invoke CounterFunction printed %q, want %q", out.String(), want)
+	}
+	// Polls: create, list, read; votes send reads the poll. The commands
+	// read this process's environment before local.env: the endpoints of
+	// `local servers` (make test) are not the stack's.
+	for _, k := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3"} {
+		t.Setenv(k, "")
+	}
+	for _, args := range [][]string{
+		{"polls", "create", "-poll", "best-color", "-options", "red,blue"},
+		{"polls", "create", "-poll", "sizes", "-options", "s,m,l", "-one-vote-per-voter"},
+	} {
+		if err := run(context.Background(), append(args, "-state-dir", state), io.Discard, &errb); err != nil {
+			t.Fatalf("%v: %v %s", args, err, errb.String())
+		}
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"polls", "ls", "-state-dir", state}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "POLL") || !strings.HasPrefix(lines[1], "best-color  red,blue") || !strings.HasPrefix(lines[2], "sizes ") || !strings.Contains(lines[2], " yes ") {
+		t.Errorf("polls ls:\n%s", out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"polls", "get", "-json", "-state-dir", state, "sizes"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"options":["s","m","l"]`) || !strings.Contains(out.String(), `"oneVotePerVoter":true`) {
+		t.Errorf("polls get -json sizes: %s", out.String())
+	}
+	if err := run(context.Background(), []string{"polls", "get", "-state-dir", state, "nope"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `no poll "nope"`) {
+		t.Errorf("polls get nope: %v", err)
+	}
+	if err := run(context.Background(), []string{"votes", "send", "-poll", "best-color", "-options", "green", "-state-dir", state}, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), `poll best-color has no option "green"; its options are red, blue`) {
+		t.Errorf("votes send for an option the poll lacks: %v", err)
+	}
 	err = run(context.Background(), []string{"local", "invoke", "NoSuchFunction", "-state-dir", state}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "ResourceNotFound") {
 		t.Errorf("invoking an unknown function: %v", err)
@@ -141,6 +264,11 @@ func TestLocalUpInvokeDown(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(state, "local.pid")); !os.IsNotExist(err) {
 		t.Errorf("pid file left behind: %v", err)
+	}
+	// Commands then say the stack is not running, not a dial error.
+	err = run(context.Background(), []string{"votes", "results", "-poll", "best-color", "-state-dir", state}, io.Discard, io.Discard)
+	if msg := userMessage(err); err == nil || !strings.Contains(msg, "the local stack is not running") || !strings.Contains(msg, "ddbpipe local up") || strings.Contains(msg, "dial tcp") {
+		t.Errorf("votes results after local down: %v, shown as %q", err, msg)
 	}
 	// The API port no longer answers: everything stopped.
 	c := http.Client{Timeout: 2 * time.Second}

@@ -30,7 +30,7 @@ func newObjectsFlags(name string, stderr io.Writer) objectsFlags {
 	return objectsFlags{
 		fs:    fs,
 		root:  fs.String("root", "", "repository root"),
-		state: fs.String("state-dir", "", "the state folder of `local up`"),
+		state: fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)"),
 		api:   fs.String("api", "", "API base URL (default: $API_URL or the local stack's)"),
 	}
 }

@@ -67,7 +67,7 @@ func newQueueFlags(name, env, purpose string, defaultMax int, stderr io.Writer) 
 	return &queueFlags{
 		fs: fs, defaultEnv: env, purpose: purpose,
 		root:    fs.String("root", "", "repository root (default: the folder holding template.yaml)"),
-		state:   fs.String("state-dir", "", "the state folder of `local up` (default: <root>/.ddbpipe)"),
+		state:   fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)"),
 		url:     fs.String("queue-url", "", "the "+purpose+" (default: $"+env+", else "+env+" in <state-dir>/local.env)"),
 		asJSON:  fs.Bool("json", false, "print the result as JSON"),
 		max:     fs.Int("max", defaultMax, "read (or move) at most this many messages; 0 for all"),

@@ -52,7 +52,7 @@ func newTablesCommand(name string, stderr io.Writer) *tablesCommand {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return &tablesCommand{
-		fs: fs, root: fs.String("root", "", "repository root"), state: fs.String("state-dir", "", "the state folder of `local up`"),
+		fs: fs, root: fs.String("root", "", "repository root"), state: fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)"),
 		grace: fs.Int("grace-days", 0, "days after a month's end before it is retired (default $ARCHIVE_GRACE_DAYS, else 2)"),
 	}
 }
@@ -142,10 +142,17 @@ func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	nowFlag := c.fs.String("now", "", "rotate as if it were this RFC 3339 time, e.g. 2026-12-03T00:00:00Z (default: the clock)")
 	drainWait := c.fs.Duration("drain-wait", 5*time.Minute, "longest wait for a cold table's stream to drain into the archive")
 	asJSON := c.fs.Bool("json", false, "print the run's report as JSON")
+	verbose := c.fs.Bool("v", false, "print the rotator's log lines (warnings such as a feature the local DynamoDB lacks) on stderr")
 	if err := c.fs.Parse(args); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The report says what each step did; the log's warnings repeat it,
+	// or name features only AWS has, so they show only when asked for.
+	level := slog.LevelError
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	r, rc, err := c.rotator(ctx, log)
 	if err != nil {
 		return err

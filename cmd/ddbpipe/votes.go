@@ -10,9 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -61,7 +66,7 @@ func pollsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("polls create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "repository root")
-	state := fs.String("state-dir", "", "the state folder of `local up`")
+	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
 	table := fs.String("table", "", "counters table (default: $COUNTERS_TABLE_NAME or the local stack's)")
 	id := fs.String("poll", "", "poll id (required)")
 	options := fs.String("options", "", "comma-separated option ids (required)")
@@ -105,11 +110,117 @@ func pollsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
+// pollsFlags are what `polls ls` and `polls get` share.
+type pollsFlags struct {
+	fs                 *flag.FlagSet
+	root, state, table *string
+	asJSON             *bool
+}
+
+func newPollsFlags(name string, stderr io.Writer) *pollsFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &pollsFlags{fs: fs,
+		root:   fs.String("root", "", "repository root"),
+		state:  fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)"),
+		table:  fs.String("table", "", "counters table (default: $COUNTERS_TABLE_NAME or the local stack's)"),
+		asJSON: fs.Bool("json", false, "print JSON (one poll object, or an array of them)"),
+	}
+}
+
+func pollsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newPollsFlags("polls ls", stderr)
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return fmt.Errorf("polls ls takes no arguments, got %q", f.fs.Arg(0))
+	}
+	store, err := votesStore(ctx, *f.root, *f.state, *f.table)
+	if err != nil {
+		return err
+	}
+	ps, err := store.AllPolls(ctx)
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		if ps == nil {
+			ps = []votes.Poll{}
+		}
+		return json.NewEncoder(stdout).Encode(ps)
+	}
+	if len(ps) == 0 {
+		fmt.Fprintln(stdout, "no polls yet: create one with `ddbpipe polls create -poll P -options a,b`")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLL\tOPTIONS\tSHARDS\tONE VOTE PER VOTER\tCREATED\tOPENS\tCLOSES")
+	for _, p := range ps {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.ID, strings.Join(p.Options, ","), p.Shards, yesNo(p.OneVotePerVoter),
+			timeOr(p.CreatedAt, "-"), timeOr(p.Opens, "at creation"), timeOr(p.Closes, "never"))
+	}
+	return tw.Flush()
+}
+
+func pollsGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newPollsFlags("polls get", stderr)
+	id := f.fs.String("poll", "", "poll id (or give it as the argument)")
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case *id == "" && f.fs.NArg() == 1:
+		*id = f.fs.Arg(0)
+	case *id == "" && f.fs.NArg() == 0:
+		return errors.New("want a poll id: polls get P (`ddbpipe polls ls` lists them)")
+	case f.fs.NArg() > 0:
+		return fmt.Errorf("want one poll id, got %q", append([]string{*id}, f.fs.Args()...))
+	}
+	store, err := votesStore(ctx, *f.root, *f.state, *f.table)
+	if err != nil {
+		return err
+	}
+	p, err := store.Poll(ctx, *id)
+	if errors.Is(err, votes.ErrNoPoll) {
+		return fmt.Errorf("no poll %q (`ddbpipe polls ls` lists the polls)", *id)
+	}
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		return json.NewEncoder(stdout).Encode(p)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "poll\t%s\n", p.ID)
+	fmt.Fprintf(tw, "options\t%s\n", strings.Join(p.Options, ", "))
+	fmt.Fprintf(tw, "shards\t%d\n", p.Shards)
+	fmt.Fprintf(tw, "one vote per voter\t%s\n", yesNo(p.OneVotePerVoter))
+	fmt.Fprintf(tw, "created\t%s\n", timeOr(p.CreatedAt, "-"))
+	fmt.Fprintf(tw, "opens\t%s\n", timeOr(p.Opens, "at creation"))
+	fmt.Fprintf(tw, "closes\t%s\n", timeOr(p.Closes, "never"))
+	return tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func timeOr(t time.Time, zero string) string {
+	if t.IsZero() {
+		return zero
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
 func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("votes results", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "repository root")
-	state := fs.String("state-dir", "", "the state folder of `local up`")
+	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
 	table := fs.String("table", "", "counters table (default: $COUNTERS_TABLE_NAME or the local stack's)")
 	id := fs.String("poll", "", "poll id (required)")
 	asJSON := fs.Bool("json", false, `print {"pollId":...,"totals":{...},"total":n}`)
@@ -124,6 +235,9 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	t, err := votes.Results(ctx, store, *id, time.Now)
+	if errors.Is(err, votes.ErrNoPoll) {
+		return fmt.Errorf("no poll %q (`ddbpipe polls ls` lists the polls)", *id)
+	}
 	if err != nil {
 		return err
 	}
@@ -151,5 +265,39 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(tw, "  %s\t%d\t%.1f%%\n", o, t.Totals[o], share)
 	}
 	fmt.Fprintf(tw, "  total\t%d\t\n", t.Total)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, inFlight(ctx, t.Counters, *root, *state))
+	return nil
+}
+
+// inFlight says how current the totals are: when the tally last counted,
+// and how many messages the votes queue still holds (when this caller may
+// read its attributes), so that a 0 right after a send is not a surprise.
+func inFlight(ctx context.Context, s votes.Staleness, root, state string) string {
+	line := "nothing counted yet in the open months"
+	if !s.CountedAt.IsZero() {
+		line = fmt.Sprintf("counted up to %s (%s ago; votes reach the counters %.1fs after the ledger)",
+			s.CountedAt.UTC().Format(time.RFC3339), time.Since(s.CountedAt).Round(time.Second), s.LagSeconds)
+	}
+	getenv, err := stackEnv(root, state)
+	if err != nil || getenv("VOTES_QUEUE_URL") == "" {
+		return line
+	}
+	cfg, err := awsenv.FromVars(ctx, getenv)
+	if err != nil {
+		return line
+	}
+	out, err := sqs.NewFromConfig(cfg).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(getenv("VOTES_QUEUE_URL")),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return line
+	}
+	waiting, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	taken, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	if waiting+taken > 0 {
+		line += fmt.Sprintf("; about %d votes are still in the votes queue (%d being counted), not in these totals yet", waiting+taken, taken)
+	}
+	return line
 }

@@ -14,10 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
@@ -34,16 +36,23 @@ type votesSendFlags struct {
 	count, voters, workers   int
 	rate, dupRate, skew      float64
 	json, quiet, progress    bool
+	noCheck, optionsSet      bool
 }
 
 const votesSendUsage = `usage: ddbpipe votes send --poll P [flags]
 
-Sends --count votes on poll P to the votes queue, spread over --options,
-plus --dup-rate × count duplicates (votes sent again with the same voteId
-and body, which the counter must count once). The queue is --queue-url,
-else $VOTES_QUEUE_URL (with the AWS settings of the environment), else
-VOTES_QUEUE_URL in .ddbpipe/local.env (with that file's settings), as
-written by ` + "`ddbpipe local up`" + `.
+Sends --count votes on poll P to the votes queue, spread over --options
+(default: all the poll's options), plus --dup-rate × count duplicates
+(votes sent again with the same voteId and body, which the counter must
+count once). The queue is --queue-url, else $VOTES_QUEUE_URL (with the AWS
+settings of the environment), else VOTES_QUEUE_URL in .ddbpipe/local.env
+(with that file's settings), as written by ` + "`ddbpipe local up`" + `.
+
+Before sending it reads the poll from the counters table
+($COUNTERS_TABLE_NAME, or the local stack's) and refuses a poll that does
+not exist, is not open, or lacks an option, since the counter would reject
+every such vote. --no-check sends without reading the poll (a producer
+that may only send to the queue).
 
 Flags:
 `
@@ -53,13 +62,14 @@ func (f *votesSendFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.count, "count", 1, "distinct votes to send")
 	fs.Float64Var(&f.rate, "rate", 0, "messages per second (0: as fast as the queue takes them)")
 	fs.Float64Var(&f.dupRate, "dup-rate", 0, "share of the votes sent a second time with the same voteId, 0 to 1")
-	fs.StringVar(&f.options, "options", "a,b,c", "the poll's options, comma-separated; this command does not read the poll, so pass its real options")
+	fs.StringVar(&f.options, "options", "", "options to vote for, comma-separated (default: every option of the poll)")
+	fs.BoolVar(&f.noCheck, "no-check", false, "send without reading the poll (then --options is required)")
 	fs.Float64Var(&f.skew, "skew", 0, "0 spreads votes evenly; s > 0 weighs option i by 1/i^s, so the first options win")
 	fs.IntVar(&f.voters, "voters", 0, "distinct voter ids (0: a new voter for each vote)")
 	fs.IntVar(&f.workers, "concurrency", 4, "batches in flight")
 	fs.StringVar(&f.queueURL, "queue-url", "", "the votes queue (default: $VOTES_QUEUE_URL, else VOTES_QUEUE_URL in <state-dir>/local.env)")
 	fs.StringVar(&f.root, "root", "", "repository root (default: the folder holding template.yaml)")
-	fs.StringVar(&f.stateDir, "state-dir", "", "the state folder of `local up` (default: <root>/.ddbpipe)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON instead of the summary line")
 	fs.BoolVar(&f.quiet, "quiet", false, "print neither progress nor the summary line")
 	fs.BoolVar(&f.progress, "progress", false, "draw the progress bar on stderr even when it is not a terminal")
@@ -86,6 +96,12 @@ func (f *votesSendFlags) load() (votesload.Options, error) {
 	}
 	if err := votes.ValidID(f.poll); err != nil {
 		return o, fmt.Errorf("--poll %q: %w", f.poll, err)
+	}
+	if f.options == "" {
+		if f.noCheck {
+			return o, errors.New("--options is required with --no-check (without it they come from the poll)")
+		}
+		return o, nil // the poll's, once it is read
 	}
 	seen := map[string]bool{}
 	for _, opt := range strings.Split(f.options, ",") {
@@ -151,8 +167,8 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("votes send: unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
-	o, err := f.load()
-	if err != nil {
+	fs.Visit(func(fl *flag.Flag) { f.optionsSet = f.optionsSet || fl.Name == "options" })
+	if _, err := f.load(); err != nil { // the flags alone, before any call
 		return fmt.Errorf("votes send: %w", err)
 	}
 	queueURL, vars, err := f.queue(getenv)
@@ -160,6 +176,16 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return fmt.Errorf("votes send: %w", err)
 	}
 	cfg, err := awsenv.FromVars(ctx, vars)
+	if err != nil {
+		return fmt.Errorf("votes send: %w", err)
+	}
+	var poll votes.Poll
+	if !f.noCheck {
+		if poll, err = checkPoll(ctx, cfg, vars, &f); err != nil {
+			return fmt.Errorf("votes send: %w", err)
+		}
+	}
+	o, err := f.load()
 	if err != nil {
 		return fmt.Errorf("votes send: %w", err)
 	}
@@ -187,7 +213,75 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return fmt.Errorf("votes send: %w", err)
 	}
+	if !f.quiet && !f.json {
+		fmt.Fprintln(stdout, countedHint(vars, f.poll, poll.ID != ""))
+	}
 	return nil
+}
+
+// checkPoll reads the poll the votes are for and refuses what the counter
+// would reject for every vote: no such poll, a poll not open now, an
+// option it lacks. Without --options it votes for all the poll's options.
+func checkPoll(ctx context.Context, cfg aws.Config, vars func(string) string, f *votesSendFlags) (votes.Poll, error) {
+	table := vars("COUNTERS_TABLE_NAME")
+	if table == "" {
+		return votes.Poll{}, errors.New("cannot check the poll: no counters table (set COUNTERS_TABLE_NAME, or pass --no-check to send without checking)")
+	}
+	if err := votes.ValidID(f.poll); err != nil {
+		return votes.Poll{}, fmt.Errorf("--poll %q: %w", f.poll, err)
+	}
+	store := votesddb.New(awsenv.DynamoDB(cfg), table, vars("LEDGER_TABLE_PREFIX"))
+	p, err := store.Poll(ctx, f.poll)
+	if errors.Is(err, votes.ErrNoPoll) {
+		known := "there are no polls yet"
+		if all, lerr := store.AllPolls(ctx); lerr == nil && len(all) > 0 {
+			ids := make([]string, 0, min(len(all), 20))
+			for _, q := range all[:min(len(all), 20)] {
+				ids = append(ids, q.ID)
+			}
+			known = "polls: " + strings.Join(ids, ", ")
+			if len(all) > 20 {
+				known += fmt.Sprintf(" and %d more (`ddbpipe polls ls`)", len(all)-20)
+			}
+		}
+		return p, fmt.Errorf("no poll %q (%s); create it with `ddbpipe polls create`, or pass --no-check", f.poll, known)
+	}
+	if err != nil {
+		return p, fmt.Errorf("read poll %s: %w", f.poll, err)
+	}
+	now := time.Now()
+	switch {
+	case !p.Opens.IsZero() && now.Before(p.Opens):
+		return p, fmt.Errorf("poll %s opens at %s: votes cast now would be rejected (poll-not-open)", p.ID, p.Opens.Format(time.RFC3339))
+	case !p.Closes.IsZero() && !now.Before(p.Closes):
+		return p, fmt.Errorf("poll %s closed at %s: votes cast now would be rejected (poll-closed)", p.ID, p.Closes.Format(time.RFC3339))
+	}
+	if !f.optionsSet {
+		f.options = strings.Join(p.Options, ",")
+		return p, nil
+	}
+	for _, opt := range strings.Split(f.options, ",") {
+		if opt = strings.TrimSpace(opt); opt != "" && !p.HasOption(opt) {
+			return p, fmt.Errorf("poll %s has no option %q; its options are %s", p.ID, opt, strings.Join(p.Options, ", "))
+		}
+	}
+	return p, nil
+}
+
+// countedHint says when the votes just sent show in the results: after the
+// counter's batching window and the tally's (the stack's outputs), plus a
+// second of work.
+func countedHint(vars func(string) string, poll string, checked bool) string {
+	counter, cerr := strconv.Atoi(vars("COUNTER_BATCHING_WINDOW_SECONDS"))
+	tally, terr := strconv.Atoi(vars("TALLY_BATCHING_WINDOW_SECONDS"))
+	hint := "the counter and the tally add them to the results within seconds"
+	if cerr == nil && terr == nil {
+		hint = fmt.Sprintf("counted in about %ds (the counter gathers votes for up to %ds, the tally for %ds)", counter+tally+1, counter, tally)
+	}
+	if !checked {
+		hint += "; the poll was not checked, so votes it does not accept go to the rejects queue (`ddbpipe votes rejects inspect`)"
+	}
+	return fmt.Sprintf("%s: `ddbpipe votes results -poll %s`", hint, poll)
 }
 
 // votesSummary is the one line printed at the end.

@@ -12,11 +12,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
 
 // votesSendEnvOf is a getenv over a map.
@@ -55,6 +59,8 @@ func TestVotesSendFlagErrors(t *testing.T) {
 		{"option twice", []string{"--poll", "p", "--options", "a,b,a"}, "listed twice"},
 		{"unknown flag", []string{"--poll", "p", "--nope"}, "flag provided but not defined"},
 		{"stray argument", []string{"--poll", "p", "extra"}, `unexpected argument "extra"`},
+		{"no check without options", []string{"--poll", "p", "--no-check"}, "--options is required with --no-check"},
+		{"check without a counters table", []string{"--poll", "p", "--queue-url", "http://127.0.0.1:9/q"}, "cannot check the poll: no counters table"},
 		{"no queue anywhere", []string{"--poll", "p", "--state-dir", empty}, "no votes queue: pass --queue-url"},
 		{"local.env without the queue", []string{"--poll", "p", "--state-dir", noURL}, "has no VOTES_QUEUE_URL"},
 	}
@@ -78,7 +84,7 @@ func TestVotesSendFlagErrors(t *testing.T) {
 func TestVotesSendHelp(t *testing.T) {
 	var stderr bytes.Buffer
 	_ = votesSendEnv(t.Context(), []string{"-h"}, &bytes.Buffer{}, &stderr, votesSendEnvOf(nil))
-	for _, want := range []string{"usage: ddbpipe votes send --poll P", "-dup-rate", `(default "a,b,c")`, "VOTES_QUEUE_URL"} {
+	for _, want := range []string{"usage: ddbpipe votes send --poll P", "-dup-rate", "-no-check", "every option of the poll", "VOTES_QUEUE_URL"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, stderr.String())
 		}
@@ -148,7 +154,7 @@ func TestVotesSendToLocalQueue(t *testing.T) {
 
 	t.Run("queue flag, progress, summary", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
-		args := []string{"--poll", "demo", "--count", "50", "--dup-rate", "0.2", "--options", "yes,no", "--queue-url", queueURL, "--progress"}
+		args := []string{"--poll", "demo", "--count", "50", "--dup-rate", "0.2", "--options", "yes,no", "--queue-url", queueURL, "--progress", "--no-check"}
 		if err := votesSendEnv(t.Context(), args, &stdout, &stderr, votesSendEnvOf(vars)); err != nil {
 			t.Fatalf("votes send: %v\n%s", err, stderr.String())
 		}
@@ -169,8 +175,8 @@ func TestVotesSendToLocalQueue(t *testing.T) {
 				t.Errorf("summary %q lacks %q", summary, want)
 			}
 		}
-		if strings.Count(summary, "\n") != 1 {
-			t.Errorf("summary %q, want one line", summary)
+		if strings.Count(summary, "\n") != 2 || !strings.Contains(summary, "the poll was not checked") {
+			t.Errorf("summary %q, want one line and the hint that the poll was not checked", summary)
 		}
 		if bar := stderr.String(); !strings.Contains(bar, "\r[####################] 60/60 votes") || !strings.Contains(bar, "dup 10") || !strings.HasSuffix(bar, "\n") {
 			t.Errorf("progress %q, want a full bar redrawn with \\r, ending the line", bar)
@@ -188,7 +194,7 @@ func TestVotesSendToLocalQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stdout, stderr bytes.Buffer
-		args := []string{"--poll", "demo", "--count", "5", "--options", "yes", "--state-dir", state, "--json", "--quiet"}
+		args := []string{"--poll", "demo", "--count", "5", "--options", "yes", "--state-dir", state, "--json", "--quiet", "--no-check"}
 		if err := votesSendEnv(t.Context(), args, &stdout, &stderr, votesSendEnvOf(nil)); err != nil {
 			t.Fatalf("votes send: %v\n%s", err, stderr.String())
 		}
@@ -212,4 +218,85 @@ func TestVotesSendToLocalQueue(t *testing.T) {
 			t.Errorf("received %d messages, %d distinct; want 5", n, len(got))
 		}
 	})
+}
+
+// Without --no-check, votes send reads the poll: an unknown poll names the
+// polls there are, an unknown option the poll's options, a closed poll when
+// it closed; nothing is sent then. Without --options it votes for all the
+// poll's options, and it says when the votes will be counted.
+func TestVotesSendChecksThePoll(t *testing.T) {
+	s := votesSendStack(t)
+	cfg := stacktest.Config(t, s, nil)
+	db := dynamodb.NewFromConfig(cfg)
+	table := fmt.Sprintf("send-counters-%d", time.Now().UnixNano())
+	if _, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName: aws.String(table), BillingMode: ddbtypes.BillingModePayPerRequest,
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: ddbtypes.ScalarAttributeTypeS}, {AttributeName: aws.String("sk"), AttributeType: ddbtypes.ScalarAttributeTypeS},
+			{AttributeName: aws.String("pollCatalog"), AttributeType: ddbtypes.ScalarAttributeTypeS}, {AttributeName: aws.String("pollId"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		KeySchema: []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: ddbtypes.KeyTypeHash}, {AttributeName: aws.String("sk"), KeyType: ddbtypes.KeyTypeRange}},
+		GlobalSecondaryIndexes: []ddbtypes.GlobalSecondaryIndex{{IndexName: aws.String(votesddb.PollsIndex),
+			KeySchema:  []ddbtypes.KeySchemaElement{{AttributeName: aws.String("pollCatalog"), KeyType: ddbtypes.KeyTypeHash}, {AttributeName: aws.String("pollId"), KeyType: ddbtypes.KeyTypeRange}},
+			Projection: &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionTypeAll}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	store := votesddb.New(db, table, table+"-votes")
+	for _, p := range []votes.Poll{
+		{ID: "color", Options: []string{"red", "green", "blue"}, Shards: 2},
+		{ID: "closed", Options: []string{"a"}, Shards: 1, Closes: time.Now().Add(-time.Hour), Opens: time.Now().Add(-2 * time.Hour)},
+	} {
+		if err := store.CreatePoll(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := sqs.NewFromConfig(cfg)
+	q, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("send-check-%d", time.Now().UnixNano()))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{
+		"AWS_REGION": servers.Region, "AWS_ACCESS_KEY_ID": servers.AccessKeyID, "AWS_SECRET_ACCESS_KEY": servers.SecretAccessKey,
+		"AWS_ENDPOINT_URL_SQS": s.SQS, "AWS_ENDPOINT_URL_DYNAMODB": s.DynamoDB, "VOTES_QUEUE_URL": aws.ToString(q.QueueUrl),
+		"COUNTERS_TABLE_NAME": table, "COUNTER_BATCHING_WINDOW_SECONDS": "5", "TALLY_BATCHING_WINDOW_SECONDS": "1",
+	}
+	depth := func() string {
+		out, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)]
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown poll", []string{"--poll", "nope"}, `no poll "nope" (polls: closed, color)`},
+		{"unknown option", []string{"--poll", "color", "--options", "red,pink"}, `poll color has no option "pink"; its options are red, green, blue`},
+		{"closed poll", []string{"--poll", "closed"}, "poll closed closed at "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := votesSendEnv(t.Context(), tt.args, &stdout, &stderr, votesSendEnvOf(vars))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error with %q", err, tt.want)
+			}
+			if d := depth(); d != "0" {
+				t.Errorf("the queue holds %s messages after a refused send", d)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if err := votesSendEnv(t.Context(), []string{"--poll", "color", "--count", "30"}, &stdout, &stderr, votesSendEnvOf(vars)); err != nil {
+		t.Fatalf("votes send: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"sent 30 votes on poll color", ": red ", ", green ", ", blue ", "counted in about 7s", "votes results -poll color"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output %q lacks %q", out, want)
+		}
+	}
+	if strings.Contains(out, "not checked") {
+		t.Errorf("output %q says the poll was not checked", out)
+	}
 }

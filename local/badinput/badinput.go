@@ -229,6 +229,14 @@ func cliCases() []Case {
 		c("tables rotate: -now not a time", "want an RFC 3339 time", "tables", "rotate", "-now", "yesterday"),
 		c("votes dlq inspect: negative max", "at least 0", "votes", "dlq", "inspect", "-max", "-1"),
 		c("local invoke without a function", "usage: ddbpipe local invoke FUNCTION", "local", "invoke"),
+		c("votes send: unknown poll", `no poll "no-such-poll"`, "votes", "send", "-poll", "no-such-poll"),
+		c("votes send: unknown option", `has no option "zzz"; its options are a, b`, "votes", "send", "-poll", Poll, "-options", "a,zzz"),
+		c("votes send: no-check without options", "--options is required with --no-check", "votes", "send", "-poll", Poll, "-no-check"),
+		c("polls get: unknown poll", `no poll "no-such-poll"`, "polls", "get", "no-such-poll"),
+		c("polls get: two ids", "want one poll id", "polls", "get", "a", "b"),
+		c("polls ls: an argument", "polls ls takes no arguments", "polls", "ls", "extra"),
+		c("polls create: id with a slash", "a poll id is one URL path segment", "polls", "create", "-poll", "../x", "-options", "a"),
+		c("votes results: unknown poll", `no poll "no-such-poll"`, "votes", "results", "-poll", "no-such-poll"),
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 )
 
 // Load returns the default AWS configuration.
@@ -37,11 +38,16 @@ func S3(cfg aws.Config) *s3.Client {
 // (AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and the
 // AWS_ENDPOINT_URL_<SERVICE> endpoints) without touching the process
 // environment, so several local stacks can live in one process (tests).
+// It is for the CLI, the local stack and tests; the SDK's logger is off.
 func FromVars(ctx context.Context, getenv func(string) string) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
 	if r := getenv("AWS_REGION"); r != "" {
 		opts = append(opts, config.WithRegion(r))
 	}
+	// The SDK's own log lines (a response body it could not drain, a
+	// retried call) are noise against local servers: errors that matter
+	// reach the caller.
+	opts = append(opts, config.WithLogger(logging.Nop{}))
 	if k := getenv("AWS_ACCESS_KEY_ID"); k != "" {
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(k, getenv("AWS_SECRET_ACCESS_KEY"), "")))
 	}
