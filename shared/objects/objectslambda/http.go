@@ -203,15 +203,24 @@ func body(req events.APIGatewayV2HTTPRequest, limit int, hint string) ([]byte, e
 	return b, nil
 }
 
-// ifMatch reads If-Match: a version, bare or quoted as our ETags are.
-func ifMatch(v string) (*int64, error) {
+// ifMatch reads If-Match: a version, bare or quoted as our ETags are. On a
+// write (create true), version 0 is "only if the object does not exist",
+// as If-None-Match: * and the CLI's -if-match 0 say it.
+func ifMatch(v string, create bool) (*int64, error) {
 	if v == "" {
 		return nil, nil
 	}
 	if v == "*" {
 		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-Match: * is not supported; send the version the change is based on")
 	}
-	n, err := objects.ParseVersion(strings.Trim(strings.TrimPrefix(v, "W/"), `"`))
+	bare := strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
+	if bare == "0" {
+		if !create {
+			return nil, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "If-Match: 0 (no object yet) means nothing on a delete; send the version to delete")
+		}
+		return new(int64), nil
+	}
+	n, err := objects.ParseVersion(bare)
 	if err != nil {
 		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "If-Match %q is not a version (1 to %d, as the ETag gives it)", truncate(v, 32), int64(objects.MaxVersion))
 	}
@@ -226,13 +235,13 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	if limit <= 0 {
 		limit = DefaultMaxBody
 	}
-	match, err := ifMatch(header(req, "if-match"))
+	match, err := ifMatch(header(req, "if-match"), true)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	create := false
+	create := match != nil && *match == 0
 	switch v := header(req, "if-none-match"); {
-	case v == "*" && match != nil:
+	case v == "*" && match != nil && *match != 0:
 		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
 	case v == "*":
 		create, match = true, new(int64)
@@ -247,7 +256,7 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	default:
 		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadPlacement, "placement %q: want auto or table", truncate(p, 32))
 	}
-	doc, err := body(req, limit, fmt.Sprintf("; send bigger documents with POST /objects/%s/uploads", url.PathEscape(key)))
+	doc, err := body(req, limit, fmt.Sprintf(`; send bigger documents through a presigned upload: POST /objects/%s/uploads with {"size":N,"sha256":"<hex>"} (ddbpipe objects upload does it)`, escapeKey(key)))
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
@@ -342,7 +351,7 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 }
 
 func (h *HTTP) delete(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
-	match, err := ifMatch(header(req, "if-match"))
+	match, err := ifMatch(header(req, "if-match"), false)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}

@@ -71,6 +71,9 @@ func TestPutRetriesOverHTTP(t *testing.T) {
 		{"update", "retry/http/a.txt", with("If-Match", `"2"`), []byte("two"), 200, 3, false},
 		{"update again", "retry/http/a.txt", with("If-Match", `"2"`), []byte("two"), 200, 3, true},
 		{"stale update", "retry/http/a.txt", with("If-Match", `"2"`), []byte("three"), 409, 0, false},
+		{"create with If-Match: 0", "retry/http/c.txt", with("If-Match", "0"), []byte("one"), 201, 1, false},
+		{"create with If-Match: 0 again", "retry/http/c.txt", with("If-Match", `"0"`), []byte("one"), 200, 1, true},
+		{"create with If-Match: 0 and If-None-Match: *", "retry/http/d.txt", map[string]string{"If-Match": "0", "If-None-Match": "*"}, []byte("one"), 201, 1, false},
 		{"big", "retry/http/b.bin", text, big, 201, 1, false},
 		{"big again", "retry/http/b.bin", text, big, 200, 1, true},
 	}

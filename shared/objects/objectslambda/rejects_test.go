@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -86,6 +88,8 @@ func TestBadRequests(t *testing.T) {
 		{"malformed If-Match", "PUT", "/objects/rejects/doc.txt", map[string]string{"If-Match": "seven"}, "v2", 400, "bad-if-match"},
 		{"If-Match: *", "PUT", "/objects/rejects/doc.txt", map[string]string{"If-Match": "*"}, "v2", 400, "unsupported-precondition"},
 		{"create-only on an existing key", "PUT", "/objects/rejects/doc.txt", map[string]string{"If-None-Match": "*"}, "v2", 409, "conflict"},
+		{"If-Match: 0 (create only) on an existing key", "PUT", "/objects/rejects/doc.txt", map[string]string{"If-Match": `"0"`}, "v2", 409, "conflict"},
+		{"If-Match: 0 on a delete", "DELETE", "/objects/rejects/doc.txt", map[string]string{"If-Match": "0"}, "", 400, "bad-if-match"},
 		{"bad placement", "PUT", "/objects/rejects/x?placement=disk", nil, "x", 400, "bad-placement"},
 		{"bad content type", "PUT", "/objects/rejects/x", map[string]string{"Content-Type": "not a type"}, "x", 415, "bad-content-type"},
 		{"version zero", "GET", "/objects/rejects/doc.txt?version=0", nil, "", 400, "bad-version"},
@@ -238,4 +242,24 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// A body over the PUT limit is refused with the upload route to use
+// instead, and that route works when called as the message writes it.
+func TestTooLargeNamesAWorkingUploadRoute(t *testing.T) {
+	e, _ := newClient(t)
+	body := bytes.Repeat([]byte("x"), objectslambda.DefaultMaxBody+1)
+	got := call(t, e, "PUT", "/objects/data/c45.bin", nil, body)
+	route := regexp.MustCompile(`POST (/objects/\S+/uploads)`).FindStringSubmatch(got.body.Message)
+	if got.status != 413 || route == nil {
+		t.Fatalf("got %d %s, want 413 naming POST /objects/.../uploads", got.status, truncate(got.raw, 300))
+	}
+	if route[1] != "/objects/data/c45.bin/uploads" {
+		t.Errorf("the message names %s, want /objects/data/c45.bin/uploads", route[1])
+	}
+	req := fmt.Sprintf(`{"size":%d,"sha256":%q}`, len(body), objects.SumOf(body).String())
+	grant := call(t, e, "POST", route[1], map[string]string{"Content-Type": "application/json"}, []byte(req))
+	if grant.status != 201 && grant.status != 200 {
+		t.Errorf("POST %s as written: %d %s", route[1], grant.status, truncate(grant.raw, 300))
+	}
 }
