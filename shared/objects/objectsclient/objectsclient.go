@@ -1,6 +1,7 @@
 // Package objectsclient is the Go client of the objects HTTP API (the
 // contract is package objectsapi): put, get (following presigned
-// downloads and verifying them), versions, delete, presigned uploads
+// downloads and verifying them), byte ranges (GetRange), versions, delete,
+// presigned uploads
 // (single PUT or multipart, waiting for the finalizer's verdict) and
 // read-modify-write with retries on conflict. The ddbpipe CLI uses it.
 package objectsclient
