@@ -42,6 +42,7 @@ func benches() []bench {
 	return []bench{
 		{"functions", benchFunctions}, // binaries and init: builds, no load on the servers
 		{"objects", benchObjects},     // few stream records: first, so its latencies are DynamoDB Local's fresh ones
+		{"objects-ranges", benchRanges},
 		{"listing", benchListing},
 		{"votes", benchVotes},
 		{"runner-sqs", benchSQS},

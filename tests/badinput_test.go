@@ -39,6 +39,7 @@ func TestBadInputCorpus(t *testing.T) {
 			badinput.BeforePoll, now.Add(-2*time.Hour).Format(time.RFC3339), badinput.MonthsAgo, now.AddDate(0, 0, -40).Format(time.RFC3339),
 			badinput.APIURL, env.APIURL).Replace(s)
 	}
+	putRanged(t, env)
 	by := map[string][]badinput.Case{}
 	for _, c := range badinput.Cases() {
 		by[c.Entry] = append(by[c.Entry], c)
@@ -47,6 +48,24 @@ func TestBadInputCorpus(t *testing.T) {
 	t.Run("http", func(t *testing.T) { badRequests(t, env, poll, fill, by[badinput.HTTP]) })
 	t.Run("stream", func(t *testing.T) { badRecords(t, env, by[badinput.Stream]) })
 	t.Run("cli", func(t *testing.T) { badCommands(t, env, fill, by[badinput.CLI]) })
+}
+
+// putRanged stores the document the Range cases name.
+func putRanged(t *testing.T, env *stack.Env) {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, env.APIURL+"/objects/"+badinput.Ranged,
+		strings.NewReader(strings.Repeat("r", badinput.RangedSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := env.APIClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("PUT %s: %s", badinput.Ranged, resp.Status)
+	}
 }
 
 // badVotes sends each body to the votes queue (or, when SQS itself refuses

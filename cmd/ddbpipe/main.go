@@ -55,7 +55,7 @@ func commands() []command {
 		{"votes rejects inspect", "read the rejects queue without consuming it, counted by reason: votes rejects inspect [-max N -samples N -json]", votesRejectsInspect},
 		{"votes rejects redrive", "refused, with the reason: rejected votes are invalid", votesRejectsRedrive},
 		{"objects put", "store a document: objects put [-file F] [-type T] [-if-match N] [-table] KEY (big ones are uploaded; the same bytes and type again write nothing and say unchanged, so a put is safe to retry)", objectsPut},
-		{"objects get", "read a document: objects get [-version N] [-o FILE] KEY", objectsGet},
+		{"objects get", "read a document, or some of its bytes: objects get [-version N] [-range a-b|a-|-n] [-o FILE] KEY", objectsGet},
 		{"objects ls", "list documents by prefix: objects ls [-r] [-json] [PREFIX] (folders as PRE, like aws s3 ls)", objectsLs},
 		{"objects versions", "list a document's versions: objects versions [-json] KEY", objectsVersions},
 		{"objects rm", "delete a document: objects rm [-if-match N] KEY", objectsRm},

@@ -169,23 +169,68 @@ func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f := newObjectsFlags("objects get", stderr)
 	version := f.fs.Int64("version", 0, "version to read (default: the latest)")
 	out := f.fs.String("o", "-", "output file (- for stdout)")
+	rng := f.fs.String("range", "", "read only these bytes: `a-b` (from byte a to byte b, both counted from 0), a- (to the end) or -n (the last n)")
 	c, key, err := f.client(ctx, args)
 	if err != nil {
 		return err
+	}
+	if *rng != "" {
+		off, n, err := cliRange(*rng)
+		if err != nil {
+			return err
+		}
+		p, err := c.GetRange(ctx, key, *version, off, n)
+		if err != nil {
+			return err
+		}
+		if err := writeOutput(*out, p.Body, stdout); err != nil {
+			return err
+		}
+		if *out != "-" {
+			fmt.Fprintf(stderr, "%s: version %d, bytes %d-%d of %d, %s → %s\n", key, p.Version, p.Off, p.Off+int64(len(p.Body))-1, p.Size, p.ContentType, *out)
+		}
+		return nil
 	}
 	o, err := c.Get(ctx, key, *version)
 	if err != nil {
 		return err
 	}
-	if *out == "-" {
-		_, err = stdout.Write(o.Body)
+	if err := writeOutput(*out, o.Body, stdout); err != nil {
 		return err
 	}
-	if err := os.WriteFile(*out, o.Body, 0o644); err != nil {
-		return err
+	if *out != "-" {
+		fmt.Fprintf(stderr, "%s: version %d, %d bytes, %s → %s\n", key, o.Version, o.Size, o.ContentType, *out)
 	}
-	fmt.Fprintf(stderr, "%s: version %d, %d bytes, %s → %s\n", key, o.Version, o.Size, o.ContentType, *out)
 	return nil
+}
+
+// cliRange reads -range (a-b, a- or -n, as a Range header's bytes= takes
+// them) into GetRange's offset and length.
+func cliRange(v string) (off, n int64, err error) {
+	spec, ok, err := objects.ParseRange("bytes=" + v)
+	switch {
+	case err != nil:
+		return 0, 0, fmt.Errorf("objects get: -range %q: %w", v, err)
+	case !ok:
+		return 0, 0, fmt.Errorf("objects get: -range %q: want a-b, a- or -n", v)
+	case spec.IsSuffix && spec.Suffix == 0:
+		return 0, 0, fmt.Errorf("objects get: -range %q names no byte: want -n with n at least 1", v)
+	case spec.IsSuffix:
+		return -spec.Suffix, objectsclient.ToEnd, nil
+	case spec.Last < 0:
+		return spec.First, objectsclient.ToEnd, nil
+	case spec.Last-spec.First+1 <= 0: // a last byte that saturated
+		return spec.First, objectsclient.ToEnd, nil
+	}
+	return spec.First, spec.Last - spec.First + 1, nil
+}
+
+func writeOutput(file string, body []byte, stdout io.Writer) error {
+	if file == "-" {
+		_, err := stdout.Write(body)
+		return err
+	}
+	return os.WriteFile(file, body, 0o644)
 }
 
 func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Writer) error {

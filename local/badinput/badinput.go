@@ -39,6 +39,13 @@ const (
 	APIURL    = "$API"
 )
 
+// Ranged is a document of RangedSize bytes that the driver stores before
+// the cases run, for the Range cases to name.
+const (
+	Ranged     = "badinput/ranged.txt"
+	RangedSize = 100
+)
+
 // Case is one bad input and what must become of it.
 type Case struct {
 	Entry string
@@ -126,6 +133,7 @@ func httpCases() []Case {
 		return Case{Entry: HTTP, Name: name, Method: method, Path: path, Header: header, Body: body, Status: status}
 	}
 	jsonType := map[string]string{"Content-Type": "application/json"}
+	rng := func(v string) map[string]string { return map[string]string{"Range": v} }
 	cases := []Case{
 		c("poll: malformed JSON", "POST", "/polls", jsonType, `{"pollId":`, 400),
 		c("poll: options a string", "POST", "/polls", jsonType, `{"pollId":"h1","options":"a,b"}`, 400),
@@ -167,6 +175,19 @@ func httpCases() []Case {
 		c("list: cursor forged for another prefix", "GET", "/objects?prefix=a&cursor=MQpiCgowCmI", nil, "", 400),
 		c("list: 5 KB cursor", "GET", "/objects?cursor="+strings.Repeat("A", 5000), nil, "", 400),
 		c("list: unknown parameter", "GET", "/objects?marker=x", nil, "", 400),
+		// Range: one range per request, in digits, within the document.
+		c("range: two ranges", "GET", "/objects/"+Ranged, rng("bytes=0-1,5-6"), "", 416),
+		c("range: overlapping ranges", "GET", "/objects/"+Ranged, rng("bytes=0-50,25-75"), "", 416),
+		c("range: 1,000 ranges", "GET", "/objects/"+Ranged, rng("bytes="+strings.TrimSuffix(strings.Repeat("0-0,", 1000), ",")), "", 416),
+		c("range: reversed", "GET", "/objects/"+Ranged, rng("bytes=50-10"), "", 400),
+		c("range: no unit", "GET", "/objects/"+Ranged, rng("0-10"), "", 400),
+		c("range: words", "GET", "/objects/"+Ranged, rng("bytes=first-last"), "", 400),
+		c("range: negative first byte", "GET", "/objects/"+Ranged, rng("bytes=-5-10"), "", 400),
+		c("range: a bare dash", "GET", "/objects/"+Ranged, rng("bytes=-"), "", 400),
+		c("range: starts at the end", "GET", "/objects/"+Ranged, rng(fmt.Sprintf("bytes=%d-", RangedSize)), "", 416),
+		c("range: first byte past int64", "GET", "/objects/"+Ranged, rng("bytes=99999999999999999999-"), "", 416),
+		c("range: suffix of zero", "GET", "/objects/"+Ranged, rng("bytes=-0"), "", 416),
+		c("range: on a missing object", "GET", "/objects/badinput/never-written", rng("bytes=0-1"), "", 404),
 	}
 	// Without a signature the API refuses before any function runs.
 	for _, u := range []Case{
@@ -224,6 +245,9 @@ func cliCases() []Case {
 		c("objects ls: two prefixes", "at most one prefix", "objects", "ls", "a/", "b/"),
 		c("objects ls: a prefix no key can start", "bad-prefix", "objects", "ls", "-api", APIURL, "/etc/"),
 		c("objects ls: page of 5000", "bad-limit", "objects", "ls", "-api", APIURL, "-page", "5000", "docs/"),
+		c("objects get: reversed range", "bad-range", "objects", "get", "-api", APIURL, "-range", "5-2", Ranged),
+		c("objects get: two ranges", "multiple-ranges", "objects", "get", "-api", APIURL, "-range", "0-1,5-6", Ranged),
+		c("objects get: range past the end", "range-not-satisfiable", "objects", "get", "-api", APIURL, "-range", fmt.Sprintf("%d-", RangedSize+5), Ranged),
 		c("archive query: output format", `want table, csv or json`, "archive", "query", "-format", "xml", "SELECT 1"),
 		c("archive ls: month 13", "want YYYY-MM", "archive", "ls", "-month", "2026-13"),
 		c("tables rotate: -now not a time", "want an RFC 3339 time", "tables", "rotate", "-now", "yesterday"),

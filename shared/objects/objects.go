@@ -139,6 +139,10 @@ const (
 	ReasonBadSHA256        Reason = "bad-sha256"
 	ReasonBadParts         Reason = "bad-parts"
 	ReasonUploadClosed     Reason = "upload-closed"
+	// Ranges (see ParseRange and RangeSpec.Resolve).
+	ReasonBadRange            Reason = "bad-range"
+	ReasonMultipleRanges      Reason = "multiple-ranges"
+	ReasonRangeNotSatisfiable Reason = "range-not-satisfiable"
 )
 
 // InvalidError is a refused request with its reason and a detail that may

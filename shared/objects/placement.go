@@ -209,10 +209,11 @@ func (p Policy) Place(size int, compressedSize func() int, o PlaceOptions) (Plac
 		return Placement{}, invalid(ReasonTooLargeForTable, "the document is %d bytes (%d stored), over the %d bytes a document kept in the table may take", size, stored, p.ChunkedMax)
 	}
 	chunkOverhead := chunkItemOverhead + len(o.Key)
+	chunks := chunkCount(int64(stored), p.ChunkSize)
 	return Placement{
 		Kind: Chunked, Codec: codec, StoredSize: stored,
-		ItemBytes: overhead + 128, // the manifest
-		Chunks:    chunkCount(int64(stored), p.ChunkSize), ChunkSize: p.ChunkSize,
+		ItemBytes: overhead + 128 + ChunkSumsSize(chunks), // the manifest and its chunk digests
+		Chunks:    chunks, ChunkSize: p.ChunkSize,
 		ChunkItemBytes: min(stored, p.ChunkSize) + chunkOverhead,
 	}, nil
 }

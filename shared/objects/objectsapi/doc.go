@@ -66,7 +66,62 @@
 // X-Object-Sha256 and X-Object-Kind. A document in S3 bigger than a Lambda
 // response can carry (default 4 MiB) gets 303 See Other, Location: a
 // presigned GET valid for minutes, and {"url","expiresAt","size","sha256",
-// "version","contentType"}; `curl -L` follows it.
+// "version","contentType"}; `curl -L` follows it. Every GET and HEAD says
+// Accept-Ranges: bytes.
+//
+// # Ranges
+//
+// GET honours one byte range (RFC 9110, section 14): Range: bytes=a-b
+// (bytes a to b, counted from 0, both included), bytes=a- (from a to the
+// end) or bytes=-n (the last n bytes). The answer is 206 Partial Content
+// with Content-Range: bytes <first>-<last>/<size>, the range's bytes, and
+// the headers of a whole GET (ETag, X-Object-Version, X-Object-Size and
+// X-Object-Sha256 describe the whole document). A last byte past the end
+// stops at the end; a suffix longer than the document is all of it, still
+// a 206. A range longer than a response carries (4 MiB) is cut to its
+// first 4 MiB: Content-Range says which bytes came, ask for the rest next.
+//
+// What a range reads, and how it is verified:
+//
+//   - chunked documents (?placement=table) stored as they are read only the
+//     chunks that hold the range (their keys come from the manifest's chunk
+//     size and count), each verified against its own SHA-256, kept in the
+//     manifest: a 1 KiB range reads one chunk, or two across a boundary.
+//     Documents chunked without per-chunk digests, and gzip'd chunks, are
+//     read and verified whole, then cut;
+//   - inline and compressed documents are read, decompressed and verified
+//     whole (a gzip stream cannot be entered in the middle), then cut;
+//   - documents in S3 up to 4 MiB likewise; bigger ones answer 303 exactly
+//     as without a Range (an unsatisfiable range is 416 first): send the
+//     same Range header to the Location, and S3 answers 206 itself. Its
+//     bytes cannot be checked against X-Object-Sha256 (nor can any range's):
+//     the client checks they are the bytes it asked for.
+//
+// Refusals, each with the JSON error body:
+//
+//   - 416 range-not-satisfiable, with Content-Range: bytes */<size>: the
+//     range starts at or past the end, or is bytes=-0;
+//   - 416 multiple-ranges: several ranges in one header, overlapping or
+//     not. One range is served per request. S3 answers such a request with
+//     the whole object (200), silently; RFC 9110 lets a server reject a
+//     range set it will not serve (section 15.5.17), and saying so costs the
+//     client one round trip where the whole object would cost it every byte
+//     (and, for a chunked document, every chunk read);
+//   - 400 bad-range: not bytes=a-b, bytes=a- or bytes=-n in digits (no
+//     "=", words, signs, a bare "-"), or b before a. RFC 9110 lets a
+//     server ignore or reject an invalid range; S3 ignores it. A 400 names
+//     the mistake instead of sending the whole document.
+//
+// What is not a refusal: a Range of another unit (items=0-9) is ignored,
+// as RFC 9110 requires, and the whole document comes with 200; an empty
+// document has no byte a range can name and also comes whole, 200 (as Go's
+// net/http serves one); HEAD ignores Range. If-Range is honoured: with
+// the current ETag ("n") the range is served, with another ETag or a date
+// the whole document comes, 200. The other conditional headers (If-Match,
+// If-None-Match, If-Modified-Since, If-Unmodified-Since) are not evaluated
+// on GET, with or without a Range: a reader that assembles a document from
+// several ranges pins it with ?version=N (or checks that every ETag is the
+// same).
 //
 // POST …/uploads takes {"size":N,"sha256":"<hex>","contentType":"…",
 // "ifMatch":n} (ifMatch optional; 0 means create only) and answers 201 with
@@ -105,10 +160,11 @@
 //
 // Errors are {"error":"<reason>","message":"…"}: 400 for bad keys
 // (empty-key, key-bad-char, key-reserved, …), bad-version, bad-if-match,
-// bad-placement, invalid-json, missing-body, bad-sha256, bad-parts; 404
-// not-found; 405 method-not-allowed; 409 conflict (with "currentVersion")
-// and upload-closed; 413 too-large; 415 bad-content-type; 503 throttled
-// (retry); 500 internal (details are logged, never returned).
+// bad-placement, invalid-json, missing-body, bad-sha256, bad-parts,
+// bad-range; 404 not-found; 405 method-not-allowed; 409 conflict (with
+// "currentVersion") and upload-closed; 413 too-large; 415
+// bad-content-type; 416 range-not-satisfiable and multiple-ranges; 503
+// throttled (retry); 500 internal (details are logged, never returned).
 //
 // # With curl
 //
@@ -123,6 +179,8 @@
 //	curl "${sig[@]}" -i -X PUT --data-binary @report.pdf -H 'If-Match: 1' $API_URL/objects/docs/report.pdf
 //	curl "${sig[@]}" -L -o copy.pdf $API_URL/objects/docs/report.pdf
 //	curl "${sig[@]}" "$API_URL/objects/docs/report.pdf?version=1" -o v1.pdf
+//	curl "${sig[@]}" -H 'Range: bytes=0-1023' $API_URL/objects/docs/report.pdf -o head.bin   # 206, the first KiB
+//	curl "${sig[@]}" -L -H 'Range: bytes=-100' $API_URL/objects/data/big.bin -o tail.bin     # via S3 when it is big
 //	curl "${sig[@]}" $API_URL/objects/docs/report.pdf/versions
 //	curl "${sig[@]}" -X DELETE -H 'If-Match: 2' $API_URL/objects/docs/report.pdf
 //	curl "${sig[@]}" -X POST -H 'Content-Type: application/json' \

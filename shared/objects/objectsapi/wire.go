@@ -1,6 +1,7 @@
 package objectsapi
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -169,4 +170,31 @@ type Part struct {
 // CompleteRequest is POST …/uploads/{id}/complete.
 type CompleteRequest struct {
 	Parts []Part `json:"parts"`
+}
+
+// Reasons of range requests (ErrorBody.Error): 400 for a malformed Range,
+// 416 for one the API will not serve (with Content-Range: bytes */<size>).
+const (
+	ReasonBadRange            = "bad-range"
+	ReasonMultipleRanges      = "multiple-ranges"
+	ReasonRangeNotSatisfiable = "range-not-satisfiable"
+)
+
+// ContentRange is the Content-Range of a 206 holding bytes [start, end) of
+// a document of size bytes: "bytes <first>-<last>/<size>".
+func ContentRange(start, end, size int64) string {
+	return fmt.Sprintf("bytes %d-%d/%d", start, end-1, size)
+}
+
+// ParseContentRange reads a 206's Content-Range ("bytes a-b/size") into
+// [start, end) and size.
+func ParseContentRange(v string) (start, end, size int64, err error) {
+	var first, last int64
+	if _, err := fmt.Sscanf(v, "bytes %d-%d/%d", &first, &last, &size); err != nil || first < 0 || last < first || size <= last {
+		return 0, 0, 0, fmt.Errorf("objects API: Content-Range %q: want bytes first-last/size", v)
+	}
+	if v != ContentRange(first, last+1, size) {
+		return 0, 0, 0, fmt.Errorf("objects API: Content-Range %q: want bytes first-last/size", v)
+	}
+	return first, last + 1, size, nil
 }

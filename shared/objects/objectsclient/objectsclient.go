@@ -1,6 +1,7 @@
 // Package objectsclient is the Go client of the objects HTTP API (the
 // contract is package objectsapi): put, get (following presigned
-// downloads and verifying them), versions, delete, presigned uploads
+// downloads and verifying them), byte ranges (GetRange), versions, delete,
+// presigned uploads
 // (single PUT or multipart, waiting for the finalizer's verdict) and
 // read-modify-write with retries on conflict. The ddbpipe CLI uses it.
 package objectsclient
@@ -262,6 +263,121 @@ func (c *Client) download(ctx context.Context, key string, l objectsapi.Link, h 
 	m := metaFromHeader(key, h)
 	m.Version, m.Size, m.SHA256, m.ContentType = l.Version, l.Size, l.SHA256, l.ContentType
 	return Object{Meta: m, Body: body}, nil
+}
+
+// ToEnd, as GetRange's n, reads to the end of the document.
+const ToEnd = -1
+
+// Part is a range of a document: Body holds bytes [Off, Off+len(Body)) of
+// a document of Meta.Size bytes.
+type Part struct {
+	Meta
+	Off  int64
+	Body []byte
+	// Whole is true when the answer was the whole document (200, not 206):
+	// an empty document, which has no byte a range can name. Body is then
+	// verified against the document's SHA-256.
+	Whole bool
+}
+
+// GetRange reads bytes of a version of key (0: the latest) with one Range
+// request: n bytes from off (bytes=off-(off+n-1)); with n = ToEnd, from off
+// to the end (bytes=off-); with off < 0 and n = ToEnd, the last -off bytes
+// (bytes=-(-off)). A range past the end of the document is cut there; one
+// that starts past it is a 416 *Error. The API cuts a range longer than a
+// response carries (4 MiB): Part says which bytes came, and the rest is one
+// more GetRange away.
+//
+// The bytes of a range cannot be checked against the document's SHA-256
+// (the API verifies what it reads: each chunk, or the whole document);
+// GetRange checks that they are the bytes asked for (Content-Range). A
+// document served as a presigned download is read from the bucket with the
+// same Range.
+func (c *Client) GetRange(ctx context.Context, key string, version, off, n int64) (Part, error) {
+	var spec string
+	switch {
+	case off >= 0 && n > 0:
+		spec = fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+	case off >= 0 && n == ToEnd:
+		spec = fmt.Sprintf("bytes=%d-", off)
+	case off < 0 && n == ToEnd:
+		spec = fmt.Sprintf("bytes=-%d", -off)
+	default:
+		return Part{}, fmt.Errorf("objects API: range of %d bytes from %d: want n > 0, or ToEnd (from off, or the last -off bytes)", n, off)
+	}
+	u := c.path(key)
+	if version > 0 {
+		u += "?version=" + strconv.FormatInt(version, 10)
+	}
+	h := http.Header{"Range": {spec}}
+	resp, err := c.do(ctx, http.MethodGet, u, nil, h)
+	if err != nil {
+		return Part{}, err
+	}
+	meta := metaFromHeader(key, resp.Header)
+	if resp.StatusCode == http.StatusSeeOther {
+		var l objectsapi.Link
+		if err := decode(resp, &l, http.StatusSeeOther); err != nil {
+			return Part{}, err
+		}
+		meta.Version, meta.Size, meta.SHA256, meta.ContentType = l.Version, l.Size, l.SHA256, l.ContentType
+		resp, err = c.do(ctx, http.MethodGet, l.URL, nil, h)
+		if err != nil {
+			return Part{}, err
+		}
+		if resp.StatusCode != http.StatusPartialContent && resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return Part{}, fmt.Errorf("objects API: download %s (%s): bucket answered %s", key, spec, resp.Status)
+		}
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+	case http.StatusOK:
+		// The whole document: verify it, then cut the range from it.
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		if err != nil {
+			return Part{}, fmt.Errorf("objects API: read %s: %w", key, err)
+		}
+		if got := sha256Hex(body); got != meta.SHA256 {
+			return Part{}, fmt.Errorf("objects API: %s: got sha256 %s, the API says %s", key, got, meta.SHA256)
+		}
+		p := Part{Meta: meta, Body: body, Whole: true}
+		if size := int64(len(body)); size > 0 {
+			from := off
+			switch {
+			case off < 0:
+				from = max(0, size+off)
+			case off >= size:
+				return Part{}, fmt.Errorf("objects API: %s: the range starts at %d, the document has %d bytes", key, off, size)
+			}
+			to := size
+			if n > 0 {
+				to = min(size, from+n)
+			}
+			p.Off, p.Body, p.Whole = from, body[from:to], false
+		}
+		return p, nil
+	default:
+		return Part{}, decode(resp, nil)
+	}
+	start, end, size, err := objectsapi.ParseContentRange(resp.Header.Get("Content-Range"))
+	if err != nil {
+		return Part{}, err
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, end-start+1))
+	if err != nil {
+		return Part{}, fmt.Errorf("objects API: read %s (%s): %w", key, spec, err)
+	}
+	wantStart := off
+	if off < 0 {
+		wantStart = max(0, size+off)
+	}
+	if int64(len(body)) != end-start || start != wantStart || (n > 0 && end > off+n) {
+		return Part{}, fmt.Errorf("objects API: %s: asked %s, got %d bytes as %s", key, spec, len(body), resp.Header.Get("Content-Range"))
+	}
+	meta.Size = size
+	return Part{Meta: meta, Off: start, Body: body}, nil
 }
 
 // ListOptions shape a listing.

@@ -59,21 +59,34 @@ func (s *Store) DeleteChunks(ctx context.Context, key string, m objects.Manifest
 	return nil
 }
 
-// GetChunks implements objects.Chunks: strongly consistent BatchGetItem
-// reads (a chunk is written just before the commit that references it, and
-// an eventually consistent read could miss it), in parallel batches sized
-// so that no response passes DynamoDB's 16 MB. A missing chunk is
-// objects.ErrBlobNotFound.
+// GetChunks implements objects.Chunks: every chunk, as GetChunkRange
+// reads them.
 func (s *Store) GetChunks(ctx context.Context, key string, m objects.Manifest) ([][]byte, error) {
+	return s.GetChunkRange(ctx, key, m, 0, m.Count)
+}
+
+// GetChunkRange implements objects.Chunks: chunks [from, to), with strongly
+// consistent BatchGetItem reads (a chunk is written just before the commit
+// that references it, and an eventually consistent read could miss it), in
+// parallel batches sized so that no response passes DynamoDB's 16 MB. No
+// other chunk is asked for. A missing chunk is objects.ErrBlobNotFound.
+func (s *Store) GetChunkRange(ctx context.Context, key string, m objects.Manifest, from, to int) ([][]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("objectsddb: get chunks of %s: %w", key, err)
 	}
-	keys := m.ChunkKeys(key)
-	out := make([][]byte, m.Count)
-	found := make([]bool, m.Count)
+	if from < 0 || to > m.Count || from > to {
+		return nil, fmt.Errorf("objectsddb: get chunks [%d, %d) of %s: the manifest has %d", from, to, key, m.Count)
+	}
+	n := to - from
+	keys := make([]objects.ItemKey, n)
+	for i := range keys {
+		keys[i] = m.ChunkKey(key, from+i)
+	}
+	out := make([][]byte, n)
+	found := make([]bool, n)
 	perItem := m.ChunkSize + 2*len(key) + 256 // the payload, its key (twice: pk and the response's) and names
 	limit := min(maxBatchGet, max(1, (maxBatchGetOut-64<<10)/perItem))
-	err := s.parallel(ctx, batches(m.Count, limit, s.parallelism()), func(ctx context.Context, lo, hi int) error {
+	err := s.parallel(ctx, batches(n, limit, s.parallelism()), func(ctx context.Context, lo, hi int) error {
 		index := make(map[string]int, hi-lo)
 		req := make([]map[string]types.AttributeValue, 0, hi-lo)
 		for i := lo; i < hi; i++ {
@@ -88,7 +101,7 @@ func (s *Store) GetChunks(ctx context.Context, key string, m objects.Manifest) (
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("objectsddb: get %d chunks of %s (write %s): %w", m.Count, key, m.WriteID, err)
+		return nil, fmt.Errorf("objectsddb: get %d chunks of %s (write %s): %w", n, key, m.WriteID, err)
 	}
 	for i, ok := range found {
 		if !ok {

@@ -31,6 +31,7 @@ const (
 	// in manifest
 	attrCount     = "count"
 	attrChunkSize = "chunkSize"
+	attrSums      = "sums" // the chunks' SHA-256s, 32 bytes each, in order
 	// in blob (with size, sha256, contentType, codec)
 	attrBucket    = "bucket"
 	attrKey       = "key"
@@ -82,10 +83,18 @@ func encode(r objects.Record, sk string) map[string]types.AttributeValue {
 		item[attrData] = &types.AttributeValueMemberB{Value: r.Data}
 	}
 	if m := r.Manifest; m != nil {
-		item[attrManifest] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		mm := map[string]types.AttributeValue{
 			attrCount: num(int64(m.Count)), attrChunkSize: num(int64(m.ChunkSize)),
 			attrSize: num(m.Size), attrSHA256: str(m.SHA256.String()),
-		}}
+		}
+		if len(m.Sums) > 0 {
+			sums := make([]byte, 0, len(m.Sums)*len(objects.Sum{}))
+			for _, c := range m.Sums {
+				sums = append(sums, c[:]...)
+			}
+			mm[attrSums] = &types.AttributeValueMemberB{Value: sums}
+		}
+		item[attrManifest] = &types.AttributeValueMemberM{Value: mm}
 	}
 	if b := r.Blob; b != nil {
 		bm := map[string]types.AttributeValue{attrSize: num(b.Size), attrSHA256: str(b.SHA256.String())}
@@ -245,6 +254,17 @@ func decode(item map[string]types.AttributeValue) (objects.Record, error) {
 		r.Manifest = &objects.Manifest{
 			WriteID: r.WriteID, Count: int(m.num(attrCount)), ChunkSize: int(m.num(attrChunkSize)),
 			Size: m.num(attrSize), SHA256: m.sum(attrSHA256),
+		}
+		if raw := m.bytes(attrSums); len(raw) > 0 {
+			const n = len(objects.Sum{})
+			if len(raw) != n*r.Manifest.Count {
+				m.fail(attrSums, "%d bytes for %d chunks, want %d each", len(raw), r.Manifest.Count, n)
+			} else {
+				r.Manifest.Sums = make([]objects.Sum, r.Manifest.Count)
+				for i := range r.Manifest.Sums {
+					copy(r.Manifest.Sums[i][:], raw[i*n:])
+				}
+			}
 		}
 		if a.err == nil {
 			a.err = m.err

@@ -20,7 +20,9 @@
 //	contentType  S
 //	codec        S  identity | gzip (of data, or of the chunks)
 //	data         B  inline kinds: the stored bytes
-//	manifest     M  chunked: count, chunkSize, size, sha256 (of the stored bytes)
+//	manifest     M  chunked: count, chunkSize, size, sha256 (of the stored
+//	                bytes), and sums (B: each chunk's SHA-256, 32 bytes each, in
+//	                order; absent on manifests written without them)
 //	blob         M  s3: bucket, key, versionId, size, sha256 (of the stored
 //	                bytes); contentType and codec only where they differ from
 //	                the record's

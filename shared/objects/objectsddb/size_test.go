@@ -138,6 +138,11 @@ func TestItemSizesWithinTheDomainEstimates(t *testing.T) {
 			{"inline history", encode(withKind(objects.Inline, func(r *objects.Record) { r.Data = make([]byte, payload) }), objects.SortKey(objects.MaxVersion)), payload, overhead},
 			{"compressed inline", latest(withKind(objects.CompressedInline, func(r *objects.Record) { r.Data, r.Codec = make([]byte, payload), objects.Gzip })), payload, overhead},
 			{"chunked manifest", latest(withKind(objects.Chunked, func(r *objects.Record) { r.Manifest, r.Codec = &chunkM, objects.Gzip })), 0, chunkPlace.ItemBytes},
+			{"chunked manifest with chunk digests", latest(withKind(objects.Chunked, func(r *objects.Record) {
+				m := objects.Manifest{WriteID: writeID, Count: chunkPlace.Chunks, ChunkSize: chunkPlace.ChunkSize, Size: int64(chunkPlace.StoredSize), SHA256: sum,
+					Sums: make([]objects.Sum, chunkPlace.Chunks)}
+				r.Manifest = &m
+			})), 0, chunkPlace.ItemBytes},
 			{"s3 reference", latest(withKind(objects.InS3, func(r *objects.Record) {
 				r.Blob = &objects.BlobRef{
 					Bucket: strings.Repeat("b", 63), Key: objects.BlobKey(kc.key, writeID), VersionID: strings.Repeat("v", 32),

@@ -94,6 +94,9 @@ func (d docs) Stat(_ context.Context, key string, v int64) (objects.Record, erro
 func (d docs) Fetch(_ context.Context, rec objects.Record, _ int64) (objects.Object, error) {
 	return objects.Object{Record: rec.Meta(), Body: rec.Data}, nil
 }
+func (d docs) FetchRange(_ context.Context, rec objects.Record, _ int64, r objects.Range) (objects.Partial, error) {
+	return objects.Partial{Record: rec.Meta(), Range: r, Body: rec.Data[r.Start:r.End]}, nil
+}
 func (d docs) Versions(context.Context, string) ([]objects.Record, error) { return nil, nil }
 func (d docs) Delete(context.Context, string, objects.DeleteOptions) (int64, error) {
 	return 0, nil

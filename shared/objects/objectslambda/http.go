@@ -27,6 +27,7 @@ type Documents interface {
 	Write(ctx context.Context, key string, body []byte, o objects.PutOptions) (objects.Written, error)
 	Stat(ctx context.Context, key string, version int64) (objects.Record, error)
 	Fetch(ctx context.Context, rec objects.Record, version int64) (objects.Object, error)
+	FetchRange(ctx context.Context, rec objects.Record, version int64, r objects.Range) (objects.Partial, error)
 	Versions(ctx context.Context, key string) ([]objects.Record, error)
 	Delete(ctx context.Context, key string, o objects.DeleteOptions) (int64, error)
 }
@@ -93,6 +94,20 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return e.reason + ": " + e.msg }
+
+// headedError is an error whose response carries a header (a 416's
+// Content-Range); classify sees the error it wraps.
+type headedError struct {
+	err    error
+	header map[string]string
+}
+
+func (e *headedError) Error() string { return e.err.Error() }
+func (e *headedError) Unwrap() error { return e.err }
+
+func withHeader(err error, name, value string) error {
+	return &headedError{err: err, header: map[string]string{name: value}}
+}
 
 func refuse(status int, reason, format string, args ...any) *apiError {
 	return &apiError{status: status, reason: reason, msg: fmt.Sprintf(format, args...)}
@@ -294,6 +309,16 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		}
 		version = n
 	}
+	// Range applies to GET alone (RFC 9110): HEAD answers the whole
+	// document's headers whatever it says.
+	var spec objects.RangeSpec
+	ranged := false
+	if !headOnly {
+		var err error
+		if spec, ranged, err = objects.ParseRange(header(req, "range")); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+	}
 	rec, err := h.Docs.Stat(ctx, key, version)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
@@ -310,11 +335,23 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		"x-object-kind":    string(rec.Kind),
 		"x-object-size":    strconv.FormatInt(rec.Size, 10),
 		"last-modified":    rec.CreatedAt.UTC().Format(http.TimeFormat),
+		"accept-ranges":    "bytes",
 	}
 	if headOnly {
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}, nil
 	}
+	var r objects.Range
+	if ranged && !ifRange(header(req, "if-range"), rec.Version) {
+		ranged = false // the client's copy is stale: the whole document replaces it
+	}
+	if ranged {
+		if r, ranged, err = spec.Resolve(rec.Size); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, withHeader(err, "content-range", fmt.Sprintf("bytes */%d", rec.Size))
+		}
+	}
 	if rec.Kind == objects.InS3 && rec.Blob != nil && rec.Size > limit {
+		// Too big to answer here: a presigned URL, to which the client
+		// sends its Range again (S3 serves ranges itself).
 		ttl := h.LinkTTL
 		if ttl <= 0 {
 			ttl = DefaultLinkTTL
@@ -336,6 +373,23 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		resp.Headers["cache-control"] = "no-store"
 		return resp, nil
 	}
+	if ranged {
+		// A range longer than a response carries is cut to its first
+		// limit bytes; Content-Range says which came.
+		r.End = min(r.End, r.Start+limit)
+		part, err := h.Docs.FetchRange(ctx, rec, version, r)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		headers["etag"] = etag(part.Version)
+		headers["x-object-version"] = strconv.FormatInt(part.Version, 10)
+		headers["x-object-sha256"] = part.SHA256.String()
+		headers["x-object-size"] = strconv.FormatInt(part.Size, 10)
+		headers["content-range"] = objectsapi.ContentRange(part.Range.Start, part.Range.End, part.Size)
+		h.emit(emf.Metric{Name: "RangeReads", Unit: emf.Count, Value: 1}, emf.Metric{Name: "RangeBytes", Unit: emf.Bytes, Value: float64(len(part.Body))})
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusPartialContent, Headers: headers,
+			Body: base64.StdEncoding.EncodeToString(part.Body), IsBase64Encoded: true}, nil
+	}
 	obj, err := h.Docs.Fetch(ctx, rec, version)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
@@ -348,6 +402,14 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		resp.IsBase64Encoded = true
 	}
 	return resp, nil
+}
+
+// ifRange reports whether a range may be served given If-Range (RFC 9110,
+// section 13.1.5): with no If-Range, always; with our ETag (the version,
+// "n"), only if it is the version being read. A date, a weak or another
+// tag means the client's copy may differ: the whole document is sent.
+func ifRange(v string, version int64) bool {
+	return v == "" || v == etag(version)
 }
 
 func (h *HTTP) delete(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
@@ -547,6 +609,12 @@ func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err
 			resp.Headers[k] = v
 		}
 	}
+	var he *headedError
+	if errors.As(err, &he) {
+		for k, v := range he.header {
+			resp.Headers[k] = v
+		}
+	}
 	if st == http.StatusServiceUnavailable {
 		resp.Headers["retry-after"] = "1"
 	}
@@ -577,6 +645,8 @@ func classify(err error) (int, objectsapi.ErrorBody) {
 			return http.StatusUnsupportedMediaType, body
 		case objects.ReasonUploadClosed:
 			return http.StatusConflict, body
+		case objects.ReasonRangeNotSatisfiable, objects.ReasonMultipleRanges:
+			return http.StatusRequestedRangeNotSatisfiable, body
 		}
 		return http.StatusBadRequest, body
 	case errors.Is(err, objects.ErrNotFound):

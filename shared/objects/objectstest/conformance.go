@@ -84,7 +84,7 @@ func same(got, want objects.Record, withData bool) string {
 		return fmt.Sprintf("data %q, want %q", got.Data, want.Data)
 	case !withData && got.Data != nil:
 		return fmt.Sprintf("data %q, want none", got.Data)
-	case (got.Manifest == nil) != (want.Manifest == nil) || got.Manifest != nil && *got.Manifest != *want.Manifest:
+	case (got.Manifest == nil) != (want.Manifest == nil) || got.Manifest != nil && !got.Manifest.Equal(*want.Manifest):
 		return fmt.Sprintf("manifest %+v, want %+v", got.Manifest, want.Manifest)
 	case (got.Blob == nil) != (want.Blob == nil) || got.Blob != nil && *got.Blob != *want.Blob:
 		return fmt.Sprintf("blob %+v, want %+v", got.Blob, want.Blob)
@@ -251,11 +251,30 @@ func testChunks(t *testing.T, p Ports) {
 	if err != nil || !bytes.Equal(joined, body) {
 		t.Fatalf("chunks read back: %v (equal %t)", err, bytes.Equal(joined, body))
 	}
+	// Some chunks alone: [1, 3) of 3, then none.
+	part, err := p.Chunks.GetChunkRange(ctx, "docs/c", m, 1, 3)
+	if err != nil || len(part) != 2 || !bytes.Equal(part[0], chunks[1]) || !bytes.Equal(part[1], chunks[2]) {
+		t.Errorf("chunks [1, 3): %d chunks, %v; want chunks 1 and 2", len(part), err)
+	}
+	for i := range part {
+		if err := m.CheckChunk(1+i, part[i]); err != nil {
+			t.Errorf("chunk %d read alone: %v", 1+i, err)
+		}
+	}
+	if none, err := p.Chunks.GetChunkRange(ctx, "docs/c", m, 2, 2); err != nil || len(none) != 0 {
+		t.Errorf("chunks [2, 2): %d chunks, %v; want none", len(none), err)
+	}
+	if _, err := p.Chunks.GetChunkRange(ctx, "docs/c", m, 2, 4); err == nil {
+		t.Error("chunks [2, 4) of 3: no error")
+	}
 	if err := p.Chunks.DeleteChunks(ctx, "docs/c", m); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Chunks.GetChunks(ctx, "docs/c", m); !errors.Is(err, objects.ErrBlobNotFound) {
 		t.Errorf("chunks after their delete: %v, want ErrBlobNotFound", err)
+	}
+	if _, err := p.Chunks.GetChunkRange(ctx, "docs/c", m, 1, 2); !errors.Is(err, objects.ErrBlobNotFound) {
+		t.Errorf("chunk 1 after its delete: %v, want ErrBlobNotFound", err)
 	}
 	if err := p.Chunks.DeleteChunks(ctx, "docs/c", m); err != nil {
 		t.Errorf("a second delete: %v", err)

@@ -69,6 +69,8 @@ type Table struct {
 	items   map[objects.ItemKey]objects.Record
 	chunks  map[objects.ItemKey][]byte
 	removed []objects.Record
+
+	chunksRead int
 }
 
 var (
@@ -92,6 +94,7 @@ func clone(r objects.Record) objects.Record {
 	r.Data = bytes.Clone(r.Data)
 	if r.Manifest != nil {
 		m := *r.Manifest
+		m.Sums = slices.Clone(m.Sums)
 		r.Manifest = &m
 	}
 	if r.Blob != nil {
@@ -252,22 +255,40 @@ func (t *Table) PutChunks(_ context.Context, key string, m objects.Manifest, chu
 }
 
 // GetChunks implements objects.Chunks.
-func (t *Table) GetChunks(_ context.Context, key string, m objects.Manifest) ([][]byte, error) {
+func (t *Table) GetChunks(ctx context.Context, key string, m objects.Manifest) ([][]byte, error) {
+	return t.GetChunkRange(ctx, key, m, 0, m.Count)
+}
+
+// GetChunkRange implements objects.Chunks. Its hooks see OpGetChunks, and
+// ChunksRead counts the chunks it read.
+func (t *Table) GetChunkRange(_ context.Context, key string, m objects.Manifest, from, to int) ([][]byte, error) {
 	if err := t.before(OpGetChunks); err != nil {
 		return nil, err
 	}
+	if from < 0 || to > m.Count || from > to {
+		return nil, fmt.Errorf("objectstest: chunks [%d, %d) of a manifest of %d", from, to, m.Count)
+	}
 	t.mu.Lock()
-	out := make([][]byte, m.Count)
-	for i, k := range m.ChunkKeys(key) {
+	out := make([][]byte, 0, to-from)
+	for i := from; i < to; i++ {
+		k := m.ChunkKey(key, i)
 		c, ok := t.chunks[k]
 		if !ok {
 			t.mu.Unlock()
 			return nil, fmt.Errorf("objectstest: chunk %s: %w", k.PK, objects.ErrBlobNotFound)
 		}
-		out[i] = bytes.Clone(c)
+		t.chunksRead++
+		out = append(out, bytes.Clone(c))
 	}
 	t.mu.Unlock()
 	return out, t.after(OpGetChunks)
+}
+
+// ChunksRead is the number of chunk items read so far.
+func (t *Table) ChunksRead() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.chunksRead
 }
 
 // DeleteChunks implements objects.Chunks.
