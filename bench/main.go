@@ -44,6 +44,7 @@ func benches() []bench {
 		{"objects", benchObjects},     // few stream records: first, so its latencies are DynamoDB Local's fresh ones
 		{"objects-ranges", benchRanges},
 		{"listing", benchListing},
+		{"objects-retries", benchRetries},
 		{"votes", benchVotes},
 		{"runner-sqs", benchSQS},
 		{"proxy", benchProxy},

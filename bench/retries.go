@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
+)
+
+// dropProxy stands between a client and the HTTP API. It forwards every
+// request as it came (the Host header too, so the client's signature
+// holds), reads the API's whole answer, and then, while armed, closes the
+// client's connection without a byte of it: the write happened, the
+// client never hears of it, as when a connection drops after the commit.
+type dropProxy struct {
+	upstream string // the API's base URL
+	armed    atomic.Bool
+	dropped  atomic.Int64
+	client   *http.Client
+}
+
+func (p *dropProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	out.Header = r.Header.Clone()
+	out.Host = r.Host
+	resp, err := p.client.Do(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	if p.armed.Load() {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			p.dropped.Add(1)
+			conn.Close()
+			return
+		}
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(answer)
+}
+
+// benchRetries: PUTs whose answer is dropped after the API committed them,
+// each retried as a client would: the retry must answer the version the
+// first attempt made (200, unchanged), never a second version or a 409.
+func benchRetries(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
+	s := &section{title: "Objects: retried writes after a dropped answer"}
+	proxy := &dropProxy{upstream: env.APIURL, client: &http.Client{Timeout: time.Minute}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	proxyURL := "http://" + ln.Addr().String()
+	hc, err := sigv4.Client(env.AWS, proxyURL, &http.Client{Timeout: time.Minute})
+	if err != nil {
+		return nil, err
+	}
+
+	// put sends one PUT through the proxy: its status, the version its
+	// answer names and whether it says unchanged; lost is a dropped answer.
+	put := func(key string, body []byte, header map[string]string) (status int, version int64, unchanged, lost bool, err error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, proxyURL+"/objects/"+key, bytes.NewReader(body))
+		if err != nil {
+			return 0, 0, false, false, err
+		}
+		req.Header.Set("Content-Type", "text/plain")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, 0, false, false, ctx.Err()
+			}
+			return 0, 0, false, true, nil
+		}
+		defer resp.Body.Close()
+		var m objectsapi.Meta
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode < 300 {
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return resp.StatusCode, 0, false, false, fmt.Errorf("PUT %s: %d answer is not the object's meta: %s", key, resp.StatusCode, raw)
+			}
+		}
+		return resp.StatusCode, m.Version, resp.Header.Get(objectsapi.HeaderUnchanged) == "true", false, nil
+	}
+
+	// Each try writes new bytes: a create (If-None-Match: *), an update on
+	// the version it read (If-Match), or a plain PUT, in turn, over a few
+	// keys. Its answer is dropped; the retry, with the same request, must
+	// say the version the dropped attempt made.
+	tries := max(100, int(1000*scale))
+	const keys = 25
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	latest := map[string]int64{}
+	var conflicts, extra, notLost, wrong int
+	retryLat := make([]float64, 0, tries)
+	for i := range tries {
+		key := fmt.Sprintf("bench/retries/%s/k%02d.txt", run, i%keys)
+		body := []byte(fmt.Sprintf("try %d of %s", i, run))
+		header := map[string]string{}
+		switch {
+		case latest[key] == 0:
+			header["If-None-Match"] = "*"
+		case i%3 == 1:
+			header["If-Match"] = strconv.Quote(strconv.FormatInt(latest[key], 10))
+		}
+		want := latest[key] + 1
+		proxy.armed.Store(true)
+		_, _, _, lost, err := put(key, body, header)
+		proxy.armed.Store(false)
+		if err != nil {
+			return nil, err
+		}
+		if !lost {
+			notLost++
+		}
+		start := time.Now()
+		status, version, unchanged, lost, err := put(key, body, header)
+		retryLat = append(retryLat, float64(time.Since(start).Microseconds())/1000)
+		switch {
+		case err != nil:
+			return nil, err
+		case lost:
+			return nil, errors.New("a retry's answer was lost with the proxy disarmed")
+		case status == http.StatusConflict:
+			conflicts++
+		case status != http.StatusOK || !unchanged:
+			wrong++
+		case version > want:
+			extra += int(version - want)
+		case version < want:
+			wrong++
+		}
+		if version > 0 {
+			latest[key] = version
+		}
+	}
+	// The stored history says the same: one version per try, per key.
+	versions := 0
+	for k := range latest {
+		n, err := countVersions(ctx, env, k)
+		if err != nil {
+			return nil, err
+		}
+		versions += n
+	}
+	if versions != tries {
+		extra += versions - tries
+	}
+	s.printf("%d PUTs (creates, If-Match updates and plain PUTs over %d keys) through a proxy that forwards each to the API,\n"+
+		"reads its whole answer and then drops the connection (%d answers dropped, %d got through); each retried once with\n"+
+		"the same request.\n\n", tries, keys, proxy.dropped.Load(), notLost)
+	s.printf("| retries | 200, unchanged, the first attempt's version | 409 | other answers | extra versions stored | retry p50 | retry p99 |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	s.printf("| %d | %d | %d | %d | %d | %.1f ms | %.1f ms |\n\n", tries, tries-conflicts-wrong, conflicts, wrong, extra,
+		percentile(retryLat, 50), percentile(retryLat, 99))
+	s.printf("Goal: 0 extra versions and 0 409s over the retries: %s. The history holds %d versions for %d tries.\n",
+		verdict(extra == 0 && conflicts == 0 && wrong == 0 && notLost == 0), versions, tries)
+	return s, nil
+}
+
+// countVersions is the number of versions a key's history lists.
+func countVersions(ctx context.Context, env *stack.Env, key string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.APIURL+"/objects/"+key+"/versions", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := env.APIClient().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("versions of %s: %d %s", key, resp.StatusCode, raw)
+	}
+	var v objectsapi.VersionList
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, fmt.Errorf("versions of %s: %w", key, err)
+	}
+	return len(v.Versions), nil
+}
