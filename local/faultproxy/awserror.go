@@ -127,6 +127,18 @@ func (p *Proxy) serverError(status int) awsError {
 	}
 }
 
+// accessDenied is the service's answer to a call its caller may not make.
+func (p *Proxy) accessDenied(message string) awsError {
+	switch p.service {
+	case DynamoDB:
+		return awsError{status: http.StatusBadRequest, code: "AccessDeniedException", namespace: "com.amazon.coral.service", sender: true, message: message}
+	case SQS:
+		return awsError{status: http.StatusForbidden, code: "AccessDenied", namespace: sqsNamespace, sender: true, message: message}
+	default:
+		return awsError{status: http.StatusForbidden, code: "AccessDenied", message: message}
+	}
+}
+
 // writeError renders e in the wire shape of the proxy's service.
 func (p *Proxy) writeError(w http.ResponseWriter, r *http.Request, e awsError) {
 	seq := p.requestSeq.Add(1)

@@ -119,6 +119,8 @@ type Counts struct {
 	Dropped        int64
 	KeyThrottled   int64
 	UpstreamErrors int64
+	// Denied counts requests the Authorizer refused.
+	Denied int64
 }
 
 // Stats is a snapshot of the counters, in total and per Action ("" is
@@ -200,6 +202,30 @@ type config struct {
 	keyLimit       float64
 	dynamoThrottle string
 	transport      http.RoundTripper
+	authorize      Authorizer
+}
+
+// Authorizer decides, before any fault or forwarding, whether a request
+// may reach the upstream (the local stack's IAM judge). body is the
+// request body the proxy read to classify it (DynamoDB, SQS, S3
+// DeleteObjects), nil otherwise. It may rewrite r's credentials for the
+// upstream. A non-nil Denial is answered as the service's access-denied
+// error: DynamoDB's AccessDeniedException (400), SQS's AccessDenied (403,
+// in the request's protocol), S3's AccessDenied (403).
+type Authorizer func(r *http.Request, op Operation, body []byte) *Denial
+
+// Denial is an Authorizer's refusal; Message is the error's message.
+type Denial struct{ Message string }
+
+// WithAuthorizer makes every request pass a before it is served.
+func WithAuthorizer(a Authorizer) Option {
+	return func(c *config) error {
+		if a == nil {
+			return fmt.Errorf("%w: nil authorizer", ErrBadOption)
+		}
+		c.authorize = a
+		return nil
+	}
 }
 
 // WithSeed seeds the proxy's random source, making its fault decisions
@@ -317,6 +343,7 @@ type Proxy struct {
 	addr           string
 	dynamoThrottle string
 	limiter        *keyLimiter
+	authorize      Authorizer
 	requestSeq     atomic.Uint64
 
 	mu       sync.Mutex // guards faults, failNext, rng, counts, byAction
@@ -381,6 +408,7 @@ func New(service Service, upstream string, opts ...Option) (*Proxy, error) {
 		logger:         cfg.logger,
 		addr:           cfg.addr,
 		dynamoThrottle: cfg.dynamoThrottle,
+		authorize:      cfg.authorize,
 		rng:            cfg.rng,
 		byAction:       make(map[string]*Counts),
 	}
@@ -620,6 +648,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.count(op.Action, func(c *Counts) { c.Requests++ })
 		http.Error(w, "faultproxy: cannot read request body", http.StatusBadRequest)
 		return
+	}
+
+	if p.authorize != nil {
+		if p.service == S3 && op.Action == "DeleteObjects" {
+			b, _, err := bufferBody(r)
+			if err != nil {
+				p.count(op.Action, func(c *Counts) { c.Requests++ })
+				http.Error(w, "faultproxy: cannot read request body", http.StatusBadRequest)
+				return
+			}
+			body = b
+		}
+		if denial := p.authorize(r, op, body); denial != nil {
+			p.count(op.Action, func(c *Counts) { c.Requests++; c.Denied++ })
+			p.logger.Debug("faultproxy: denied", "service", p.service, "action", op.Action, "message", denial.Message)
+			p.writeError(w, r, p.accessDenied(denial.Message))
+			return
+		}
 	}
 
 	d := p.decide(op)

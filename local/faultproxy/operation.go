@@ -195,7 +195,7 @@ func s3Operation(r *http.Request) Operation {
 	} else {
 		op.Bucket, op.Key, _ = strings.Cut(path, "/")
 	}
-	op.Action = s3Action(r.Method, op.Bucket, op.Key, r.URL.Query(), r.Header)
+	op.Action = S3Action(r.Method, op.Bucket, op.Key, r.URL.Query(), r.Header)
 	return op
 }
 
@@ -256,8 +256,9 @@ func subresource(table map[string][3]string, q url.Values, method string) (strin
 	return "", false
 }
 
-// s3Action names the S3 operation of a request.
-func s3Action(method, bucket, key string, q url.Values, h http.Header) string {
+// S3Action names the S3 operation of a request to bucket and key (both
+// unescaped; key "" for bucket operations), as S3's API reference names it.
+func S3Action(method, bucket, key string, q url.Values, h http.Header) string {
 	switch {
 	case bucket == "":
 		if method == http.MethodGet {

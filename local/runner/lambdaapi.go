@@ -22,6 +22,10 @@ type Wiring struct {
 	Streams  StreamsAPI
 	SQS      SQSAPI
 	QueueURL func(arn string) (string, bool) // queue ARN → URL
+	// ClientsFor, when set, gives the clients a function's mappings poll
+	// and report failures with (as Lambda does with the function's
+	// execution role), instead of Streams and SQS.
+	ClientsFor func(logicalID string) (StreamsAPI, SQSAPI)
 }
 
 // SetWiring provides the clients for mappings created at run time.
@@ -65,6 +69,9 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 	r.mu.Lock()
 	w := r.wiring
 	r.mu.Unlock()
+	if w.ClientsFor != nil {
+		w.Streams, w.SQS = w.ClientsFor(f.LogicalID)
+	}
 	e := in.ESM
 	e.UUID = newID()
 	e.FunctionArn = f.ARN
@@ -120,6 +127,15 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 	r.esms[e.UUID] = e
 	r.mu.Unlock()
 	return e, nil
+}
+
+// MappingFunction returns the function ARN of a mapping created through the
+// Lambda API, by its UUID.
+func (r *Runner) MappingFunction(uuid string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.esms[uuid]
+	return e.FunctionArn, ok
 }
 
 // LambdaAPI serves the Lambda API subset over HTTP.

@@ -99,7 +99,10 @@ func installLocal(ctx context.Context, o Options, java, node string) (*installat
 	defer unlock()
 
 	inst := &installation{java: java, node: node, npmDir: filepath.Join(local, "npm")}
-	if err := installNPM(ctx, o, inst.npmDir); err != nil {
+	if err := installNPM(ctx, o, "localstack", inst.npmDir); err != nil {
+		return nil, err
+	}
+	if err := installNPM(ctx, o, "iamjudge", IAMJudgeDir(o.Root)); err != nil {
 		return nil, err
 	}
 	inst.fauxqsLauncher = filepath.Join(inst.npmDir, "fauxqs-launch.mjs")
@@ -186,10 +189,37 @@ func parseNodeMajor(out string) (int, error) {
 	return n, nil
 }
 
-// installNPM runs `npm ci` on copies of tools/localstack/package*.json in
+// IAMJudgeDir is where Install puts the local IAM judge's npm packages
+// (tools/iamjudge: @cloud-copilot/iam-simulate, run by local/iam as a
+// separate node process).
+func IAMJudgeDir(root string) string { return filepath.Join(root, ".local", "iam") }
+
+// InstallIAMJudge installs the IAM judge's npm packages alone (the local
+// stack's IAM enforcement needs them; Install installs them too).
+func InstallIAMJudge(ctx context.Context, o Options) error {
+	o, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	if _, err := findNode(ctx); err != nil {
+		return err
+	}
+	local := filepath.Join(o.Root, ".local")
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		return fmt.Errorf("localstack: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(local, "install.lock"), o.Log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return installNPM(ctx, o, "iamjudge", IAMJudgeDir(o.Root))
+}
+
+// installNPM runs `npm ci` on copies of tools/<pins>/package*.json in
 // dir, unless the stamp shows those files are already installed.
-func installNPM(ctx context.Context, o Options, dir string) error {
-	src := filepath.Join(o.Root, "tools", "localstack")
+func installNPM(ctx context.Context, o Options, pins, dir string) error {
+	src := filepath.Join(o.Root, "tools", pins)
 	pkg, err := os.ReadFile(filepath.Join(src, "package.json"))
 	if err != nil {
 		return fmt.Errorf("localstack: npm pins: %w", err)

@@ -101,12 +101,12 @@ func TestInstallNPMStamp(t *testing.T) {
 	t.Setenv("PATH", "")
 	o := Options{Root: root, Log: &strings.Builder{}}
 
-	if err := installNPM(t.Context(), o, npmDir); err != nil {
+	if err := installNPM(t.Context(), o, "localstack", npmDir); err != nil {
 		t.Fatalf("installed and stamped: %v, want no npm run", err)
 	}
 
 	mustWrite(t, filepath.Join(pins, "package-lock.json"), `{"lockfileVersion":3,"changed":true}`)
-	if err := installNPM(t.Context(), o, npmDir); err == nil || !strings.Contains(err.Error(), "npm ci") {
+	if err := installNPM(t.Context(), o, "localstack", npmDir); err == nil || !strings.Contains(err.Error(), "npm ci") {
 		t.Errorf("lock changed: got %v, want an npm ci error", err)
 	}
 	if _, err := os.Stat(filepath.Join(npmDir, stampFile)); err == nil {
@@ -118,7 +118,7 @@ func TestInstallNPMStamp(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(npmDir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-	if err := installNPM(t.Context(), o, npmDir); err == nil {
+	if err := installNPM(t.Context(), o, "localstack", npmDir); err == nil {
 		t.Error("node_modules missing: got nil error, want an npm run")
 	}
 }

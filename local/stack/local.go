@@ -31,6 +31,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/cfn"
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/httpapi"
+	"github.com/ddbpipe/ddbpipe/local/iam"
 	"github.com/ddbpipe/ddbpipe/local/provision"
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/servers"
@@ -80,6 +81,23 @@ type Options struct {
 	// the servers the environment names (servers.FromEnv, as `ddbpipe local
 	// servers -- go test` exports them), else servers Up starts and Close stops.
 	Servers *servers.Stack
+	// EnforceIAM judges every AWS call at the proxies (and the Lambda API)
+	// against the caller's policies in the SAM-transformed template, as
+	// AWS would: each function calls with credentials of its own role, and
+	// a call its role does not allow fails with the service's
+	// AccessDenied error. The admin credentials (Vars) stay allowed
+	// everything. See local/iam.
+	EnforceIAM bool
+	// StateDir holds the IAM judge's transformed-template cache and its
+	// record of judged calls (default Root/.ddbpipe).
+	StateDir string
+}
+
+func (o Options) stateDir() string {
+	if o.StateDir != "" {
+		return o.StateDir
+	}
+	return filepath.Join(o.Root, ".ddbpipe")
 }
 
 // Env is a running local stack.
@@ -102,6 +120,12 @@ type Env struct {
 	Streams   *dynamodbstreams.Client
 	// Processes are the functions Options.Processes named, by logical id.
 	Processes map[string]*runner.Processes
+	// Judge judges the calls when Options.EnforceIAM is set (nil otherwise);
+	// IAMLogPath is its record of distinct judged calls (JSON lines).
+	Judge      *iam.Judge
+	IAMLogPath string
+	gate       iamGate
+	iamLog     *os.File
 
 	apiAuth map[string]httpAuth // by HttpApi logical id
 	servers []*http.Server
@@ -117,6 +141,9 @@ type Env struct {
 func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.Template == "" {
 		o.Template = filepath.Join(o.Root, "template.yaml")
+	}
+	if v := os.Getenv(EnforceIAMVar); v != "" {
+		o.EnforceIAM = v == "1" || v == "true" || v == "on"
 	}
 	progress := o.Progress
 	if progress == nil {
@@ -150,11 +177,15 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		fmt.Fprintf(progress, "local servers up in %s\n", time.Since(start).Round(100*time.Millisecond))
 	}
 
+	e.gate.admin = e.Servers.Vars()["AWS_ACCESS_KEY_ID"]
 	upstream := map[faultproxy.Service]string{faultproxy.DynamoDB: e.Servers.DynamoDB, faultproxy.SQS: e.Servers.SQS, faultproxy.S3: e.Servers.S3}
 	for _, svc := range []faultproxy.Service{faultproxy.DynamoDB, faultproxy.SQS, faultproxy.S3} {
 		opts := []faultproxy.Option{faultproxy.WithLogger(e.log)}
 		if svc == faultproxy.DynamoDB && o.KeyWriteLimit > 0 {
 			opts = append(opts, faultproxy.WithKeyWriteLimit(o.KeyWriteLimit))
+		}
+		if o.EnforceIAM {
+			opts = append(opts, faultproxy.WithAuthorizer(e.gate.authorizer(iam.Service(svc))))
 		}
 		p, err := faultproxy.New(svc, upstream[svc], opts...)
 		if err != nil {
@@ -220,8 +251,20 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		fmt.Fprintf(progress, "  note: AWS only, no local equivalent: %s\n", strings.Join(kinds, ", "))
 	}
 
+	if o.EnforceIAM {
+		start = time.Now()
+		if err := e.startJudge(ctx, o, progress); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "IAM enforced: every AWS call is judged against its caller's role in the transformed template (judge up in %s; calls recorded in %s)\n",
+			time.Since(start).Round(10*time.Millisecond), e.IAMLogPath)
+	} else {
+		e.Vars[IAMVar] = "off"
+		fmt.Fprintln(progress, "IAM NOT enforced: every AWS call is allowed, whatever the roles of the template say")
+	}
+
 	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"]))
-	e.Runner.SetWiring(runner.Wiring{Streams: e.Streams, SQS: e.Clients.SQS, QueueURL: e.queueURL})
+	e.Runner.SetWiring(runner.Wiring{Streams: e.Streams, SQS: e.Clients.SQS, QueueURL: e.queueURL, ClientsFor: e.pollers})
 	if e.apiAuth, err = readHTTPAuth(e.Stack.Template, e.Stack.Context); err != nil {
 		return nil, err
 	}
@@ -245,7 +288,11 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.serve(apiLn, api)
-	e.serve(lambdaLn, e.Runner.LambdaAPI())
+	lambdaAPI := e.Runner.LambdaAPI()
+	if e.Judge != nil {
+		lambdaAPI = e.Judge.LambdaGate(lambdaAPI, e.Runner.MappingFunction, e.log)
+	}
+	e.serve(lambdaLn, lambdaAPI)
 	e.Proxies[faultproxy.S3].Observe(e.notifyS3)
 	if !o.NoRotation {
 		start = time.Now()
@@ -315,6 +362,10 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup, binari
 		for k, v := range f.Env {
 			env[k] = v
 		}
+		fnAWS := e.AWSAs(f.LogicalID)
+		if e.Judge != nil {
+			env["AWS_ACCESS_KEY_ID"] = iam.AccessKeyID(e.Vars["AWS_ACCESS_KEY_ID"], f.LogicalID)
+		}
 		if e.clockFile != "" {
 			env[lambdafn.ClockFileVar] = e.clockFile
 		}
@@ -328,7 +379,7 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup, binari
 			}
 			h, err := setup(ctx, lambdafn.Env{
 				Getenv:  func(k string) string { return env[k] },
-				AWS:     e.AWS,
+				AWS:     fnAWS,
 				Log:     e.log.With("function", f.LogicalID),
 				Metrics: e.flog,
 			})
@@ -390,7 +441,8 @@ func (e *Env) mapEvent(f provision.Function, ev provision.Event) ([]httpapi.Rout
 		if !ok {
 			return nil, fmt.Errorf("queue %s is not in the template", arn)
 		}
-		_, err := e.Runner.AddSQS(e.Clients.SQS, runner.SQSMapping{
+		_, queue := e.pollers(f.LogicalID)
+		_, err := e.Runner.AddSQS(queue, runner.SQSMapping{
 			Function: f.LogicalID, QueueURL: url, QueueARN: arn,
 			BatchSize: num(p["BatchSize"], 10), Window: seconds(p["MaximumBatchingWindowInSeconds"]),
 			ReportBatchItemFailures: hasString(p["FunctionResponseTypes"], "ReportBatchItemFailures"),
@@ -413,7 +465,8 @@ func (e *Env) mapEvent(f provision.Function, ev provision.Event) ([]httpapi.Rout
 			}
 			m.OnFailureQueueURL = url
 		}
-		_, err := e.Runner.AddStream(e.Streams, e.Clients.SQS, m)
+		streams, queue := e.pollers(f.LogicalID)
+		_, err := e.Runner.AddStream(streams, queue, m)
 		return nil, err
 	case "Schedule", "ScheduleV2":
 		expr := cfn.Scalar(p["Schedule"])
@@ -525,6 +578,14 @@ func (e *Env) Close() error {
 		errs = append(errs, p.Close())
 	}
 	e.Proxies = map[faultproxy.Service]*faultproxy.Proxy{}
+	if e.Judge != nil {
+		errs = append(errs, e.Judge.Close())
+		e.Judge = nil
+	}
+	if e.iamLog != nil {
+		errs = append(errs, e.iamLog.Close())
+		e.iamLog = nil
+	}
 	if e.Servers != nil && e.ownServers {
 		errs = append(errs, e.Servers.Stop())
 	}

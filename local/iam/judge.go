@@ -1,0 +1,446 @@
+package iam
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+//go:embed judge.mjs
+var judgeScript []byte
+
+// The evaluator's decisions.
+const (
+	Allowed          = "Allowed"
+	ExplicitlyDenied = "ExplicitlyDenied"
+	ImplicitlyDenied = "ImplicitlyDenied"
+	// Unjudged: the evaluator could not evaluate the call (an action it
+	// does not know, a resource of the wrong type for the action).
+	Unjudged = "Error"
+)
+
+// Decision is the verdict on one request.
+type Decision struct {
+	Identity string
+	// Denied is the first call not allowed, nil when all were.
+	Denied *Call
+	// Reason is Denied's decision (ExplicitlyDenied, ImplicitlyDenied,
+	// Unjudged) with the evaluator's words for Unjudged.
+	Reason string
+	// Principal is the identity's role ARN, for the error message.
+	Principal string
+}
+
+// Allowed reports whether every call of the request was allowed.
+func (d Decision) Allowed() bool { return d.Denied == nil }
+
+// Message is the denial as AWS words it.
+func (d Decision) Message() string {
+	if d.Denied == nil {
+		return ""
+	}
+	who := d.Principal
+	if who == "" {
+		who = d.Identity
+	}
+	why := "because no identity-based policy allows the " + d.Denied.Action + " action"
+	switch {
+	case d.Reason == ExplicitlyDenied:
+		why = "with an explicit deny in a policy"
+	case strings.HasPrefix(d.Reason, Unjudged):
+		why = "because the local IAM judge could not evaluate it (" + d.Reason + ")"
+	}
+	return fmt.Sprintf("User: %s is not authorized to perform: %s on resource: %s %s", who, d.Denied.Action, d.Denied.Resource, why)
+}
+
+// Config configures a Judge.
+type Config struct {
+	Place    Place
+	Policies *Policies
+	// AdminKey is the access key id of the admin identity; every other
+	// identity's key is AccessKeyID(AdminKey, name).
+	AdminKey string
+	// Node runs the evaluator (default: node on PATH); Dir holds its npm
+	// packages (servers.IAMJudgeDir).
+	Node, Dir string
+	// Log, when set, receives one JSON line per distinct judged triple
+	// (identity, action, resource) and decision: the record `make iam`
+	// reads. Stderr receives the evaluator's own errors.
+	Log    io.Writer
+	Stderr io.Writer
+}
+
+// Judge authorizes the local stack's calls. Its methods are safe for
+// concurrent use.
+type Judge struct {
+	place    Place
+	adminKey string
+	byKey    map[string]Identity
+	policies *Policies
+	url      string
+	client   *http.Client
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	done     chan struct{}
+
+	cache sync.Map // cacheKey → string decision
+
+	recMu   sync.Mutex
+	seen    map[Triple]int
+	log     io.Writer
+	timesMu sync.Mutex
+	times   []time.Duration
+}
+
+// Triple is one distinct judged call.
+type Triple struct {
+	Identity, Action, Resource, Decision string
+}
+
+// Start starts the evaluator process and loads the policies into it.
+func Start(ctx context.Context, c Config) (*Judge, error) {
+	if c.Policies == nil {
+		return nil, errors.New("iam: no policies")
+	}
+	node := c.Node
+	if node == "" {
+		var err error
+		if node, err = exec.LookPath("node"); err != nil {
+			return nil, fmt.Errorf("iam: the IAM judge needs node: %w", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "node_modules", "@cloud-copilot", "iam-simulate")); err != nil {
+		return nil, fmt.Errorf("iam: the IAM judge's npm packages are not in %s (ddbpipe local install): %w", c.Dir, err)
+	}
+	script := filepath.Join(c.Dir, "judge.mjs")
+	if old, err := os.ReadFile(script); err != nil || !bytes.Equal(old, judgeScript) {
+		if err := os.WriteFile(script, judgeScript, 0o644); err != nil {
+			return nil, fmt.Errorf("iam: %w", err)
+		}
+	}
+	j := &Judge{
+		place: c.Place, adminKey: c.AdminKey, policies: c.Policies, byKey: map[string]Identity{},
+		seen: map[Triple]int{}, log: c.Log, done: make(chan struct{}),
+	}
+	for name, ip := range c.Policies.Identities {
+		key := AccessKeyID(c.AdminKey, name)
+		j.byKey[key] = Identity{Name: name, AccessKeyID: key, Principal: ip.Principal, Role: ip.Role}
+	}
+
+	j.cmd = exec.Command(node, script)
+	j.cmd.Dir = c.Dir
+	j.cmd.Stderr = c.Stderr
+	stdout, err := j.cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	if j.stdin, err = j.cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	if err := j.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("iam: start the judge: %w", err)
+	}
+	go func() { _ = j.cmd.Wait(); close(j.done) }()
+	port := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				port <- p
+			}
+		}
+	}()
+	select {
+	case p := <-port:
+		j.url = "http://" + net.JoinHostPort("127.0.0.1", p)
+	case <-j.done:
+		return nil, errors.New("iam: the judge exited before listening (see its stderr)")
+	case <-time.After(30 * time.Second):
+		_ = j.Close()
+		return nil, errors.New("iam: the judge did not listen within 30 s")
+	case <-ctx.Done():
+		_ = j.Close()
+		return nil, ctx.Err()
+	}
+	j.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		Proxy: nil, MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Minute,
+	}}
+	if err := j.load(ctx); err != nil {
+		_ = j.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+func (j *Judge) load(ctx context.Context) error {
+	type ident struct {
+		Principal string        `json:"principal"`
+		Policies  []NamedPolicy `json:"policies"`
+	}
+	doc := struct {
+		Identities map[string]ident           `json:"identities"`
+		Resources  map[string]json.RawMessage `json:"resources"`
+	}{Identities: map[string]ident{}, Resources: j.policies.Resources}
+	for name, ip := range j.policies.Identities {
+		doc.Identities[name] = ident{Principal: ip.Principal, Policies: ip.Policies}
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, j.url+"/policies", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	resp, err := j.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("iam: load the policies into the judge: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("iam: load the policies into the judge: %s: %s", resp.Status, b)
+	}
+	return nil
+}
+
+// Close stops the evaluator.
+func (j *Judge) Close() error {
+	if j.stdin != nil {
+		_ = j.stdin.Close()
+	}
+	select {
+	case <-j.done:
+	case <-time.After(3 * time.Second):
+		_ = j.cmd.Process.Kill()
+		<-j.done
+	}
+	return nil
+}
+
+// Identity returns the identity of an access key id.
+func (j *Judge) Identity(accessKey string) (Identity, bool) {
+	switch accessKey {
+	case j.adminKey:
+		return Identity{Name: Admin, AccessKeyID: accessKey}, true
+	case "":
+		return Identity{Name: Anonymous}, true
+	}
+	id, ok := j.byKey[accessKey]
+	return id, ok
+}
+
+// AdminKey is the admin identity's access key id.
+func (j *Judge) AdminKey() string { return j.adminKey }
+
+// Place is where the judged resources live.
+func (j *Judge) Place() Place { return j.place }
+
+// Authorize judges the calls of one request signed with accessKey.
+func (j *Judge) Authorize(ctx context.Context, accessKey string, calls []Call) (Decision, error) {
+	start := time.Now()
+	defer func() { j.observe(time.Since(start)) }()
+	id, known := j.Identity(accessKey)
+	if !known {
+		d := Decision{Identity: accessKey, Reason: ImplicitlyDenied}
+		if len(calls) > 0 {
+			d.Denied = &calls[0]
+		}
+		d.Principal = "unknown access key " + accessKey
+		for _, c := range calls {
+			j.record(Triple{accessKey, c.Action, c.Resource, "UnknownAccessKey"})
+		}
+		return d, nil
+	}
+	d := Decision{Identity: id.Name, Principal: id.Principal}
+	if id.Name == Admin {
+		for _, c := range calls {
+			j.record(Triple{Admin, c.Action, c.Resource, Allowed})
+		}
+		return d, nil
+	}
+	decisions := make([]string, len(calls))
+	var ask []int
+	for i, c := range calls {
+		if v, ok := j.cache.Load(j.cacheKey(id.Name, c)); ok {
+			decisions[i] = v.(string)
+		} else {
+			ask = append(ask, i)
+		}
+	}
+	if len(ask) > 0 {
+		got, err := j.ask(ctx, id, calls, ask)
+		if err != nil {
+			return d, err
+		}
+		for n, i := range ask {
+			decisions[i] = got[n]
+			j.cache.Store(j.cacheKey(id.Name, calls[i]), got[n])
+		}
+	}
+	for i, c := range calls {
+		verdict, _, _ := strings.Cut(decisions[i], ":")
+		j.record(Triple{id.Name, c.Action, c.Resource, verdict})
+		if decisions[i] != Allowed && d.Denied == nil {
+			d.Denied = &calls[i]
+			d.Reason = decisions[i]
+		}
+	}
+	return d, nil
+}
+
+// context is every key the judge sets on a call of id: those AWS sets on
+// an SDK's HTTPS request (the local proxies are plain HTTP, but the SDK
+// talks to AWS over TLS only, so aws:SecureTransport is true), and the
+// call's own.
+func (j *Judge) context(id Identity, c Call) map[string]string {
+	ctx := map[string]string{
+		"aws:SecureTransport":       "true",
+		"aws:PrincipalArn":          id.Principal,
+		"aws:PrincipalAccount":      j.place.AccountID,
+		"aws:RequestedRegion":       j.place.Region,
+		"aws:PrincipalIsAWSService": "false",
+	}
+	for k, v := range c.Context {
+		ctx[k] = v
+	}
+	return ctx
+}
+
+func (j *Judge) cacheKey(identity string, c Call) string {
+	var b strings.Builder
+	b.WriteString(identity)
+	b.WriteByte(0)
+	b.WriteString(c.Action)
+	b.WriteByte(0)
+	b.WriteString(c.Resource)
+	if len(c.Context) > 0 {
+		keys := make([]string, 0, len(c.Context))
+		for k := range c.Context {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			b.WriteByte(0)
+			b.WriteString(k)
+			b.WriteByte('=')
+			b.WriteString(c.Context[k])
+		}
+	}
+	return b.String()
+}
+
+type judgeCall struct {
+	Identity       string            `json:"identity"`
+	Action         string            `json:"action"`
+	Resource       string            `json:"resource"`
+	AccountID      string            `json:"accountId"`
+	ResourcePolicy string            `json:"resourcePolicy,omitempty"`
+	Context        map[string]string `json:"context"`
+}
+
+// ask sends calls[ask...] to the evaluator; the decisions come back in
+// order, an unjudged one as "Error: <reason>".
+func (j *Judge) ask(ctx context.Context, id Identity, calls []Call, ask []int) ([]string, error) {
+	req := struct {
+		Calls []judgeCall `json:"calls"`
+	}{}
+	for _, i := range ask {
+		c := calls[i]
+		jc := judgeCall{Identity: id.Name, Action: c.Action, Resource: c.Resource, AccountID: j.place.AccountID, Context: j.context(id, c)}
+		if key := ResourcePolicyKey(c.Resource); j.policies.Resources[key] != nil {
+			jc.ResourcePolicy = key
+		}
+		req.Calls = append(req.Calls, jc)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	hr, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, j.url+"/judge", bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	resp, err := j.client.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("iam: ask the judge: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("iam: ask the judge: %s: %s", resp.Status, b)
+	}
+	var out struct {
+		Results []struct{ Decision, Error string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("iam: the judge's answer: %w", err)
+	}
+	if len(out.Results) != len(ask) {
+		return nil, fmt.Errorf("iam: the judge answered %d calls of %d", len(out.Results), len(ask))
+	}
+	res := make([]string, len(ask))
+	for n, r := range out.Results {
+		res[n] = r.Decision
+		if r.Decision == Unjudged {
+			res[n] = Unjudged + ": " + r.Error
+		}
+	}
+	return res, nil
+}
+
+func (j *Judge) record(t Triple) {
+	j.recMu.Lock()
+	defer j.recMu.Unlock()
+	j.seen[t]++
+	if j.seen[t] == 1 && j.log != nil {
+		b, _ := json.Marshal(t)
+		_, _ = j.log.Write(append(b, '\n'))
+	}
+}
+
+// Triples returns every distinct judged call with how many times it was made.
+func (j *Judge) Triples() map[Triple]int {
+	j.recMu.Lock()
+	defer j.recMu.Unlock()
+	out := make(map[Triple]int, len(j.seen))
+	for t, n := range j.seen {
+		out[t] = n
+	}
+	return out
+}
+
+func (j *Judge) observe(d time.Duration) {
+	j.timesMu.Lock()
+	defer j.timesMu.Unlock()
+	if len(j.times) < 1<<20 {
+		j.times = append(j.times, d)
+	}
+}
+
+// Latency returns the judge's time per request at quantile q (0.5: the
+// median) and how many requests it judged.
+func (j *Judge) Latency(q float64) (time.Duration, int) {
+	j.timesMu.Lock()
+	ts := slices.Clone(j.times)
+	j.timesMu.Unlock()
+	if len(ts) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ts)
+	return ts[min(len(ts)-1, int(q*float64(len(ts))))], len(ts)
+}

@@ -1,0 +1,286 @@
+package iam
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ddbpipe/ddbpipe/local/cfn"
+)
+
+// Transformed returns the template after the SAM transform (JSON), as
+// `sam deploy` would create it: the roles SAM generates, its policy
+// templates expanded. The transform runs tools/cfncheck/transform.py with
+// python3 (aws-sam-translator, as `make lint` uses it) once per template
+// content; the result is cached in cacheDir under the template's hash.
+func Transformed(ctx context.Context, root, template, cacheDir string) ([]byte, error) {
+	src, err := os.ReadFile(template)
+	if err != nil {
+		return nil, fmt.Errorf("iam: %w", err)
+	}
+	sum := sha256.Sum256(src)
+	cached := filepath.Join(cacheDir, "transformed-"+hex.EncodeToString(sum[:8])+".json")
+	if b, err := os.ReadFile(cached); err == nil {
+		return b, nil
+	}
+	python := os.Getenv("PYTHON")
+	if python == "" {
+		python = "python3"
+	}
+	cmd := exec.CommandContext(ctx, python, filepath.Join(root, "tools", "cfncheck", "transform.py"), template)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("iam: the SAM transform of %s (%s tools/cfncheck/transform.py; needs pip install aws-sam-translator boto3, or run with IAM enforcement off): %w\n%s",
+			filepath.Base(template), python, err, strings.TrimSpace(stderr.String()))
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err == nil {
+		// Written aside then renamed: concurrent stacks never read half a file.
+		tmp, err := os.CreateTemp(cacheDir, ".transformed-*")
+		if err == nil {
+			_, werr := tmp.Write(out)
+			cerr := tmp.Close()
+			if werr != nil || cerr != nil || os.Rename(tmp.Name(), cached) != nil {
+				_ = os.Remove(tmp.Name())
+			}
+		}
+	}
+	return out, nil
+}
+
+// Policies are the documents the judge evaluates, resolved to the local
+// stack's names and ARNs.
+type Policies struct {
+	// Identities hold each identity's policies, by identity name: each
+	// function's execution role (inline and attached managed policies)
+	// under the function's logical id, and each managed policy of the
+	// template under PolicyIdentityName.
+	Identities map[string]IdentityPolicies
+	// Resources are the resource-based policies, by the ARN they guard (a
+	// bucket's, a queue's).
+	Resources map[string]json.RawMessage
+}
+
+// IdentityPolicies are an identity's role and its policy documents.
+type IdentityPolicies struct {
+	Role      string // the role's (or the managed policy's) logical id
+	Principal string
+	Policies  []NamedPolicy
+}
+
+// NamedPolicy is one policy document.
+type NamedPolicy struct {
+	Name   string          `json:"name"`
+	Policy json.RawMessage `json:"policy"`
+}
+
+// ReadPolicies reads the identity and resource policies of a transformed
+// template, resolving its intrinsics against c (the local stack's names).
+func ReadPolicies(transformed []byte, c cfn.Context, p Place) (*Policies, error) {
+	t, err := cfn.Parse(transformed)
+	if err != nil {
+		return nil, fmt.Errorf("iam: transformed template: %w", err)
+	}
+	stack := c.Pseudo["AWS::StackName"]
+	out := &Policies{Identities: map[string]IdentityPolicies{}, Resources: map[string]json.RawMessage{}}
+	live := func(id string) (cfn.Resource, bool) {
+		r, ok := t.Resources[id]
+		if !ok {
+			return r, false
+		}
+		on, err := t.ConditionTrue(r.Condition, c)
+		return r, err == nil && on
+	}
+	resolve := func(what string, v any) (json.RawMessage, error) {
+		r, err := t.Resolve(v, c)
+		if err != nil {
+			return nil, fmt.Errorf("iam: %s: %w", what, err)
+		}
+		b, err := json.Marshal(normalizeARNs(r, p))
+		if err != nil {
+			return nil, fmt.Errorf("iam: %s: %w", what, err)
+		}
+		return b, nil
+	}
+
+	// Managed policies, and the roles they are attached to by their Roles.
+	managed := map[string]json.RawMessage{}
+	attached := map[string][]string{} // role → managed policy ids
+	for _, id := range t.ResourceIDs("AWS::IAM::ManagedPolicy") {
+		r, ok := live(id)
+		if !ok {
+			continue
+		}
+		doc, err := resolve(id, r.Properties["PolicyDocument"])
+		if err != nil {
+			return nil, err
+		}
+		managed[id] = doc
+		for _, role := range asList(r.Properties["Roles"]) {
+			if ref := refOf(role); ref != "" {
+				attached[ref] = append(attached[ref], id)
+			}
+		}
+		name := PolicyIdentityName(id)
+		out.Identities[name] = IdentityPolicies{
+			Role: id, Principal: fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", p.AccountID, stack, name),
+			Policies: []NamedPolicy{{Name: id, Policy: doc}},
+		}
+	}
+
+	// Each function's execution role.
+	for _, id := range t.ResourceIDs("AWS::Lambda::Function") {
+		r, ok := live(id)
+		if !ok {
+			continue
+		}
+		roleID := getAttOf(r.Properties["Role"])
+		role, ok := live(roleID)
+		if !ok || role.Type != "AWS::IAM::Role" {
+			return nil, fmt.Errorf("iam: function %s: its Role is not a role of the template", id)
+		}
+		ip := IdentityPolicies{Role: roleID, Principal: fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", p.AccountID, stack, roleID)}
+		for i, pol := range asList(role.Properties["Policies"]) {
+			m, _ := pol.(map[string]any)
+			name := cfn.Scalar(m["PolicyName"])
+			if name == "" {
+				name = fmt.Sprintf("%s-inline-%d", roleID, i)
+			}
+			doc, err := resolve(roleID+" "+name, m["PolicyDocument"])
+			if err != nil {
+				return nil, err
+			}
+			ip.Policies = append(ip.Policies, NamedPolicy{Name: name, Policy: doc})
+		}
+		policyIDs := attached[roleID]
+		for _, arn := range asList(role.Properties["ManagedPolicyArns"]) {
+			ref := refOf(arn)
+			if _, ok := managed[ref]; ok {
+				policyIDs = append(policyIDs, ref)
+				continue
+			}
+			s, _ := t.ResolveString(arn, c)
+			return nil, fmt.Errorf("iam: role %s attaches %s, which is not a managed policy of the template: the local judge cannot read it", roleID, s)
+		}
+		slices.Sort(policyIDs)
+		for _, mp := range slices.Compact(policyIDs) {
+			ip.Policies = append(ip.Policies, NamedPolicy{Name: mp, Policy: managed[mp]})
+		}
+		out.Identities[id] = ip
+	}
+
+	// Resource policies: buckets' and queues'.
+	for _, id := range t.ResourceIDs("AWS::S3::BucketPolicy") {
+		r, ok := live(id)
+		if !ok {
+			continue
+		}
+		bucket, err := t.ResolveString(r.Properties["Bucket"], c)
+		if err != nil {
+			return nil, fmt.Errorf("iam: %s Bucket: %w", id, err)
+		}
+		doc, err := resolve(id, r.Properties["PolicyDocument"])
+		if err != nil {
+			return nil, err
+		}
+		out.Resources["arn:aws:s3:::"+bucket] = doc
+	}
+	for _, id := range t.ResourceIDs("AWS::SQS::QueuePolicy") {
+		r, ok := live(id)
+		if !ok {
+			continue
+		}
+		doc, err := resolve(id, r.Properties["PolicyDocument"])
+		if err != nil {
+			return nil, err
+		}
+		queues, err := t.Resolve(r.Properties["Queues"], c)
+		if err != nil {
+			return nil, fmt.Errorf("iam: %s Queues: %w", id, err)
+		}
+		for _, q := range asList(queues) {
+			name, err := queueNameOf(cfn.Scalar(q))
+			if err != nil {
+				return nil, fmt.Errorf("iam: %s: %w", id, err)
+			}
+			out.Resources[p.queueARN(name)] = doc
+		}
+	}
+	if len(out.Identities) == 0 {
+		return nil, errors.New("iam: the transformed template has no function role and no managed policy")
+	}
+	return out, nil
+}
+
+// ResourcePolicyKey is the key of the resource policy that guards a call's
+// resource: the bucket of an S3 object, the queue itself.
+func ResourcePolicyKey(resource string) string {
+	if rest, ok := strings.CutPrefix(resource, "arn:aws:s3:::"); ok {
+		bucket, _, _ := strings.Cut(rest, "/")
+		return "arn:aws:s3:::" + bucket
+	}
+	return resource
+}
+
+// normalizeARNs puts the DynamoDB ARNs the local servers gave (region
+// "ddblocal") in the stack's region, everywhere in a resolved document.
+func normalizeARNs(v any, p Place) any {
+	switch x := v.(type) {
+	case string:
+		return p.dynamoARN(x)
+	case []any:
+		for i := range x {
+			x[i] = normalizeARNs(x[i], p)
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = normalizeARNs(x[k], p)
+		}
+	}
+	return v
+}
+
+func asList(v any) []any {
+	switch x := v.(type) {
+	case []any:
+		return x
+	case nil:
+		return nil
+	}
+	return []any{v}
+}
+
+// refOf returns X of {"Ref": X}.
+func refOf(v any) string {
+	m, _ := v.(map[string]any)
+	if len(m) != 1 {
+		return ""
+	}
+	s, _ := m["Ref"].(string)
+	return s
+}
+
+// getAttOf returns X of {"Fn::GetAtt": [X, "Arn"]} (or "X.Arn").
+func getAttOf(v any) string {
+	m, _ := v.(map[string]any)
+	switch g := m["Fn::GetAtt"].(type) {
+	case []any:
+		if len(g) == 2 {
+			s, _ := g[0].(string)
+			return s
+		}
+	case string:
+		id, _, _ := strings.Cut(g, ".")
+		return id
+	}
+	return ""
+}

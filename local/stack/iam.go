@@ -1,0 +1,161 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/iam"
+	"github.com/ddbpipe/ddbpipe/local/provision"
+	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+)
+
+// The variables of local.env that name the identities: DDBPIPE_IAM says
+// whether calls are judged; DDBPIPE_IAM_KEY_<IDENTITY> is the access key id
+// an identity signs with (the secret is AWS_SECRET_ACCESS_KEY's; the
+// AWS_ACCESS_KEY_ID of local.env is the admin's, allowed everything).
+const (
+	// EnforceIAMVar, when set in the environment (1/true/on, 0/false/off),
+	// overrides Options.EnforceIAM: how `make` runs every suite judged.
+	EnforceIAMVar = "DDBPIPE_ENFORCE_IAM"
+	IAMVar        = "DDBPIPE_IAM"
+	IAMKeyPrefix  = "DDBPIPE_IAM_KEY_"
+)
+
+// iamGate is the judge the proxies ask, set once the stack is provisioned.
+// Before it is set (provisioning) only the admin may call.
+type iamGate struct {
+	judge atomic.Pointer[iam.Judge]
+	auth  map[iam.Service]faultproxy.Authorizer
+	admin string
+}
+
+func (g *iamGate) authorizer(svc iam.Service) faultproxy.Authorizer {
+	return func(r *http.Request, op faultproxy.Operation, body []byte) *faultproxy.Denial {
+		if g.judge.Load() == nil {
+			if key := iam.SigningKey(r); key != g.admin {
+				return &faultproxy.Denial{Message: "the local stack is starting: only its admin credentials may call yet, not " + key}
+			}
+			return nil
+		}
+		return g.auth[svc](r, op, body)
+	}
+}
+
+// startJudge reads the roles and resource policies of the transformed
+// template, starts the evaluator and puts it in front of the proxies.
+func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) error {
+	dir := filepath.Join(o.stateDir(), "iam")
+	transformed, err := iam.Transformed(ctx, o.Root, o.Template, dir)
+	if err != nil {
+		return err
+	}
+	place := e.place()
+	pol, err := iam.ReadPolicies(transformed, e.Stack.Context, place)
+	if err != nil {
+		return err
+	}
+	if err := servers.InstallIAMJudge(ctx, servers.Options{Root: o.Root, Log: progress}); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	logPath := filepath.Join(dir, "calls-"+e.Stack.Options.StackName+".jsonl")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	e.iamLog, e.IAMLogPath = f, logPath
+	j, err := iam.Start(ctx, iam.Config{
+		Place: place, Policies: pol, AdminKey: e.Vars["AWS_ACCESS_KEY_ID"],
+		Dir: servers.IAMJudgeDir(o.Root), Log: f, Stderr: e.flog,
+	})
+	if err != nil {
+		return err
+	}
+	e.Judge = j
+	secret := e.Vars["AWS_SECRET_ACCESS_KEY"]
+	e.gate.auth = map[iam.Service]faultproxy.Authorizer{
+		iam.DynamoDB: j.ProxyAuthorizer(iam.DynamoDB, secret, e.log),
+		iam.SQS:      j.ProxyAuthorizer(iam.SQS, secret, e.log),
+		iam.S3:       j.ProxyAuthorizer(iam.S3, secret, e.log),
+	}
+	e.gate.judge.Store(j)
+	e.Vars[IAMVar] = "on"
+	for _, name := range mapKeys(pol.Identities) {
+		e.Vars[IAMKeyPrefix+provision.SnakeUpper(strings.ReplaceAll(name, "-", "_"))] = iam.AccessKeyID(e.Vars["AWS_ACCESS_KEY_ID"], name)
+	}
+	return nil
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// place is where the stack's resources live.
+func (e *Env) place() iam.Place {
+	return iam.Place{Region: e.Vars["AWS_REGION"], AccountID: e.Stack.Options.AccountID}
+}
+
+// AWSAs is the stack's AWS configuration signed as an identity: a
+// function's logical id or a managed policy's identity ("producer"). With
+// IAM enforcement off it is the admin's.
+func (e *Env) AWSAs(identity string) aws.Config {
+	cfg := e.AWS.Copy()
+	if e.Judge != nil && identity != iam.Admin {
+		cfg.Credentials = credentials.NewStaticCredentialsProvider(iam.AccessKeyID(e.Vars["AWS_ACCESS_KEY_ID"], identity), e.Vars["AWS_SECRET_ACCESS_KEY"], "")
+	}
+	return cfg
+}
+
+// pollers are the clients a function's event source mappings use: Lambda
+// polls and reports failures with the function's execution role.
+func (e *Env) pollers(logicalID string) (runner.StreamsAPI, runner.SQSAPI) {
+	if e.Judge == nil {
+		return e.Streams, e.Clients.SQS
+	}
+	cfg := e.AWSAs(logicalID)
+	return dynamodbstreams.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
+}
+
+// IAMReport writes, per identity, the distinct calls judged so far.
+func (e *Env) IAMReport(w io.Writer) {
+	if e.Judge == nil {
+		fmt.Fprintln(w, "IAM enforcement is off: no call was judged")
+		return
+	}
+	by := map[string][]iam.Triple{}
+	for t := range e.Judge.Triples() {
+		by[t.Identity] = append(by[t.Identity], t)
+	}
+	for _, id := range mapKeys(by) {
+		ts := by[id]
+		slices.SortFunc(ts, func(a, b iam.Triple) int {
+			return strings.Compare(a.Action+a.Resource, b.Action+b.Resource)
+		})
+		fmt.Fprintf(w, "%s\n", id)
+		for _, t := range ts {
+			fmt.Fprintf(w, "  %-18s %-40s %s\n", t.Decision, t.Action, t.Resource)
+		}
+	}
+}
