@@ -264,3 +264,12 @@ func (s *Store) DeleteHistory(ctx context.Context, key string, versions []int64)
 	}
 	return nil
 }
+
+// CommitItems are the two items a commit of r writes: v0, with its listing
+// index key when r is live, and vN. They are for loaders of many new
+// objects (a benchmark's fixture, a bulk import into an empty prefix) that
+// write them with BatchWriteItem: without the commit's conditions, so only
+// for keys that hold nothing yet.
+func (s *Store) CommitItems(r objects.Record) (latest, version map[string]types.AttributeValue) {
+	return s.indexed(encode(r, objects.LatestSortKey), r), encode(r, objects.SortKey(r.Version))
+}
