@@ -75,7 +75,7 @@ func Check(ctx context.Context, table RefScanner, bucket VersionLister) (Report,
 	var r Report
 	var refs, latest []ItemRef
 	chunks := map[string]bool{}
-	history := map[ItemKey]string{} // history item → its write id
+	history := map[ItemKey]string{}    // history item → its write id
 	sharedRefs := map[SharedRef]bool{} // by blob key, key and write id (Version zero)
 	writes := map[[2]string]bool{}     // version items: key, write id
 	err := table.Scan(ctx, func(e ItemRef) {
