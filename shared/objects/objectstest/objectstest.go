@@ -108,7 +108,7 @@ var (
 	_ objects.RefScanner    = (*Table)(nil)
 	_ objects.SharedRecords = (*Table)(nil)
 	_ objects.Blobs         = (*Bucket)(nil)
-	_ objects.VersionLister = (*Bucket)(nil)
+	_ objects.SweepBucket   = (*Bucket)(nil)
 )
 
 // NewTable returns an empty table.
@@ -705,6 +705,22 @@ func (b *Bucket) Versions(ctx context.Context, prefix string) iter.Seq2[[]object
 			yield(page, nil)
 		}
 	}
+}
+
+// Delete implements objects.SweepBucket: it deletes the listed versions
+// (a version already gone is no error).
+func (b *Bucket) Delete(ctx context.Context, vs []objects.BlobVersion) ([]objects.BlobVersion, error) {
+	if err := b.gate(ctx, OpDeleteBlob); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	for _, v := range vs {
+		if s, ok := b.blobs[v.Key]; ok && s.versionID == v.VersionID {
+			delete(b.blobs, v.Key)
+		}
+	}
+	b.mu.Unlock()
+	return vs, b.after(OpDeleteBlob)
 }
 
 // Has reports whether a blob exists.
