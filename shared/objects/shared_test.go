@@ -67,8 +67,8 @@ const (
 func (m crashMode) String() string { return [...]string{"before", "refused", "after"}[m] }
 
 var (
-	errInjected = fmt.Errorf("injected crash: %w", errors.New("connection reset"))
-	errInjectedRefusal  = fmt.Errorf("injected refusal: %w", objects.ErrNotApplied)
+	errInjected        = fmt.Errorf("injected crash: %w", errors.New("connection reset"))
+	errInjectedRefusal = fmt.Errorf("injected refusal: %w", objects.ErrNotApplied)
 )
 
 // gate parks the calling actor until the schedule lets it run.
