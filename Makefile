@@ -40,7 +40,7 @@ install: deps
 RACE_PKGS := ./shared/votes/... ./shared/objects/... ./shared/platform/emf ./local/runner ./local/faultproxy ./local/stack
 DDBPIPE_BIN := .ddbpipe/bin/ddbpipe
 
-# The template as operators' scanners read it (README "Deploying to AWS"):
+# The template as operators' scanners read it (docs/deploying.md, "make lint"):
 # cfn-lint with the informational checks; AWS Control Tower's cfn-guard rules
 # for the services the stack uses, over the SAM-transformed template (rules
 # judged not applicable are named in template.yaml, "cfn-guard n/a"); and a
