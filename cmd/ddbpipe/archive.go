@@ -126,7 +126,7 @@ Flags:`)
 	switch *format {
 	case archiveduckdb.FormatTable, archiveduckdb.FormatCSV, archiveduckdb.FormatJSON, archiveduckdb.FormatJSONLines:
 	default:
-		return fmt.Errorf("-format %q: want table, csv, json or jsonl", *format)
+		return fmt.Errorf("-format %q: want table, csv or json (or jsonl: one object per line)", *format)
 	}
 	var query string
 	switch {
