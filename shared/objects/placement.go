@@ -20,8 +20,8 @@ const (
 	// listEntryOverhead is v0's packed listing entry beyond its content
 	// type (which it holds a second time): name, three varints, SHA-256.
 	listEntryOverhead = 64
-	blobRefOverhead     = 320 // bucket (63), blob key (~90), version id (32 on AWS), names
-	chunkItemOverhead   = 160
+	blobRefOverhead   = 320 // bucket (63), blob key (~90), version id (32 on AWS), names
+	chunkItemOverhead = 160
 )
 
 // ItemOverhead is the estimated size of a version item without its

@@ -179,7 +179,8 @@
 // # With curl
 //
 // Every route is signed with SigV4 (service execute-api); curl 7.75 or
-// later signs with --aws-sigv4 (README: Authentication).
+// later signs with --aws-sigv4 (docs/producers.md, "Calling the HTTP API";
+// the presigned upload flow end to end: docs/objects.md).
 //
 //	. .ddbpipe/local.env        # API_URL, AWS_REGION and the local key
 //	sig=(--aws-sigv4 "aws:amz:$AWS_REGION:execute-api" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY")
