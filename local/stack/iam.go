@@ -30,7 +30,7 @@ import (
 // AWS_ACCESS_KEY_ID of local.env is the admin's, allowed everything).
 const (
 	// EnforceIAMVar, when set in the environment (1/true/on, 0/false/off),
-	// overrides Options.EnforceIAM: how `make` runs every suite judged.
+	// overrides Options.NoIAM.
 	EnforceIAMVar = "DDBPIPE_ENFORCE_IAM"
 	IAMVar        = "DDBPIPE_IAM"
 	IAMKeyPrefix  = "DDBPIPE_IAM_KEY_"
@@ -110,6 +110,14 @@ func mapKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// iamOffBy says what turned the IAM judge off, for the stack's first words.
+func iamOffBy() string {
+	if v := os.Getenv(EnforceIAMVar); v != "" {
+		return EnforceIAMVar + "=" + v
+	}
+	return "-iam=false"
 }
 
 // place is where the stack's resources live.

@@ -48,7 +48,7 @@ func upJudged(t *testing.T, template string) *stack.Env {
 	st := stacktest.Need(t)
 	root := repoRoot(t)
 	env, err := stack.Up(context.Background(), stack.Options{
-		Root: root, Template: template, Servers: st, Setups: registry.All, EnforceIAM: true, NoRotation: true,
+		Root: root, Template: template, Servers: st, Setups: registry.All, NoRotation: true,
 		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: t.TempDir(),
 	})
 	if err != nil {
