@@ -70,7 +70,7 @@ func first(getenv func(string) string, names ...string) string {
 // rotator builds the rotator the function runs, configured from the
 // function's variables or the stack's outputs (local.env).
 func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive.Rotator, archivelambda.RotatorConfig, error) {
-	getenv, err := stackEnv(*c.root, *c.state)
+	getenv, err := stackEnv(*c.root, *c.state, asOperator)
 	if err != nil {
 		return nil, archivelambda.RotatorConfig{}, err
 	}
@@ -274,7 +274,7 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	tables, err := r.Tables.List(ctx, rc.LedgerPrefix+"-")
+	tables, err := r.Tables.List(ctx, rc.LedgerPrefix)
 	if err != nil {
 		return err
 	}

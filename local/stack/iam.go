@@ -34,6 +34,13 @@ const (
 	EnforceIAMVar = "DDBPIPE_ENFORCE_IAM"
 	IAMVar        = "DDBPIPE_IAM"
 	IAMKeyPrefix  = "DDBPIPE_IAM_KEY_"
+	// IAMRecordsVar names a folder where every judged stack without an
+	// Options.StateDir of its own writes its record of judged calls
+	// (calls-<stack>.jsonl) and the policies they were judged against
+	// (policies-<stack>.json), instead of <state-dir>/iam: how `make test`
+	// and `make iam` gather the records of every stack of a run for
+	// iam.Check. Tests that make denied calls on purpose set a StateDir.
+	IAMRecordsVar = "DDBPIPE_IAM_RECORDS"
 )
 
 // iamGate is the judge the proxies ask, set once the stack is provisioned.
@@ -69,13 +76,21 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 	if err != nil {
 		return err
 	}
+	place.BucketKeys = pol.BucketKeys
 	if err := servers.InstallIAMJudge(ctx, servers.Options{Root: o.Root, Log: progress}); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	recDir := dir
+	if d := os.Getenv(IAMRecordsVar); d != "" && o.StateDir == "" {
+		recDir = d
+	}
+	if err := os.MkdirAll(recDir, 0o755); err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
-	logPath := filepath.Join(dir, "calls-"+e.Stack.Options.StackName+".jsonl")
+	if err := iam.WritePolicies(recDir, e.Stack.Options.StackName, pol); err != nil {
+		return err
+	}
+	logPath := filepath.Join(recDir, "calls-"+e.Stack.Options.StackName+".jsonl")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
