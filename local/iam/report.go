@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +19,12 @@ import (
 // StackToken stands for a stack's name in the resource patterns of a
 // report, so the records of stacks with different names add up.
 const StackToken = "${Stack}"
+
+// StreamLabelToken stands for a table's stream label (its creation time)
+// in the resource patterns of a report.
+const StreamLabelToken = "${StreamLabel}"
+
+var streamLabel = regexp.MustCompile(`/stream/\d{4}-\d\d-\d\dT[\d:.]+`)
 
 // ReasonsKey is the key of the template's top-level Metadata that lists
 // the grants no judged call needs to use, each with its reason.
@@ -190,7 +197,9 @@ func Check(runs []Run, reasons []Reason) *Report {
 	calls := map[CallPattern]int{}
 	denied := map[CallPattern]int{}
 	for _, run := range runs {
-		norm := func(s string) string { return strings.ReplaceAll(s, run.Stack, StackToken) }
+		norm := func(s string) string {
+			return streamLabel.ReplaceAllString(strings.ReplaceAll(s, run.Stack, StackToken), "/stream/"+StreamLabelToken)
+		}
 		// This stack's grants, in the order of its statements.
 		type stmtGrant struct {
 			key      gkey

@@ -35,11 +35,11 @@ const (
 	IAMVar        = "DDBPIPE_IAM"
 	IAMKeyPrefix  = "DDBPIPE_IAM_KEY_"
 	// IAMRecordsVar names a folder where every judged stack without an
-	// Options.StateDir of its own writes its record of judged calls
+	// Options.IAMRecords of its own writes its record of judged calls
 	// (calls-<stack>.jsonl) and the policies they were judged against
 	// (policies-<stack>.json), instead of <state-dir>/iam: how `make test`
 	// and `make iam` gather the records of every stack of a run for
-	// iam.Check. Tests that make denied calls on purpose set a StateDir.
+	// iam.Check. Tests that make denied calls on purpose set IAMRecords.
 	IAMRecordsVar = "DDBPIPE_IAM_RECORDS"
 )
 
@@ -81,7 +81,10 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 		return err
 	}
 	recDir := dir
-	if d := os.Getenv(IAMRecordsVar); d != "" && o.StateDir == "" {
+	switch d := os.Getenv(IAMRecordsVar); {
+	case o.IAMRecords != "":
+		recDir = o.IAMRecords
+	case d != "":
 		recDir = d
 	}
 	if err := os.MkdirAll(recDir, 0o755); err != nil {

@@ -60,7 +60,7 @@ func upJudgedWith(t *testing.T, template, state string, params map[string]string
 	}
 	env, err := stack.Up(context.Background(), stack.Options{
 		Root: root, Template: template, Servers: st, Setups: registry.All, NoRotation: true, Params: params,
-		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: state,
+		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: state, IAMRecords: filepath.Join(state, "iam"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func mutate(t *testing.T, within, old, new string) string {
 // archiverPut is the archiver's grant to write the archive.
 const archiverPut = `              - Effect: Allow
                 Action: [s3:PutObject]
-                Resource: !Sub "${ArchiveBucket.Arn}/table=*"
+                Resource: [!Sub "${ArchiveBucket.Arn}/table=*", !Sub "${ArchiveBucket.Arn}/quarantine/*"]
 `
 
 // TestIAMMutatedTemplate: remove the archiver's s3:PutObject from a copy of

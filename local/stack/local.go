@@ -93,6 +93,9 @@ type Options struct {
 	// StateDir holds the IAM judge's transformed-template cache and its
 	// record of judged calls (default Root/.ddbpipe).
 	StateDir string
+	// IAMRecords is where the record of judged calls goes (default:
+	// $DDBPIPE_IAM_RECORDS, else StateDir/iam).
+	IAMRecords string
 }
 
 func (o Options) stateDir() string {
