@@ -198,7 +198,7 @@ func Check(runs []Run, reasons []Reason) *Report {
 	denied := map[CallPattern]int{}
 	for _, run := range runs {
 		norm := func(s string) string {
-			return streamLabel.ReplaceAllString(strings.ReplaceAll(s, run.Stack, StackToken), "/stream/"+StreamLabelToken)
+			return streamLabel.ReplaceAllLiteralString(strings.ReplaceAll(s, run.Stack, StackToken), "/stream/"+StreamLabelToken)
 		}
 		// This stack's grants, in the order of its statements.
 		type stmtGrant struct {
