@@ -40,7 +40,7 @@ install: deps
 RACE_PKGS := ./shared/votes/... ./shared/objects/... ./shared/platform/emf ./local/runner ./local/faultproxy ./local/stack
 DDBPIPE_BIN := .ddbpipe/bin/ddbpipe
 
-# The template as operators' scanners read it (README "Deploying to AWS"):
+# The template as operators' scanners read it (docs/deploying.md, "make lint"):
 # cfn-lint with the informational checks; AWS Control Tower's cfn-guard rules
 # for the services the stack uses, over the SAM-transformed template (rules
 # judged not applicable are named in template.yaml, "cfn-guard n/a"); and a
@@ -75,11 +75,12 @@ lint: $(CFNGUARD_PKG)/package.json
 # tests run once, below), then every test with the local servers started
 # once for all packages (`ddbpipe local servers` exports their endpoints;
 # stacktest and stack.Up use them) and stopped after, even on failure or
-# Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip.
+# Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
+# DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go).
 test: lint install test-race fuzz
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	@rm -rf $(IAM_RECORDS)/test
-	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/test DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
+	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/test DDBPIPE_REQUIRE_STACK=1 DDBPIPE_BIN=$(abspath $(DDBPIPE_BIN)) $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
 	@$(MAKE) --no-print-directory iam-check IAM_RUN=test
 
 # IAM judged at run time (local/iam; on by default, DDBPIPE_ENFORCE_IAM=0

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -231,7 +232,91 @@ func benchObjects(ctx context.Context, env *stack.Env, scale float64) (*section,
 	if err := benchMultipart(ctx, env, scale, s); err != nil {
 		return nil, err
 	}
+	if err := benchSharedBlobs(ctx, env, scale, s); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// benchSharedBlobs writes the same 5 MiB body under many keys (the first
+// alone, then 8 writers at a time), with blobs shared as the functions
+// share them, and measures the bytes the bucket stores for them. The first
+// goes alone because versitygw answers concurrent conditional PUTs of one
+// key with errors rather than 412s (the proxy's 502s).
+func benchSharedBlobs(ctx context.Context, env *stack.Env, scale float64, s *section) error {
+	var ddb, s3w wire
+	p := countedPayloads(env, &ddb, &s3w)
+	table := env.Vars["OBJECTS_TABLE_NAME"]
+	store := p.store(objects.Policy{})
+	store.Shared = objectsddb.NewShared(awsenv.DynamoDB(countedConfig(env, &ddb)), table)
+	n := max(10, int(100*scale))
+	const size = 5 << 20
+	body := objectstest.Random(size, uint64(time.Now().UnixNano())) // bytes no earlier run stored
+	run := fmt.Sprintf("bench/shared/%d/", time.Now().UnixNano())
+	var shared atomic.Int64
+	var next atomic.Int64
+	d0, _ := ddb.snapshot()
+	s0, sb0 := s3w.snapshot()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	if _, err := store.Write(ctx, run+"000", body, objects.PutOptions{NoCompress: true}); err != nil {
+		return fmt.Errorf("shared put 0: %w", err)
+	}
+	next.Store(1)
+	for w := range errs {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n && errs[w] == nil; i = int(next.Add(1)) - 1 {
+				wr, err := store.Write(ctx, fmt.Sprintf("%s%03d", run, i), body, objects.PutOptions{NoCompress: true})
+				if err != nil {
+					errs[w] = fmt.Errorf("shared put %d: %w", i, err)
+				} else if wr.BlobShared {
+					shared.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	d1, _ := ddb.snapshot()
+	s1, sb1 := s3w.snapshot()
+	// The bytes stored: every version of every blob the n keys name.
+	blobs := map[string]bool{}
+	for i := range n {
+		rec, err := store.Stat(ctx, fmt.Sprintf("%s%03d", run, i), 0)
+		if err != nil {
+			return err
+		}
+		if rec.Blob == nil {
+			return fmt.Errorf("%s%03d is %s, not in S3", run, i, rec.Kind)
+		}
+		blobs[rec.Blob.Key] = true
+	}
+	var stored int64
+	bucket := objectss3.NewBucket(env.Clients.S3, env.Vars["OBJECTS_BUCKET_NAME"])
+	for k := range blobs {
+		for page, err := range bucket.Versions(ctx, k) {
+			if err != nil {
+				return err
+			}
+			for _, v := range page {
+				if v.Key == k && !v.DeleteMarker {
+					stored += v.Size
+				}
+			}
+		}
+	}
+	ratio := float64(stored) / size
+	s.printf("\n### The same bytes under many keys\n\n%d PUTs (`Store.Write`, blobs shared as the functions share them) of one 5 MiB random body under %d keys,\n"+
+		"the first alone, then 8 writers at a time, in %s: %d of them found the bytes stored and uploaded nothing. The keys name %d blob(s) holding %s:\n"+
+		"%.2f × 5 MiB. Goal: S3 bytes stored ≤ 1.05 × 5 MiB: %s. Per PUT, %.1f DynamoDB and %.1f S3 requests, %s sent to S3 (the first\n"+
+		"PUT's upload, spread over them all).\n",
+		n, n, took.Round(time.Millisecond), shared.Load(), len(blobs), humanBytes(float64(stored)), ratio, verdict(ratio <= 1.05),
+		float64(d1-d0)/float64(n), float64(s1-s0)/float64(n), humanBytes(float64(sb1-sb0)/float64(n)))
+	return nil
 }
 
 // placementOf asks the policy where the body goes, as Store.Put does.

@@ -25,6 +25,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
@@ -512,12 +513,15 @@ func (s *soak) checkObjects(ctx context.Context, res *Result) {
 	// sweep a grace after the one that marked it.
 	grace := 60 * time.Minute
 	var swept, chunks int
+	var dropped, released int
 	for i := 1; i <= 2; i++ {
 		now := time.Now().Add(time.Duration(i) * (grace + time.Minute))
-		sw := &objects.Sweeper{Table: refs, Blobs: bucket, Grace: grace, Now: func() time.Time { return now }, Log: s.log}
+		sw := objectslambda.NewSweeper(s.env.Clients.DynamoDB, s.env.Clients.S3, v["OBJECTS_TABLE_NAME"], v["OBJECTS_BUCKET_NAME"], grace, func() time.Time { return now }, s.log)
 		r := sw.Sweep(ctx)
 		swept += r.Swept
 		chunks += r.ChunksSwept
+		dropped += r.RefsDropped
+		released += r.SharedReleased
 	}
 	after, err := objects.Check(ctx, refs, bucket)
 	s.load.mu.Lock()
@@ -525,10 +529,39 @@ func (s *soak) checkObjects(ctx context.Context, res *Result) {
 	verified := s.load.ops["get verified"]
 	s.load.mu.Unlock()
 	res.add("no orphan blob after the sweeps", err == nil && after.Err() == nil,
-		"orphans before the sweeps: %d; swept %d blob versions and %d chunks; after: %d orphan blobs, %d orphan chunks, %d dangling (%v)",
-		orphansBefore, swept, chunks, len(after.OrphanBlobs), len(after.OrphanChunks), len(after.Dangling), firstErr(err, after.Err()))
+		"orphans before the sweeps: %d; swept %d blob versions (%d shared blobs released, %d stale reference records dropped) and %d chunks; after: %d orphan blobs, %d orphan chunks, %d stale reference records, %d dangling (%v)",
+		orphansBefore, swept, released, dropped, chunks, len(after.OrphanBlobs), len(after.OrphanChunks), len(after.OrphanRefs), len(after.Dangling), firstErr(err, after.Err()))
+	s.checkShared(ctx, res, refs)
 	res.add("every read checksum-verified", len(mismatches) == 0 && verified > 0,
 		"%d reads verified (SHA-256 of the body = the API's, and a body this soak wrote for the key); %d not%s", verified, len(mismatches), listed(mismatches))
+}
+
+// checkShared: the keys holding the shared workers' bodies reference the
+// one shared blob of their body (a write that met the blob's head being
+// deleted stores a blob of its own: at most 5% of them).
+func (s *soak) checkShared(ctx context.Context, res *Result, refs *objectsddb.Refs) {
+	bodies := map[string]bool{}
+	for _, b := range sharedBodies {
+		bodies[objects.ContentKey(objects.SumOf(b), int64(len(b)))] = true
+	}
+	live, viaShared := 0, 0
+	named := map[string]bool{}
+	err := refs.Scan(ctx, func(e objects.ItemRef) {
+		if !strings.HasPrefix(e.PK, sharedPrefix) || e.SK != objects.LatestSortKey || e.Deleted {
+			return
+		}
+		live++
+		if bodies[e.BlobKey] {
+			viaShared++
+			named[e.BlobKey] = true
+		}
+	})
+	s.load.mu.Lock()
+	puts := s.load.ops["shared put ok"]
+	s.load.mu.Unlock()
+	res.add("same bytes stored once", err == nil && puts > 0 && live > 0 && viaShared*20 >= live*19,
+		"%d PUTs of %d bodies under %d keys; at the end %d live keys hold them, %d through %d shared blobs (%d through blobs of their own) (%v)",
+		puts, len(sharedBodies), sharedKeys, live, viaShared, len(named), live-viaShared, err)
 }
 
 func firstErr(errs ...error) error {

@@ -305,6 +305,68 @@ func (s *soak) objectWorker(ctx context.Context, worker int) {
 	}
 }
 
+// sharedBodies are the documents the shared workers write under many
+// keys (random, so they go to S3 uncompressed): each is stored once, as a
+// shared blob, however many keys hold it, while other keys holding it are
+// deleted and their references reaped.
+var sharedBodies = [][]byte{
+	objectstest.Random(48<<10, 101), objectstest.Random(48<<10, 102), objectstest.Random(48<<10, 103),
+}
+
+const (
+	sharedKeys   = 16
+	sharedPrefix = "soak/shared/"
+)
+
+// sharedWorker writes the shared bodies under its keys, reads them back
+// and deletes keys, through the HTTP API: the reaper and the sweeper free
+// blobs that writes of the same bytes take again.
+func (s *soak) sharedWorker(ctx context.Context) {
+	c, err := objectsclient.NewSigned(s.env.APIURL, s.env.AWS, &http.Client{Timeout: 30 * time.Second})
+	if err != nil {
+		s.progress("shared worker: %v", err)
+		return
+	}
+	known := map[string]int64{}
+	for ctx.Err() == nil {
+		key := fmt.Sprintf("%sk-%02d", sharedPrefix, s.intn(sharedKeys))
+		var op string
+		switch r := s.float(); {
+		case r < 0.5:
+			op = s.putShared(ctx, c, key, known)
+		case r < 0.7:
+			op = s.getObject(ctx, c, key, known)
+		default:
+			op = s.deleteObject(ctx, c, key, known)
+		}
+		if ctx.Err() != nil && strings.HasSuffix(op, "failed") {
+			return
+		}
+		s.load.mu.Lock()
+		s.load.ops["shared "+op]++
+		s.load.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *soak) putShared(ctx context.Context, c *objectsclient.Client, key string, known map[string]int64) string {
+	body := sharedBodies[s.intn(len(sharedBodies))]
+	sum := sha256.Sum256(body)
+	s.load.mu.Lock()
+	if s.load.written[key] == nil {
+		s.load.written[key] = map[string]bool{}
+	}
+	s.load.written[key][hex.EncodeToString(sum[:])] = true
+	s.load.mu.Unlock()
+	m, err := c.Put(ctx, key, body, objectsclient.PutOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		delete(known, key)
+		return "put failed"
+	}
+	known[key] = m.Version
+	return "put ok"
+}
+
 func (s *soak) putObject(ctx context.Context, c *objectsclient.Client, key string, known map[string]int64, n int) string {
 	sz := objectSizes[s.intn(len(objectSizes))]
 	var body []byte

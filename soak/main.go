@@ -35,6 +35,7 @@ func run() error {
 	flag.DurationVar(&c.Duration, "duration", 10*time.Minute, "length of the load (the drain and the checks come after)")
 	flag.IntVar(&c.VotesPerSecond, "rate", DefaultRate, "votes sent per second (sized to DynamoDB Local: see DefaultRate)")
 	flag.IntVar(&c.ObjectWorkers, "object-workers", 2, "concurrent document clients")
+	flag.IntVar(&c.SharedWorkers, "shared-workers", 2, "concurrent clients writing the same documents under many keys")
 	flag.BoolVar(&noFaults, "no-faults", false, "no fault injection: a plain load run")
 	flag.Float64Var(&c.DuplicateRate, "duplicates", 0.03, "share of SQS and stream batches delivered twice")
 	flag.DurationVar(&c.KillEvery, "kill-every", 0, "time between SIGKILLs of a function process (default duration/30, at least 5s)")

@@ -35,6 +35,9 @@ type Config struct {
 	// document workload (each one request at a time).
 	VotesPerSecond int
 	ObjectWorkers  int
+	// SharedWorkers write a few bodies under many keys and delete keys
+	// (shared blobs freed and taken again).
+	SharedWorkers int
 	// Setups replace functions' own (registry.All) and run them in this
 	// process instead of their binaries: a test gives the tally one that
 	// ignores its checkpoint, to show the vote invariant breaking.
@@ -72,6 +75,9 @@ func (c *Config) defaults() {
 	}
 	if c.VotesPerSecond <= 0 {
 		c.VotesPerSecond = DefaultRate
+	}
+	if c.SharedWorkers <= 0 {
+		c.SharedWorkers = 2
 	}
 	if c.ObjectWorkers <= 0 {
 		c.ObjectWorkers = 2
@@ -219,6 +225,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	wg.Go(func() { s.produceVotes(loadCtx) })
 	for i := range cfg.ObjectWorkers {
 		wg.Go(func() { s.objectWorker(loadCtx, i) })
+	}
+	for range cfg.SharedWorkers {
+		wg.Go(func() { s.sharedWorker(loadCtx) })
 	}
 	wg.Go(func() { s.sample(loadCtx) })
 	wg.Go(func() { s.rotateDuringLoad(loadCtx) })

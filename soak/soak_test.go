@@ -64,8 +64,8 @@ func TestSoakHoldsUnderFaults(t *testing.T) {
 			t.Errorf("invariant broken: %s: %s", i.Name, i.Figures)
 		}
 	}
-	if len(res.Invariants) < 10 {
-		t.Errorf("%d invariants checked, want 10", len(res.Invariants))
+	if len(res.Invariants) < 11 {
+		t.Errorf("%d invariants checked, want 11", len(res.Invariants))
 	}
 	f := res.Faults
 	kills := 0
@@ -86,7 +86,8 @@ func TestSoakHoldsUnderFaults(t *testing.T) {
 	if !retired {
 		t.Error("the cold month did not retire under load")
 	}
-	if res.Load.DistinctAccepted < 800 || res.Load.Bad == 0 || res.Load.ObjectOps["get verified"] == 0 {
+	if res.Load.DistinctAccepted < 800 || res.Load.Bad == 0 || res.Load.ObjectOps["get verified"] == 0 ||
+		res.Load.ObjectOps["shared put ok"] == 0 || res.Load.ObjectOps["shared delete ok"] == 0 {
 		t.Errorf("load: %+v", res.Load)
 	}
 	for _, name := range []string{"report.md", "timeline.png"} {

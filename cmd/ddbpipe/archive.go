@@ -6,9 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
@@ -18,6 +21,7 @@ import (
 // archiveFlags are the flags both archive commands take.
 type archiveFlags struct {
 	root, state, bucket, table, month string
+	wait                              time.Duration
 }
 
 func (a *archiveFlags) register(fs *flag.FlagSet) {
@@ -26,6 +30,7 @@ func (a *archiveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.bucket, "bucket", "", "archive bucket (default: $ARCHIVE_BUCKET_NAME or the local stack's)")
 	fs.StringVar(&a.table, "table", "", "only this table: a base name (ddbpipe-votes) or its view name (votes)")
 	fs.StringVar(&a.month, "month", "", "only this month, YYYY-MM")
+	fs.DurationVar(&a.wait, "wait", 0, "first wait, up to this long (e.g. 1m), until the archive holds every record of the open months' ledger streams")
 }
 
 // archiveEnv is what the archive commands need from the environment.
@@ -91,7 +96,7 @@ func archiveQuery(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	var af archiveFlags
 	af.register(fs)
-	format := fs.String("format", "table", "output: table, csv or json (one object per line)")
+	format := fs.String("format", "table", "output: table, csv, json (an array of objects, [] for no row) or jsonl (one object per line)")
 	named := fs.String("named", "", "run a named query (the Athena named queries of template.yaml); -list shows them")
 	list := fs.Bool("list", false, "list the named queries and the helper macros, and exit")
 	cache := fs.String("cache", "", "local copy of the archive (default: <state-dir>/archive-cache)")
@@ -118,8 +123,10 @@ Flags:`)
 	if *list {
 		return listNamed(stdout)
 	}
-	if *format != archiveduckdb.FormatTable && *format != archiveduckdb.FormatCSV && *format != archiveduckdb.FormatJSON {
-		return fmt.Errorf("-format %q: want table, csv or json", *format)
+	switch *format {
+	case archiveduckdb.FormatTable, archiveduckdb.FormatCSV, archiveduckdb.FormatJSON, archiveduckdb.FormatJSONLines:
+	default:
+		return fmt.Errorf("-format %q: want table, csv or json (or jsonl: one object per line)", *format)
 	}
 	var query string
 	switch {
@@ -154,16 +161,32 @@ Flags:`)
 		c.Dir = filepath.Join(env.state, "archive-cache")
 	}
 	filter := archiveduckdb.Filter{Table: af.table, Month: af.month}
+	if err := waitCaughtUp(ctx, af.root, af.state, catchUp{archived: true}, af.wait, stderr); err != nil {
+		return err
+	}
+	// The stack's tables have views even before the archive holds a file
+	// of theirs: a fresh stack's query answers no rows.
+	known := []string{env.getenv("LEDGER_TABLE_PREFIX"), env.getenv("OBJECTS_TABLE_NAME")}
 	if !*offline {
 		res, err := c.Sync(ctx, filter)
-		if err != nil {
+		switch {
+		case errors.Is(err, archiveduckdb.ErrEmpty) && slices.ContainsFunc(known, func(t string) bool { return t != "" }):
+			if filter == (archiveduckdb.Filter{}) {
+				// The bucket holds nothing: neither does its copy (a
+				// local stack started again, in memory, keeps its state
+				// folder).
+				if err := os.RemoveAll(c.Root()); err != nil {
+					return err
+				}
+			}
+		case err != nil:
 			return err
 		}
 		for _, k := range res.Skipped {
 			fmt.Fprintf(stderr, "archive: skipped s3://%s/%s: not a Parquet file\n", env.bucket, k)
 		}
 	}
-	db, err := archiveduckdb.Open(ctx, c.Root(), filter)
+	db, err := archiveduckdb.Open(ctx, c.Root(), filter, known...)
 	if err != nil {
 		return err
 	}
@@ -256,6 +279,9 @@ func archiveLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	env, err := af.env(ctx)
 	if err != nil {
+		return err
+	}
+	if err := waitCaughtUp(ctx, af.root, af.state, catchUp{archived: true}, af.wait, stderr); err != nil {
 		return err
 	}
 	l, err := archiveduckdb.List(ctx, env.s3, env.bucket, archiveduckdb.Filter{Table: af.table, Month: af.month})

@@ -84,6 +84,30 @@ func TestArchiveCommands(t *testing.T) {
 		_, _ = client.DeleteBucket(context.Background(), &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
 	})
 
+	state := t.TempDir()
+	env := fmt.Sprintf("export AWS_REGION='%s'\nexport AWS_ACCESS_KEY_ID='%s'\nexport AWS_SECRET_ACCESS_KEY='%s'\nexport AWS_ENDPOINT_URL_S3='%s'\nexport AWS_S3_USE_PATH_STYLE='true'\nexport ARCHIVE_BUCKET_NAME='%s'\nexport LEDGER_TABLE_PREFIX='ddbpipe-votes'\n",
+		servers.Region, servers.AccessKeyID, servers.SecretAccessKey, st.S3, bucket)
+	if err := os.WriteFile(filepath.Join(state, "local.env"), []byte(env), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if err := run(ctx, append(args, "-state-dir", state), &stdout, &stderr); err != nil {
+			t.Fatalf("ddbpipe %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+
+	// A fresh stack's archive holds nothing yet: its tables' views are
+	// empty, and the queries answer no rows instead of failing.
+	if out, _ := cli("archive", "query", "SELECT count(*) AS n FROM votes", "-format", "csv"); out != "n\n0\n" {
+		t.Errorf("count on an empty archive: %q, want n 0", out)
+	}
+	if out, _ := cli("archive", "query", "-named", "votes-per-option", "-arg", "2026-11", "-arg", "color", "-format", "json"); out != "[]\n" {
+		t.Errorf("votes-per-option on an empty archive: %q, want []", out)
+	}
+
 	// 60 votes in batches of 20: 3 files; 2 polls; voter-3 votes 3 times.
 	a := &archivelambda.Archiver{Files: archives3.Writer{S3: client, Bucket: bucket}}
 	start := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
@@ -100,21 +124,6 @@ func TestArchiveCommands(t *testing.T) {
 		}
 	}
 
-	state := t.TempDir()
-	env := fmt.Sprintf("export AWS_REGION='%s'\nexport AWS_ACCESS_KEY_ID='%s'\nexport AWS_SECRET_ACCESS_KEY='%s'\nexport AWS_ENDPOINT_URL_S3='%s'\nexport AWS_S3_USE_PATH_STYLE='true'\nexport ARCHIVE_BUCKET_NAME='%s'\nexport LEDGER_TABLE_PREFIX='ddbpipe-votes'\n",
-		servers.Region, servers.AccessKeyID, servers.SecretAccessKey, st.S3, bucket)
-	if err := os.WriteFile(filepath.Join(state, "local.env"), []byte(env), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cli := func(args ...string) (string, string) {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		if err := run(ctx, append(args, "-state-dir", state), &stdout, &stderr); err != nil {
-			t.Fatalf("ddbpipe %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return stdout.String(), stderr.String()
-	}
-
 	out, _ := cli("archive", "ls", "-files")
 	lines := strings.Split(out, "\n")
 	if len(lines) < 3 || strings.Join(strings.Fields(lines[1])[:4], " ") != "ddbpipe-votes 2026-11 3 60" ||
@@ -123,7 +132,7 @@ func TestArchiveCommands(t *testing.T) {
 	}
 
 	out, progress := cli("archive", "query", "SELECT poll_id AS poll, count(*) AS n FROM votes GROUP BY 1 ORDER BY 1", "-format", "json")
-	want := fmt.Sprintf("{\"poll\":\"color\",\"n\":%d}\n{\"poll\":\"lunch\",\"n\":%d}\n", perPoll["color"], perPoll["lunch"])
+	want := fmt.Sprintf("[{\"poll\":\"color\",\"n\":%d},\n{\"poll\":\"lunch\",\"n\":%d}]\n", perPoll["color"], perPoll["lunch"])
 	if out != want {
 		t.Errorf("query output\n%s\nwant\n%s", out, want)
 	}
@@ -156,8 +165,14 @@ func TestArchiveCommands(t *testing.T) {
 	}
 	var rows []map[string]any
 	out, _ = cli("archive", "query", "SELECT count(*) AS n FROM archive", "-month", "2026-11", "-format", "json")
-	if err := json.Unmarshal([]byte("["+strings.ReplaceAll(strings.TrimSpace(out), "\n", ",")+"]"), &rows); err != nil || len(rows) != 1 || rows[0]["n"] != float64(60) {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || rows[0]["n"] != float64(60) {
 		t.Errorf("count: %s (%v)", out, err)
+	}
+	// No row: an empty array in json, nothing in jsonl.
+	for format, want := range map[string]string{"json": "[]\n", "jsonl": ""} {
+		if out, _ := cli("archive", "query", "-named", "voter-history", "-arg", "2026-11", "-arg", "nobody", "-format", format); out != want {
+			t.Errorf("voter-history of nobody, -format %s: %q, want %q", format, out, want)
+		}
 	}
 }
 

@@ -10,7 +10,7 @@
 //	ddbpipe votes send             send votes (one, or a load with duplicates and a progress bar)
 //	ddbpipe votes results          a poll's totals, read from every shard
 //	ddbpipe votes dlq inspect|redrive, votes rejects inspect, archive failures
-//	                               the operator's queue commands (README: Runbook)
+//	                               the operator's queue commands (docs/operators.md)
 //	ddbpipe archive backfill       heal a table's archive after lost stream records
 //	ddbpipe demo                   run the pipeline locally with a demo workload and report
 package main

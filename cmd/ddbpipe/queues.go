@@ -3,7 +3,7 @@ package main
 // The operator's queue commands: read the votes dead-letter and rejects
 // queues without consuming them (inspect), move dead letters back to the
 // votes queue (redrive), and read the stream-failure queue (archive
-// failures). The README's Runbook says when to use which.
+// failures). docs/operators.md (the runbook) says when to use which.
 
 import (
 	"context"

@@ -70,7 +70,13 @@ func first(getenv func(string) string, names ...string) string {
 // rotator builds the rotator the function runs, configured from the
 // function's variables or the stack's outputs (local.env).
 func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive.Rotator, archivelambda.RotatorConfig, error) {
-	getenv, err := stackEnv(*c.root, *c.state, asOperator)
+	return stackRotation(ctx, *c.root, *c.state, *c.grace, log)
+}
+
+// stackRotation builds the rotator of the stack the environment (or
+// local.env) names; grace > 0 overrides its grace days.
+func stackRotation(ctx context.Context, root, state string, grace int, log *slog.Logger) (*archive.Rotator, archivelambda.RotatorConfig, error) {
+	getenv, err := stackEnv(root, state, asOperator)
 	if err != nil {
 		return nil, archivelambda.RotatorConfig{}, err
 	}
@@ -98,8 +104,8 @@ func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive
 		TallyBatchWindow:    num(1, "TALLY_BATCHING_WINDOW_SECONDS"),
 		CountersTable:       first(getenv, "COUNTERS_TABLE", "COUNTERS_TABLE_NAME"),
 	}
-	if *c.grace > 0 {
-		rc.GraceDays = *c.grace
+	if grace > 0 {
+		rc.GraceDays = grace
 	}
 	if rc.FailureQueueARN == "" {
 		if url := getenv("STREAM_FAILURES_QUEUE_URL"); url != "" {
@@ -301,7 +307,7 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, n := range plan.Retire {
 		phase[n] = "cold: retire"
 	}
-	esm, _ := r.Subscriptions.(*archiveesm.Mappings)
+	readers, _ := r.Subscriptions.(archiveesm.Readers)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tPHASE\tSTATUS\tSTREAM\tSUBSCRIBED\tPROTECTED\tBILLING")
 	for _, t := range tables {
@@ -309,12 +315,7 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if t.StreamEnabled {
 			stream = "on"
 		}
-		subs := "-"
-		if esm != nil && t.StreamARN != "" {
-			if l, err := esm.List(ctx, t.StreamARN); err == nil {
-				subs = strconv.Itoa(len(l))
-			}
-		}
+		subs := subscriptions(ctx, readers, t.StreamARN)
 		billing := "on-demand"
 		if t.Capacity != nil {
 			billing = fmt.Sprintf("provisioned %d/%d", t.Capacity.Read, t.Capacity.Write)
@@ -326,4 +327,25 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", t.Name, p, t.Status, stream, subs, t.DeletionProtection, billing)
 	}
 	return tw.Flush()
+}
+
+// subscriptions counts the stream readers' mappings of a stream (the
+// archiver's and the tally's: 2 when all is well), "-" when it cannot.
+func subscriptions(ctx context.Context, readers archiveesm.Readers, streamARN string) string {
+	if len(readers) == 0 || streamARN == "" {
+		return "-"
+	}
+	n := 0
+	for _, m := range readers {
+		l, err := m.List(ctx, streamARN)
+		if err != nil {
+			return "-"
+		}
+		for _, e := range l {
+			if aws.ToString(e.State) != "Deleting" {
+				n++
+			}
+		}
+	}
+	return strconv.Itoa(n)
 }

@@ -251,7 +251,7 @@ func timeOr(t time.Time, zero string) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr error) {
 	fs := flag.NewFlagSet("votes results", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "", "repository root")
@@ -259,6 +259,7 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	table := fs.String("table", "", "counters table (default: $COUNTERS_TABLE_NAME or the local stack's)")
 	id := fs.String("poll", "", "poll id (required)")
 	asJSON := fs.Bool("json", false, `print {"pollId":...,"totals":{...},"total":n}`)
+	wait := fs.Duration("wait", 0, "first wait, up to this long (e.g. 1m), until the votes queue is empty and the tally has counted every record of the open months' ledgers")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -269,6 +270,14 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	if _, err := store.Poll(ctx, *id); errors.Is(err, votes.ErrNoPoll) {
+		return fmt.Errorf("no poll %q (`ddbpipe polls ls` lists the polls)", *id)
+	}
+	// A wait that runs out still prints the totals, then says so.
+	waitErr := waitCaughtUp(ctx, *root, *state, catchUp{queue: true, counted: true}, *wait, stderr)
+	if errors.Is(waitErr, context.Canceled) {
+		return waitErr
+	}
 	t, err := votes.Results(ctx, store, *id, time.Now)
 	if errors.Is(err, votes.ErrNoPoll) {
 		return fmt.Errorf("no poll %q (`ddbpipe polls ls` lists the polls)", *id)
@@ -276,6 +285,11 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if waitErr != nil && retErr == nil {
+			retErr = waitErr
+		}
+	}()
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {
 			PollID string           `json:"pollId"`

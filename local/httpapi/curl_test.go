@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// TestCurlSigV4 checks that curl's --aws-sigv4, as the README shows it,
+// TestCurlSigV4 checks that curl's --aws-sigv4, as docs/producers.md shows it,
 // passes the local AWS_IAM check (and a wrong secret does not). It skips
 // without curl.
 func TestCurlSigV4(t *testing.T) {

@@ -25,6 +25,12 @@ type Report struct {
 	// right after a sweep with every payload past its grace, both are empty.
 	OrphanBlobs  []BlobVersion
 	OrphanChunks []string
+	// OrphanRefs are reference records of shared blobs whose version item
+	// is gone ("<blob key>: <key> write <W>"); the reaper drops them, and
+	// the sweeper those it missed. A live version naming a shared blob
+	// without its reference record is in Dangling: nothing would stop a
+	// deleter.
+	OrphanRefs []string
 }
 
 // Err is nil when no reference dangles and there is no orphan; otherwise
@@ -43,6 +49,9 @@ func (r Report) Err() error {
 	}
 	if len(r.OrphanChunks) > 0 {
 		errs = append(errs, fmt.Errorf("%d orphan chunks: %s", len(r.OrphanChunks), strings.Join(r.OrphanChunks[:min(len(r.OrphanChunks), 5)], ", ")))
+	}
+	if len(r.OrphanRefs) > 0 {
+		errs = append(errs, fmt.Errorf("%d stale reference records: %s", len(r.OrphanRefs), strings.Join(r.OrphanRefs[:min(len(r.OrphanRefs), 5)], ", ")))
 	}
 	return errors.Join(errs...)
 }
@@ -66,10 +75,16 @@ func Check(ctx context.Context, table RefScanner, bucket VersionLister) (Report,
 	var r Report
 	var refs, latest []ItemRef
 	chunks := map[string]bool{}
-	history := map[ItemKey]string{} // history item → its write id
+	history := map[ItemKey]string{}    // history item → its write id
+	sharedRefs := map[SharedRef]bool{} // by blob key, key and write id (Version zero)
+	writes := map[[2]string]bool{}     // version items: key, write id
 	err := table.Scan(ctx, func(e ItemRef) {
 		r.Items++
 		switch {
+		case e.SharedRef != nil:
+			sr := *e.SharedRef
+			sr.Version = 0
+			sharedRefs[sr] = true
 		case e.Chunk != nil:
 			r.Chunks++
 			chunks[e.PK] = false
@@ -83,6 +98,7 @@ func Check(ctx context.Context, table RefScanner, bucket VersionLister) (Report,
 			} else {
 				history[ItemKey{PK: e.PK, SK: e.SK}] = e.WriteID
 			}
+			writes[[2]string{e.PK, e.WriteID}] = true
 		}
 	})
 	if err != nil {
@@ -121,6 +137,9 @@ func Check(ctx context.Context, table RefScanner, bucket VersionLister) (Report,
 			if isVersion && !live[e.BlobKey] {
 				r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: blob %s", e.PK, e.SK, e.BlobKey))
 			}
+			if isVersion && IsShared(e.BlobKey) && !sharedRefs[SharedRef{BlobKey: e.BlobKey, Key: e.PK, WriteID: e.WriteID}] {
+				r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: shared blob %s without a reference record", e.PK, e.SK, e.BlobKey))
+			}
 			continue
 		}
 		m := *e.Manifest
@@ -132,6 +151,12 @@ func Check(ctx context.Context, table RefScanner, bucket VersionLister) (Report,
 				continue
 			}
 			chunks[k.PK] = true
+		}
+	}
+	for sr := range sharedRefs {
+		referenced[sr.BlobKey] = true
+		if !writes[[2]string{sr.Key, sr.WriteID}] {
+			r.OrphanRefs = append(r.OrphanRefs, fmt.Sprintf("%s: %s write %s", sr.BlobKey, sr.Key, sr.WriteID))
 		}
 	}
 	for k, vs := range versions {
@@ -147,5 +172,6 @@ func Check(ctx context.Context, table RefScanner, bucket VersionLister) (Report,
 	slices.Sort(r.Dangling)
 	slices.SortFunc(r.OrphanBlobs, func(a, b BlobVersion) int { return strings.Compare(a.Key, b.Key) })
 	slices.Sort(r.OrphanChunks)
+	slices.Sort(r.OrphanRefs)
 	return r, nil
 }

@@ -22,20 +22,28 @@
 //
 // # The bucket
 //
-//	blobs/<sha256(key) as 32 hex>/<writeID>   a document placed in S3
+//	blobs/<sha256 as 64 hex>-<size>           a shared blob: stored bytes, once
+//	blobs/<sha256(key) as 32 hex>/<writeID>   a blob of one write
+//	uploads/<sha256(key) as 32 hex>/<id>      a presigned upload
 //
-// The write id is random and new for each Put, so a blob key can never be
-// written twice (the adapter also writes with If-None-Match: *): two writers
-// racing on the same version cannot overwrite each other's blob, and the
-// loser can delete its own blob without touching the winner's. The key hash
-// makes every blob key short and fixed-length (object keys may be as long as
-// S3's own limit) and spreads blobs over S3 prefixes.
+// A store with shared records (Store.Shared) keeps documents placed in S3
+// as shared blobs (ContentKey): the same stored bytes under any number of
+// keys and versions are one object, deleted only once no version names it
+// (see shared.go for the order that makes this safe without a transaction
+// between S3 and DynamoDB). A blob of one write is what a store without
+// shared records writes, what documents stored before sharing are, and
+// what a write stores while the shared blob of its bytes is being
+// deleted: the write id is random and new for each Put, so the key is
+// never written twice (the adapter also writes with If-None-Match: *), and
+// the blob is deleted with its version. The key hash makes such keys short
+// and fixed-length (object keys may be as long as S3's own limit).
 //
 // # Invariants
 //
 // A version's payload (its blob or its chunks) is written before the item
-// that references it and removed only after that item is gone, so no
-// reference points to a missing payload. The payload of version N lives as
+// that references it and removed only after that item is gone (a shared
+// blob: after every item naming it is gone), so no reference points to a
+// missing payload. The payload of version N lives as
 // long as item vN: v0 is a copy that is always backed by vN (they commit
 // together, and a delete tombstones v0 and removes vN together). Payloads
 // left behind by a crash are orphans, which the sweeper removes (Orphans).

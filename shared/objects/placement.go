@@ -17,15 +17,18 @@ const (
 // key suffix of a chunk item.
 const (
 	versionItemOverhead = 384
-	blobRefOverhead     = 320 // bucket (63), blob key (~90), version id (32 on AWS), names
-	chunkItemOverhead   = 160
+	// listEntryOverhead is v0's packed listing entry beyond its content
+	// type (which it holds a second time): name, three varints, SHA-256.
+	listEntryOverhead = 64
+	blobRefOverhead   = 320 // bucket (63), blob key (~90), version id (32 on AWS), names
+	chunkItemOverhead = 160
 )
 
 // ItemOverhead is the estimated size of a version item without its
-// payload. Placement uses it to keep items under MaxItemBytes and to count
+// payload (v0's, the larger: it also holds the listing index's entry). Placement uses it to keep items under MaxItemBytes and to count
 // write units.
 func ItemOverhead(key, contentType string) int {
-	return versionItemOverhead + len(key) + len(contentType)
+	return versionItemOverhead + listEntryOverhead + len(key) + 2*len(contentType)
 }
 
 // WriteUnits is the on-demand write units one (non-transactional) write of

@@ -21,10 +21,13 @@ type Base struct {
 }
 
 // Commit is a new version: Record is written as both v0 and v<Record.Version>,
-// in one transaction, if v0 is still at Base.
+// in one transaction, if v0 is still at Base. With a Claim (Record's blob
+// is shared) the same transaction writes the version's reference record
+// and holds the blob's head to the claim (ErrBlobChanged otherwise).
 type Commit struct {
 	Base   Base
 	Record Record
+	Claim  *BlobClaim
 }
 
 // Removal deletes an object: v0 becomes Tombstone, if it is still at Base,
@@ -82,13 +85,14 @@ type Chunks interface {
 
 // Blob is a payload to store in the bucket.
 type Blob struct {
-	Key         string // BlobKey(object key, write id)
+	Key         string // ContentKey(SHA256, size), or BlobKey(object key, write id)
 	Body        []byte
 	SHA256      Sum // of Body
 	ContentType string
 	Codec       Codec
 	// ObjectKey and WriteID say whose payload this is (kept as the blob's
-	// metadata, for operators and the sweeper's logs).
+	// metadata, for operators and the sweeper's logs); empty for a shared
+	// blob, which is nobody's in particular.
 	ObjectKey string
 	WriteID   string
 }
@@ -105,6 +109,15 @@ type Blobs interface {
 	// DeleteBlob deletes the referenced blob (its version, if it has
 	// one); a missing blob is no error.
 	DeleteBlob(ctx context.Context, ref BlobRef) error
+	// PurgeBlob deletes the object at key for good, whatever its version
+	// (and any older version that becomes current, until none does); a
+	// missing object is no error. Only ReleaseBlob calls it, for shared
+	// blobs, whose references name no version.
+	PurgeBlob(ctx context.Context, key string) error
+	// CopyBlob copies the referenced blob to key within the bucket, if
+	// nothing is there (ErrBlobExists otherwise, where the bucket can
+	// tell).
+	CopyBlob(ctx context.Context, src BlobRef, key string) error
 }
 
 // Store keeps versioned documents: inline, compressed or chunked in the
@@ -113,6 +126,10 @@ type Store struct {
 	Items  Items
 	Chunks Chunks // nil: no chunked placement (KeepInTable documents over the inline limits are refused)
 	Blobs  Blobs  // nil: no bucket (documents over the inline limits are chunked)
+	// Shared keeps the heads and reference records of shared blobs: with
+	// it, documents in the bucket are stored once per content
+	// (ContentKey); nil stores a blob per write (BlobKey).
+	Shared SharedRecords
 	Policy Policy
 	// MaxVersions is how many history versions a key keeps (default 10);
 	// a write prunes the older ones, whose payloads the reaper removes.
@@ -122,6 +139,9 @@ type Store struct {
 	MaxAttempts int
 	Now         func() time.Time
 	NewID       func() string // write ids: unique, [0-9a-z] (default 128 random bits, hex)
+	// DeleteLease is how old a shared blob's deleting mark must be before
+	// a deleter may take it over (default DefaultDeleteLease).
+	DeleteLease time.Duration
 	Log         *slog.Logger
 
 	once sync.Once
@@ -191,10 +211,16 @@ type PutOptions struct {
 
 // staged is a payload written ahead of its commit; keep is the write's
 // KeepInTable (a document in S3 is not the same as one asked to be kept
-// in the table).
+// in the table). A shared blob's comes with the claim its commit makes,
+// whether this write stored the bytes (uploaded) or found them stored
+// (skipped: no upload), and how to stage it again when the claim fails.
 type staged struct {
-	rec  Record
-	keep bool
+	rec      Record
+	keep     bool
+	claim    *BlobClaim
+	uploaded bool
+	skipped  bool
+	again    func(ctx context.Context) (staged, error)
 }
 
 // Written is what a write did: the version that holds the document
@@ -206,6 +232,10 @@ type Written struct {
 	// and Record is that version. This is what a retry gets when its first
 	// attempt committed but the answer was lost.
 	Unchanged bool
+	// BlobShared: the stored bytes were in the bucket already as a shared
+	// blob, which the new version references: nothing was uploaded (or,
+	// for a presigned upload, its copy was dropped).
+	BlobShared bool
 }
 
 // Put stores body as the key's new version and returns its record (without
@@ -358,21 +388,36 @@ func (s *Store) stage(ctx context.Context, rec Record, stored []byte, pl Placeme
 			return staged{}, fmt.Errorf("objects: put %s: write %d chunks: %w", rec.Key, m.Count, err)
 		}
 	case InS3:
-		ref, err := s.Blobs.PutBlob(ctx, Blob{
-			Key: BlobKey(rec.Key, rec.WriteID), Body: stored, SHA256: SumOf(stored),
-			ContentType: rec.ContentType, Codec: pl.Codec, ObjectKey: rec.Key, WriteID: rec.WriteID,
-		})
-		if err != nil {
-			// The PUT may have stored the blob before failing (a lost
-			// reply): nothing references it yet, so delete it now rather
-			// than leave it to the sweeper.
-			if !errors.Is(err, ErrNotApplied) && !errors.Is(err, ErrBlobExists) {
-				s.discard(ctx, staged{rec: Record{Key: rec.Key, WriteID: rec.WriteID, Kind: InS3, Blob: &BlobRef{Key: BlobKey(rec.Key, rec.WriteID)}}})
+		if s.Shared != nil {
+			again := func(ctx context.Context) (staged, error) {
+				return s.stageShared(ctx, rec, stored, func() (staged, error) { return s.putOwn(ctx, rec, stored) })
 			}
-			return staged{}, fmt.Errorf("objects: put %s: write blob: %w", rec.Key, err)
+			st, err := again(ctx)
+			st.again = again
+			return st, err
 		}
-		rec.Blob = &ref
+		return s.putOwn(ctx, rec, stored)
 	}
+	return staged{rec: rec}, nil
+}
+
+// putOwn stores a document's bytes as a blob of this write alone
+// (BlobKey).
+func (s *Store) putOwn(ctx context.Context, rec Record, stored []byte) (staged, error) {
+	ref, err := s.Blobs.PutBlob(ctx, Blob{
+		Key: BlobKey(rec.Key, rec.WriteID), Body: stored, SHA256: SumOf(stored),
+		ContentType: rec.ContentType, Codec: rec.Codec, ObjectKey: rec.Key, WriteID: rec.WriteID,
+	})
+	if err != nil {
+		// The PUT may have stored the blob before failing (a lost
+		// reply): nothing references it yet, so delete it now rather
+		// than leave it to the sweeper.
+		if !errors.Is(err, ErrNotApplied) && !errors.Is(err, ErrBlobExists) {
+			s.discard(ctx, staged{rec: Record{Key: rec.Key, WriteID: rec.WriteID, Kind: InS3, Blob: &BlobRef{Key: BlobKey(rec.Key, rec.WriteID)}}})
+		}
+		return staged{}, fmt.Errorf("objects: put %s: write blob: %w", rec.Key, err)
+	}
+	rec.Blob = &ref
 	return staged{rec: rec}, nil
 }
 
@@ -383,9 +428,21 @@ const discardTimeout = 10 * time.Second
 // discard deletes a payload that no reference names. A failure leaves an
 // orphan for the sweeper; it is logged, not returned (the caller's error is
 // the one that matters).
+//
+// A shared blob is not this write's to delete: if the write stored it,
+// ReleaseBlob deletes it unless another reference took it meanwhile.
 func (s *Store) discard(ctx context.Context, st staged) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
 	defer cancel()
+	if st.claim != nil {
+		if !st.uploaded {
+			return
+		}
+		if _, err := s.ReleaseBlob(ctx, st.rec.Blob.Key); err != nil {
+			s.Log.WarnContext(ctx, "shared blob not released; left for the sweeper", "key", st.rec.Key, "blob", st.rec.Blob.Key, "err", err)
+		}
+		return
+	}
 	if err := s.reap(ctx, st.rec); err != nil {
 		s.Log.WarnContext(ctx, "payload not deleted; left for the sweeper", "key", st.rec.Key, "writeId", st.rec.WriteID, "err", err)
 	}
@@ -636,6 +693,9 @@ func (s *Store) reap(ctx context.Context, r Record) error {
 	case r.Kind == InS3 && r.Blob != nil:
 		if s.Blobs == nil {
 			return errors.New("no blob store")
+		}
+		if IsShared(r.Blob.Key) {
+			return s.reapShared(ctx, r)
 		}
 		return s.Blobs.DeleteBlob(ctx, *r.Blob)
 	}

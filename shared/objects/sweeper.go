@@ -27,6 +27,10 @@ type ItemRef struct {
 	// (zero if none).
 	Chunk             *ChunkOf
 	UnreferencedSince time.Time
+	// SharedRef is set for a shared blob's reference record, SharedHead
+	// for its head (see SharedRecords).
+	SharedRef  *SharedRef
+	SharedHead *BlobHead
 }
 
 // BlobVersion is one version of a bucket key (a delete marker included):
@@ -60,6 +64,15 @@ type VersionLister interface {
 	Versions(ctx context.Context, prefix string) iter.Seq2[[]BlobVersion, error]
 }
 
+// SharedSweep is what the sweeper needs to free shared blobs; *Store
+// satisfies it. A shared blob is deleted only through ReleaseBlob.
+type SharedSweep interface {
+	ReleaseBlob(ctx context.Context, blobKey string) (released bool, err error)
+	DropStaleRef(ctx context.Context, ref SharedRef) (dropped bool, err error)
+}
+
+var _ SharedSweep = (*Store)(nil)
+
 // SweepBucket is what the sweeper needs from the objects bucket.
 type SweepBucket interface {
 	VersionLister
@@ -88,9 +101,24 @@ type SweepBucket interface {
 // later sweep deletes it if it is still unreferenced and the mark is older
 // than Grace before that sweep's mark. An orphan chunk therefore goes on
 // the first sweep at least Grace after the one that marked it.
+//
+// Shared blobs (ContentKey) go through Shared, never a plain delete: a
+// reference record whose version item the scan did not see is dropped if
+// a consistent read confirms the version is gone (the reaper normally
+// does it); a head left deleting longer than DeleteLease is taken over
+// and finished; and the current object of a shared blob that no item
+// names, older than Grace, is released (ReleaseBlob: deleted unless a
+// reference turns up). Older versions of a shared blob are never read
+// (references name no version) and are deleted as orphans. Without
+// Shared, shared blobs are left alone.
 type Sweeper struct {
 	Table SweepTable
 	Blobs SweepBucket
+	// Shared releases shared blobs (nil: they are not swept).
+	Shared SharedSweep
+	// DeleteLease is Store.DeleteLease (default DefaultDeleteLease): a
+	// head deleting for longer was left by a deleter that stopped.
+	DeleteLease time.Duration
 	// Grace is the age after which an unreferenced blob of the store, or a
 	// marked chunk, is an orphan: longer than any Put (a function timeout).
 	Grace time.Duration
@@ -117,6 +145,11 @@ type SweepResult struct {
 	SweptBytes   int64 // their size
 	ChunksMarked int
 	ChunksSwept  int
+	// RefsDropped counts stale reference records of shared blobs deleted,
+	// SharedReleased the shared blobs deleted (their bytes are in Swept
+	// and SweptBytes too).
+	RefsDropped    int
+	SharedReleased int
 	// Failures counts payloads that could not be deleted (the next sweep
 	// tries again); DeleteErr joins their errors.
 	Failures  int
@@ -150,16 +183,26 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 	referenced := map[string]struct{}{}
 	manifests := map[string]int{} // <key>#<writeID> → chunk count
 	var chunks []ItemRef
+	var sharedRefs []SharedRef
+	var heads []BlobHead
+	writes := map[[2]string]struct{}{} // version items: key, write id
 	err := s.Table.Scan(ctx, func(e ItemRef) {
 		res.Items++
 		switch {
 		case e.Chunk != nil:
 			chunks = append(chunks, e)
+		case e.SharedRef != nil:
+			sharedRefs = append(sharedRefs, *e.SharedRef)
+		case e.SharedHead != nil:
+			heads = append(heads, *e.SharedHead)
 		case e.BlobKey != "":
 			referenced[e.BlobKey] = struct{}{}
 		case e.Manifest != nil:
 			id := e.PK + "#" + e.Manifest.WriteID
 			manifests[id] = max(manifests[id], e.Manifest.Count)
+		}
+		if e.WriteID != "" && e.Chunk == nil {
+			writes[[2]string{e.PK, e.WriteID}] = struct{}{}
 		}
 		p.tick("scan")
 	})
@@ -173,6 +216,11 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 
 	var deleteErrs []error
 	s.sweepChunks(ctx, &res, chunks, manifests, now, &deleteErrs)
+	if s.Shared != nil {
+		for _, k := range s.sweepShared(ctx, &res, sharedRefs, heads, writes, &deleteErrs) {
+			referenced[k] = struct{}{}
+		}
+	}
 
 	graces := map[string]time.Duration{BlobPrefix: s.Grace, UploadPrefix: s.uploadGrace()}
 	del := func(orphans []BlobVersion) {
@@ -197,9 +245,18 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 			res.Listed += len(page)
 			var orphans []BlobVersion
 			for _, v := range page {
-				if Orphan(v.BlobInfo, prefix, isReferenced, res.MarkedAt, graces[prefix]) {
-					orphans = append(orphans, v)
+				if !Orphan(v.BlobInfo, prefix, isReferenced, res.MarkedAt, graces[prefix]) {
+					continue
 				}
+				if IsShared(v.Key) {
+					if v.Latest && !v.DeleteMarker && s.Shared != nil {
+						s.release(ctx, &res, v, &deleteErrs)
+					}
+					if v.Latest || v.DeleteMarker || s.Shared == nil {
+						continue // an older version goes as an orphan: none is ever read
+					}
+				}
+				orphans = append(orphans, v)
 			}
 			if len(orphans) > 0 {
 				del(orphans)
@@ -217,6 +274,58 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 	res.DeleteErr = errors.Join(deleteErrs...)
 	res.Took = time.Since(start)
 	return res
+}
+
+// sweepShared drops the reference records the scan found stale and
+// finishes the deletions left by deleters that stopped. It returns the
+// shared blobs that reference records still name.
+func (s *Sweeper) sweepShared(ctx context.Context, res *SweepResult, refs []SharedRef, heads []BlobHead, writes map[[2]string]struct{}, errs *[]error) []string {
+	var named []string
+	for _, r := range refs {
+		if _, ok := writes[[2]string{r.Key, r.WriteID}]; ok || ctx.Err() != nil {
+			named = append(named, r.BlobKey)
+			continue
+		}
+		dropped, err := s.Shared.DropStaleRef(ctx, r)
+		switch {
+		case err != nil:
+			res.Failures++
+			*errs = append(*errs, err)
+			named = append(named, r.BlobKey)
+		case dropped:
+			res.RefsDropped++
+		default:
+			named = append(named, r.BlobKey)
+		}
+	}
+	lease := s.DeleteLease
+	if lease <= 0 {
+		lease = DefaultDeleteLease
+	}
+	for _, h := range heads {
+		if h.State != BlobDeleting || !h.Since.Before(res.MarkedAt.Add(-lease)) || ctx.Err() != nil {
+			continue
+		}
+		if _, err := s.Shared.ReleaseBlob(ctx, h.Key); err != nil {
+			res.Failures++
+			*errs = append(*errs, err)
+		}
+	}
+	return named
+}
+
+// release deletes a shared blob's bytes if no reference names them.
+func (s *Sweeper) release(ctx context.Context, res *SweepResult, v BlobVersion, errs *[]error) {
+	released, err := s.Shared.ReleaseBlob(ctx, v.Key)
+	if released {
+		res.SharedReleased++
+		res.Swept++
+		res.SweptBytes += v.Size
+	}
+	if err != nil {
+		res.Failures++
+		*errs = append(*errs, err)
+	}
 }
 
 func (s *Sweeper) uploadGrace() time.Duration {

@@ -379,6 +379,7 @@ func (u *Uploader) Finalize(ctx context.Context, o Uploaded) (Upload, error) {
 	if rec, ok, err := u.Store.FindWrite(ctx, up.Key, up.ID); err != nil {
 		return Upload{}, fmt.Errorf("objects: finalize %s: %w", o.Key, err)
 	} else if ok {
+		u.Store.DropUpload(ctx, ref, rec)
 		up.State, up.Version = UploadCommitted, rec.Version
 		return u.settle(ctx, up)
 	}
@@ -396,7 +397,7 @@ func (u *Uploader) Finalize(ctx context.Context, o Uploaded) (Upload, error) {
 	var ie *InvalidError
 	switch {
 	case err == nil:
-		up.State, up.Version, up.Unchanged = UploadCommitted, w.Version, w.Unchanged
+		up.State, up.Version, up.Unchanged, up.BlobShared = UploadCommitted, w.Version, w.Unchanged, w.BlobShared
 		return u.settle(ctx, up)
 	case errors.As(err, &ce):
 		up.State, up.Reason, up.Current = UploadFailed, UploadFailedConflict, ce.Current

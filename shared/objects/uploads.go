@@ -84,6 +84,9 @@ type Upload struct {
 	// Unchanged (Committed): the latest version already held the document,
 	// so the upload wrote nothing and Version is that version.
 	Unchanged bool
+	// BlobShared (Committed, as Finalize returns it; not kept): the bytes
+	// were stored already as a shared blob, and the upload was dropped.
+	BlobShared bool
 
 	CreatedAt time.Time
 	// Deadline is when the upload must be finished: the presigned
@@ -143,6 +146,12 @@ type CommitBlobOptions struct {
 // conflict), or it is not needed (Unchanged), it is deleted, as Write
 // deletes its own staged blob.
 //
+// With shared blobs (Store.Shared), the version references the shared
+// blob of the bytes (ContentKey), not the uploaded object: when the head
+// is live the bytes are stored already and nothing is copied; otherwise the
+// bucket copies the upload there. Either way the uploaded object is
+// deleted once the commit is done (or certainly failed).
+//
 // It is idempotent by WriteID: if a version with that write id exists, it
 // is returned and nothing is written, so a finalizer retried after a crash
 // never commits the same blob twice (which would let one version's reap
@@ -173,6 +182,9 @@ func (s *Store) CommitBlob(ctx context.Context, key string, ref BlobRef, o Commi
 		return Written{}, invalid(ReasonTooLarge, "the document is %d bytes, the limit is %d", ref.Size, s.Policy.withDefaults().MaxSize)
 	}
 	if rec, ok, err := s.FindWrite(ctx, key, o.WriteID); err != nil || ok {
+		if ok {
+			s.DropUpload(ctx, ref, rec)
+		}
 		return Written{Record: rec}, err
 	}
 	cur, ok, err := s.Items.Item(ctx, key, 0)
@@ -202,7 +214,67 @@ func (s *Store) CommitBlob(ctx context.Context, key string, ref BlobRef, o Commi
 		s.discard(ctx, staged{rec: rec})
 		return Written{}, err
 	}
-	return s.commit(ctx, staged{rec: rec}, base, o.IfMatch)
+	if s.Shared == nil {
+		return s.commit(ctx, staged{rec: rec}, base, o.IfMatch)
+	}
+	again := func(ctx context.Context) (staged, error) { return s.stageUpload(ctx, rec) }
+	st, err := again(ctx)
+	if err != nil {
+		return Written{}, err
+	}
+	st.again = again
+	w, err := s.commit(ctx, st, base, o.IfMatch)
+	if err == nil || errors.Is(err, ErrNotApplied) {
+		s.DropUpload(ctx, ref, w.Record)
+	}
+	return w, err
+}
+
+// stageUpload stages a verified upload (rec's blob is the uploaded object)
+// as a shared blob: a live head means the bytes are stored already;
+// otherwise the bucket copies the upload to the content key. While a
+// deleter holds the head, the version references the upload itself.
+func (s *Store) stageUpload(ctx context.Context, rec Record) (staged, error) {
+	up := *rec.Blob
+	ck := ContentKey(up.SHA256, up.Size)
+	head, err := s.Shared.BlobHead(ctx, ck)
+	if err != nil {
+		return staged{}, fmt.Errorf("objects: commit blob %s for %s: read the head of %s: %w", up.Key, rec.Key, ck, err)
+	}
+	if head.State == BlobDeleting {
+		s.Log.InfoContext(ctx, "shared blob being deleted; the version keeps its upload", "key", rec.Key, "blob", ck)
+		return staged{rec: rec}, nil
+	}
+	st := staged{rec: rec, claim: &BlobClaim{Head: head}}
+	st.rec.Blob = &BlobRef{Key: ck, Size: up.Size, SHA256: up.SHA256, ContentType: rec.ContentType, Codec: Identity}
+	if head.State == BlobLive {
+		st.skipped = true
+		return st, nil
+	}
+	err = s.Blobs.CopyBlob(ctx, up, ck)
+	switch {
+	case err == nil:
+		st.uploaded = true
+	case errors.Is(err, ErrBlobExists):
+	default:
+		return staged{}, fmt.Errorf("objects: commit blob %s for %s: copy to %s: %w", up.Key, rec.Key, ck, err)
+	}
+	return st, nil
+}
+
+// DropUpload deletes an uploaded object once the version committed for it
+// (rec, zero if none) references a shared blob instead, or none was
+// committed. A failure is logged: the sweeper deletes the object once its
+// intent expires.
+func (s *Store) DropUpload(ctx context.Context, upload BlobRef, rec Record) {
+	if rec.Blob != nil && rec.Blob.Key == upload.Key {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardTimeout)
+	defer cancel()
+	if err := s.Blobs.DeleteBlob(ctx, upload); err != nil {
+		s.Log.WarnContext(ctx, "uploaded object not deleted; left for the sweeper", "blob", upload.Key, "err", err)
+	}
 }
 
 // verifyBlob reads a blob to its end; the reader checks size and digest.
@@ -238,9 +310,23 @@ func (s *Store) commit(ctx context.Context, st staged, base Base, ifMatch *int64
 			s.discard(ctx, st)
 			return Written{}, fmt.Errorf("objects: commit %s: version %d is past the last one", key, st.rec.Version)
 		}
-		err = s.Items.Commit(ctx, Commit{Base: base, Record: st.rec})
+		err = s.Items.Commit(ctx, Commit{Base: base, Record: st.rec, Claim: st.claim})
 		if err == nil {
 			break
+		}
+		if errors.Is(err, ErrBlobChanged) && st.again != nil && attempt < s.MaxAttempts {
+			// The shared blob was marked, deleted or revived since the
+			// head was read: read it again, storing the bytes again if
+			// they are gone.
+			next, serr := st.again(ctx)
+			if serr != nil {
+				s.discard(ctx, st)
+				return Written{}, serr
+			}
+			next.keep, next.again = st.keep, st.again
+			next.uploaded = next.uploaded || st.uploaded && next.claim != nil && next.rec.Blob.Key == st.rec.Blob.Key
+			st = next
+			continue
 		}
 		var ce *ConflictError
 		if errors.As(err, &ce) {
@@ -268,7 +354,7 @@ func (s *Store) commit(ctx context.Context, st staged, base Base, ifMatch *int64
 		return Written{}, fmt.Errorf("objects: commit %s version %d: %w", key, st.rec.Version, err)
 	}
 	s.prune(ctx, key, st.rec.Version)
-	return Written{Record: st.rec.Meta()}, nil
+	return Written{Record: st.rec.Meta(), BlobShared: st.skipped}, nil
 }
 
 // heldAfterConflict reads v0 after a lost race and reports whether the

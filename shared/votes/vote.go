@@ -33,7 +33,7 @@ type Vote struct {
 }
 
 // Reason says why a vote was rejected. The values are stable: they appear in
-// the rejects queue, in metrics and in the README.
+// the rejects queue, in metrics and in docs/producers.md.
 type Reason string
 
 // Reject reasons.

@@ -7,8 +7,8 @@ package where the transform points the functions (s3://ddbpipe-artifacts/
 code.zip), creates the stack with the parameters' defaults, and fails unless
 the stack and every resource in it reach CREATE_COMPLETE. moto checks
 references, attribute names and each resource type's required properties; it
-does not enforce IAM or every service's validation (see README, "Deploying
-to AWS", for what only a real deploy proves).
+does not enforce IAM or every service's validation (see docs/deploying.md,
+"Proof before a deploy", for what only a real deploy proves).
 
 moto keeps an element of a list whose Fn::If gives AWS::NoValue (a policy
 statement granted only with a parameter set), where CloudFormation drops it:

@@ -50,11 +50,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	_ "github.com/marcboeker/go-duckdb" // registers the "duckdb" database/sql driver
 
+	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 )
 
@@ -102,13 +104,28 @@ type DB struct {
 
 // Open starts DuckDB over the archive files under root (a table=/month=
 // tree, as Cache.Root), narrowed by f, and creates the views and macros.
-// It fails with ErrEmpty when there is no file to read.
-func Open(ctx context.Context, root string, f Filter) (*DB, error) {
+// The tables named in known (base names, e.g. the stack's ledger prefix and
+// objects table) get a view even when the archive holds none of their files
+// yet: empty, with their layout's columns, so a query of a fresh stack's
+// archive answers no rows instead of failing. It fails with ErrEmpty when
+// there is no file to read and no known table.
+func Open(ctx context.Context, root string, f Filter, known ...string) (*DB, error) {
+	selected := func(t string) bool { return f.Table == "" || f.Table == t || ViewNames([]string{t})[t] == f.Table }
 	byTable, skipped, err := scan(root, f)
+	if errors.Is(err, ErrUnknownTable) && slices.ContainsFunc(known, func(t string) bool { return t != "" && selected(t) }) {
+		byTable, err = map[string][]string{}, nil // a known table with no file yet
+	}
 	if err != nil {
 		return nil, err
 	}
-	if len(byTable) == 0 {
+	var missing []string // known tables without a file, as f selects them
+	for _, t := range known {
+		if _, ok := byTable[t]; ok || t == "" || slices.Contains(missing, t) || !selected(t) {
+			continue
+		}
+		missing = append(missing, t)
+	}
+	if len(byTable) == 0 && len(missing) == 0 {
 		return nil, fmt.Errorf("%w: no Parquet files under %s", ErrEmpty, root)
 	}
 	db, err := sql.Open("duckdb", "")
@@ -124,11 +141,13 @@ func Open(ctx context.Context, root string, f Filter) (*DB, error) {
 	}
 	sort.Strings(tables)
 	sort.Strings(all)
-	names := ViewNames(tables)
+	names := ViewNames(append(slices.Clone(tables), missing...))
 	for _, t := range tables {
 		d.Views = append(d.Views, View{Name: names[t], Table: t, Files: byTable[t]})
 	}
-	d.Views = append(d.Views, View{Name: "archive", Files: all})
+	if len(all) > 0 {
+		d.Views = append(d.Views, View{Name: "archive", Files: all})
+	}
 	// Without the ICU extension (the bundled libduckdb has none) a cast of
 	// a TIMESTAMP WITH TIME ZONE to TIMESTAMP gives its UTC time; with it,
 	// the session's time zone's: make that UTC too. A DuckDB that does not
@@ -140,11 +159,13 @@ func Open(ctx context.Context, root string, f Filter) (*DB, error) {
 			return nil, &QueryError{SQL: s, Err: err}
 		}
 	}
-	if err := d.dropOutdated(ctx); err != nil {
-		db.Close()
-		return nil, err
+	if len(all) > 0 {
+		if err := d.dropOutdated(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
-	if len(d.Views) == 0 {
+	if len(d.Views) == 0 && len(missing) == 0 {
 		db.Close()
 		return nil, fmt.Errorf("%w: only files of an older schema under %s (%d; rewrite them)", ErrEmpty, root, len(d.Outdated))
 	}
@@ -161,7 +182,51 @@ func Open(ctx context.Context, root string, f Filter) (*DB, error) {
 			return nil, fmt.Errorf("duckarchive: create view %s over %d files: %w", v.Name, len(v.Files), err)
 		}
 	}
+	for _, t := range missing {
+		if slices.ContainsFunc(d.Views, func(v View) bool { return v.Name == names[t] }) {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, "CREATE VIEW "+quoteIdent(names[t])+" AS "+emptySelect(archive.LayoutFor(t))); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("duckarchive: create the empty view %s: %w", names[t], err)
+		}
+		d.Views = append(d.Views, View{Name: names[t], Table: t})
+	}
+	if !slices.ContainsFunc(d.Views, func(v View) bool { return v.Name == "archive" }) {
+		// Nothing archived at all: the view over everything is the empty
+		// views together.
+		var parts []string
+		for _, v := range d.Views {
+			parts = append(parts, "SELECT * FROM "+quoteIdent(v.Name))
+		}
+		if _, err := db.ExecContext(ctx, "CREATE VIEW archive AS "+strings.Join(parts, " UNION ALL BY NAME ")); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("duckarchive: create the empty view archive: %w", err)
+		}
+		d.Views = append(d.Views, View{Name: "archive"})
+	}
 	return d, nil
+}
+
+// emptySelect is a query of no rows with a layout's columns (the partition
+// columns among them), typed as a view over its files types them.
+func emptySelect(l archive.Layout) string {
+	var cols []string
+	for _, c := range archiveparquet.ColumnTypes(l) {
+		typ := "VARCHAR"
+		switch c[1] {
+		case "bigint":
+			typ = "BIGINT"
+		case "int":
+			typ = "INTEGER"
+		case "timestamp":
+			typ = "TIMESTAMP"
+		case "boolean":
+			typ = "BOOLEAN"
+		}
+		cols = append(cols, "CAST(NULL AS "+typ+") AS "+quoteIdent(c[0]))
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " WHERE false"
 }
 
 // Close stops DuckDB.

@@ -3,9 +3,11 @@ package archiveduckdb_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -375,4 +377,72 @@ func TestViewNames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenKnownTablesEmpty: the stack's tables have views before the
+// archive holds a file of theirs, empty and with the columns their files
+// would give, so queries and named queries answer no rows.
+func TestOpenKnownTablesEmpty(t *testing.T) {
+	dir, _ := mustLedgerArchive(t)
+	full := mustOpen(t, dir, archiveduckdb.Filter{})
+	known := []string{"ddbpipe-votes", "ddbpipe-objects"}
+	for _, tt := range []struct {
+		name string
+		dir  string
+	}{
+		{"no folder", filepath.Join(t.TempDir(), "none")},
+		{"empty folder", t.TempDir()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := archiveduckdb.Open(t.Context(), tt.dir, archiveduckdb.Filter{}, known...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for _, view := range []string{"votes", "objects", "archive"} {
+				describe := "SELECT column_name, column_type FROM (DESCRIBE " + view + ")"
+				got, want := mustQuery(t, db, describe), mustQuery(t, full, describe)
+				if view == "archive" {
+					// By name: the order of a union's columns is its own.
+					got.Rows, want.Rows = sortedRows(got.Rows), sortedRows(want.Rows)
+				}
+				if !reflect.DeepEqual(got.Rows, want.Rows) {
+					t.Errorf("empty view %s columns\n got %v\nwant %v", view, got.Rows, want.Rows)
+				}
+				if n := mustQuery(t, db, "SELECT count(*) FROM "+view).Rows[0][0]; n != int64(0) {
+					t.Errorf("empty view %s: %v rows", view, n)
+				}
+			}
+			nq, err := archive.LookupNamedQuery("voter-history")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sql, err := nq.Expand(map[string]string{"ArchiveTable": "archive", "VotesTable": "ddbpipe-votes", "ObjectsTable": "ddbpipe-objects"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := mustQuery(t, db, sql, "2026-11", "voter-1"); len(res.Rows) != 0 {
+				t.Errorf("voter-history on an empty archive: %v", res.Rows)
+			}
+		})
+	}
+	// A table the filter leaves out gets no view.
+	db, err := archiveduckdb.Open(t.Context(), t.TempDir(), archiveduckdb.Filter{Table: "votes"}, known...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var names []string
+	for _, v := range db.Views {
+		names = append(names, v.Name)
+	}
+	if want := []string{"votes", "archive"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("views with -table votes: %v, want %v", names, want)
+	}
+}
+
+func sortedRows(rows [][]any) [][]any {
+	out := slices.Clone(rows)
+	slices.SortFunc(out, func(a, b []any) int { return strings.Compare(fmt.Sprint(a...), fmt.Sprint(b...)) })
+	return out
 }

@@ -14,13 +14,15 @@ import (
 
 // Formats WriteResult takes.
 const (
-	FormatTable = "table"
-	FormatCSV   = "csv"
-	FormatJSON  = "json"
+	FormatTable     = "table"
+	FormatCSV       = "csv"
+	FormatJSON      = "json"
+	FormatJSONLines = "jsonl"
 )
 
-// WriteResult writes r as an aligned text table, CSV (with a header row) or
-// JSON lines (one object per row, columns as keys).
+// WriteResult writes r as an aligned text table, CSV (with a header row),
+// a JSON array of objects (one per row, columns as keys, one a line; [] for
+// no row) or JSON lines (the same objects, without the array).
 func WriteResult(w io.Writer, r *Result, format string) error {
 	switch format {
 	case FormatTable, "":
@@ -28,9 +30,11 @@ func WriteResult(w io.Writer, r *Result, format string) error {
 	case FormatCSV:
 		return writeCSV(w, r)
 	case FormatJSON:
-		return writeJSON(w, r)
+		return writeJSON(w, r, true)
+	case FormatJSONLines:
+		return writeJSON(w, r, false)
 	}
-	return fmt.Errorf("duckarchive: unknown format %q (want table, csv or json)", format)
+	return fmt.Errorf("duckarchive: unknown format %q (want table, csv, json or jsonl)", format)
 }
 
 // maxCell keeps a table's columns readable; csv and json are never cut.
@@ -88,10 +92,21 @@ func writeCSV(w io.Writer, r *Result) error {
 	return cw.Error()
 }
 
-func writeJSON(w io.Writer, r *Result) error {
+func writeJSON(w io.Writer, r *Result, array bool) error {
 	var b strings.Builder
-	for _, row := range r.Rows {
+	if array && len(r.Rows) == 0 {
+		_, err := io.WriteString(w, "[]\n")
+		return err
+	}
+	for n, row := range r.Rows {
 		b.Reset()
+		switch {
+		case !array:
+		case n == 0:
+			b.WriteByte('[')
+		default:
+			b.WriteString(",\n")
+		}
 		b.WriteByte('{')
 		for i, v := range row {
 			k, err := json.Marshal(r.Columns[i])
@@ -109,10 +124,17 @@ func writeJSON(w io.Writer, r *Result) error {
 			b.WriteByte(':')
 			b.Write(val)
 		}
-		b.WriteString("}\n")
+		b.WriteByte('}')
+		if !array {
+			b.WriteByte('\n')
+		}
 		if _, err := io.WriteString(w, b.String()); err != nil {
 			return err
 		}
+	}
+	if array {
+		_, err := io.WriteString(w, "]\n")
+		return err
 	}
 	return nil
 }

@@ -140,6 +140,16 @@
 // is: 200 and its outcome once committed, 202 pending while the finalizer
 // works; a failed or expired upload is 409 upload-closed.
 //
+// Documents in S3 are shared by content: the same bytes (SHA-256 and size)
+// are stored once, whichever keys and versions hold them. A PUT of bytes
+// already stored uploads nothing; an upload of them is still sent, and the
+// uploaded copy is deleted once verified, the version referencing the
+// stored one. A shared blob is deleted only after the last version naming
+// it is removed (deleted, or pruned beyond the kept history), by the
+// reaper, or by the hourly sweeper when the reaper missed it; a write of
+// the same bytes meanwhile never references deleted bytes (it stores them
+// again). Nothing of this shows in the answers but the version's reference.
+//
 // GET /objects lists the latest version of each live object whose key
 // starts with prefix (empty: every object), in byte order of the keys, as
 // S3's ListObjectsV2 does:
@@ -169,7 +179,8 @@
 // # With curl
 //
 // Every route is signed with SigV4 (service execute-api); curl 7.75 or
-// later signs with --aws-sigv4 (README: Authentication).
+// later signs with --aws-sigv4 (docs/producers.md, "Calling the HTTP API";
+// the presigned upload flow end to end: docs/objects.md).
 //
 //	. .ddbpipe/local.env        # API_URL, AWS_REGION and the local key
 //	sig=(--aws-sigv4 "aws:amz:$AWS_REGION:execute-api" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
@@ -139,7 +140,15 @@ func decode(resp *http.Response, out any, ok ...int) error {
 	}
 	if !good {
 		e := &Error{Status: resp.StatusCode}
-		if json.Unmarshal(raw, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
+		switch {
+		case json.Unmarshal(raw, &e.ErrorBody) == nil && e.ErrorBody.Error != "":
+		case resp.StatusCode == http.StatusRequestEntityTooLarge:
+			// API Gateway's own answer to a request over Lambda's payload
+			// limit, before the function sees it: the same reason as the
+			// function's.
+			e.ErrorBody = objectsapi.ErrorBody{Error: string(objects.ReasonTooLarge), Message: "the request is over API Gateway's payload limit " +
+				"(about 4.5 MB of body once base64-encoded); send bigger documents through a presigned upload (Client.Upload, ddbpipe objects upload)"}
+		default:
 			e.ErrorBody = objectsapi.ErrorBody{Error: http.StatusText(resp.StatusCode), Message: truncate(string(raw), 200)}
 		}
 		return e

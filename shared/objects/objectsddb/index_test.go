@@ -2,9 +2,13 @@ package objectsddb
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -73,5 +77,36 @@ func TestIndexListsLatestLiveVersions(t *testing.T) {
 	}
 	if out.Count != 31 {
 		t.Errorf("the index holds %d items, want 31 (30 docs, a photo, and no history or tombstone)", out.Count)
+	}
+}
+
+// The packed listing entry reads back as written, and a damaged one is an
+// error, not a wrong entry.
+func TestPackedEntryRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 25, 21, 50, 1, 123456789, time.UTC)
+	for _, r := range []objects.Record{
+		{Key: "a", Version: 1, Size: 20, CreatedAt: at, ContentType: "text/plain", SHA256: objects.SumOf([]byte("x"))},
+		{Key: "b", Version: objects.MaxVersion, Size: 5 << 30, CreatedAt: at, ContentType: strings.Repeat("t", 255), SHA256: objects.SumOf(nil)},
+		{Key: "c", Version: 7, Size: 0, ContentType: ""}, // no time, no type
+	} {
+		var e objects.Entry
+		if err := unpackEntry(packEntry(r), &e); err != nil {
+			t.Fatalf("%s: %v", r.Key, err)
+		}
+		if e.Version != r.Version || e.Size != r.Size || !e.Modified.Equal(r.CreatedAt) || e.ContentType != r.ContentType || e.SHA256 != r.SHA256 {
+			t.Errorf("%s: got %+v from %+v", r.Key, e, r)
+		}
+	}
+	good := packEntry(objects.Record{Version: 3, Size: 9, CreatedAt: at, SHA256: objects.SumOf([]byte("y"))})
+	for name, b := range map[string][]byte{
+		"empty":           nil,
+		"cut in a varint": {0x80},
+		"cut in the sum":  good[:len(good)-5],
+		"huge version":    append(binary.AppendUvarint(nil, math.MaxUint64), good[1:]...),
+	} {
+		var e objects.Entry
+		if err := unpackEntry(b, &e); err == nil {
+			t.Errorf("%s: unpacked %+v without an error", name, e)
+		}
 	}
 }

@@ -113,7 +113,9 @@ func (s *Store) conditionalPut(item map[string]types.AttributeValue, b objects.B
 }
 
 // Commit implements objects.Items: v0 (conditioned on the base) and vN (on
-// its absence) in one transaction.
+// its absence) in one transaction; with a claim on a shared blob, also the
+// blob's head (held to the claim: objects.ErrBlobChanged otherwise) and
+// the version's reference record.
 func (s *Store) Commit(ctx context.Context, c objects.Commit) error {
 	r := c.Record
 	if r.Version != c.Base.Version+1 || r.Deleted || r.Version > objects.MaxVersion {
@@ -130,7 +132,15 @@ func (s *Store) Commit(ctx context.Context, c objects.Commit) error {
 			ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": attrPK},
 		}},
 	}
-	if err := s.transact(ctx, r.Key, c.Base, actions); err != nil {
+	claimAt := -1
+	if c.Claim != nil {
+		if r.Blob == nil || !objects.IsShared(r.Blob.Key) {
+			return fmt.Errorf("objectsddb: commit %s v%d: a claim without a shared blob: %w", r.Key, r.Version, objects.ErrNotApplied)
+		}
+		claimAt = len(actions)
+		actions = append(actions, s.claimActions(r, *c.Claim)...)
+	}
+	if err := s.transact(ctx, r.Key, c.Base, claimAt, actions); err != nil {
 		return fmt.Errorf("objectsddb: commit %s v%d: %w", r.Key, r.Version, err)
 	}
 	return nil
@@ -158,7 +168,7 @@ func (s *Store) Remove(ctx context.Context, rm objects.Removal) error {
 	for _, v := range hist {
 		actions = append(actions, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: versionKey(rm.Key, v)}})
 	}
-	if err := s.transact(ctx, rm.Key, rm.Base, actions); err != nil {
+	if err := s.transact(ctx, rm.Key, rm.Base, -1, actions); err != nil {
 		return fmt.Errorf("objectsddb: remove %s v%d: %w", rm.Key, rm.Base.Version, err)
 	}
 	return nil
@@ -179,12 +189,13 @@ func historyKeys(versions []int64) ([]int64, error) {
 }
 
 // transact runs a transaction whose first action is the conditional write
-// of v0. A failed condition is a *objects.ConflictError with v0's state; a
+// of v0. A failed condition is a *objects.ConflictError with v0's state,
+// or, on action claimAt (a shared blob's head), objects.ErrBlobChanged; a
 // cancellation for other transactions or throttling is retried up to
 // MaxTxAttempts times, each with a fresh client request token (nothing was
 // applied); any other failure wraps objects.ErrNotApplied only if it is
 // certain that nothing was applied (see the package documentation).
-func (s *Store) transact(ctx context.Context, key string, base objects.Base, actions []types.TransactWriteItem) error {
+func (s *Store) transact(ctx context.Context, key string, base objects.Base, claimAt int, actions []types.TransactWriteItem) error {
 	for attempt := 1; ; attempt++ {
 		in := &dynamodb.TransactWriteItemsInput{TransactItems: actions, ClientRequestToken: aws.String(s.token())}
 		var at attempts
@@ -199,7 +210,9 @@ func (s *Store) transact(ctx context.Context, key string, base objects.Base, act
 			}
 			return classify(err) // the outcome is unknown
 		}
-		if i := slices.Index(codes, "ConditionalCheckFailed"); i >= 0 {
+		if i := slices.Index(codes, "ConditionalCheckFailed"); i >= 0 && i == claimAt {
+			return fmt.Errorf("%w: %w: %w", objects.ErrBlobChanged, objects.ErrNotApplied, err)
+		} else if i >= 0 {
 			return conflict(key, base, i, err)
 		}
 		throttled := slices.ContainsFunc(codes, func(c string) bool {
@@ -263,4 +276,13 @@ func (s *Store) DeleteHistory(ctx context.Context, key string, versions []int64)
 		return fmt.Errorf("objectsddb: delete %d history items of %s: %w", len(hist), key, err)
 	}
 	return nil
+}
+
+// CommitItems are the two items a commit of r writes: v0, with its listing
+// index key when r is live, and vN. They are for loaders of many new
+// objects (a benchmark's fixture, a bulk import into an empty prefix) that
+// write them with BatchWriteItem: without the commit's conditions, so only
+// for keys that hold nothing yet.
+func (s *Store) CommitItems(r objects.Record) (latest, version map[string]types.AttributeValue) {
+	return s.indexed(encode(r, objects.LatestSortKey), r), encode(r, objects.SortKey(r.Version))
 }

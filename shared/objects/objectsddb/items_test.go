@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
@@ -225,5 +226,31 @@ func TestRemoveAndDeleteHistory(t *testing.T) {
 	}
 	if r, err := decode(items[0]); err != nil || !r.Deleted || r.Version != versions {
 		t.Errorf("left %+v, %v; want the tombstone of v%d", r, err, versions)
+	}
+}
+
+// CommitItems are exactly the items Commit writes (a loader that writes
+// them is indistinguishable from PUTs), the index key included.
+func TestCommitItemsAreWhatCommitWrites(t *testing.T) {
+	s, db := newStore(t)
+	s.IndexShards = 8
+	r := inline("load/a.txt", 1, []byte("twenty bytes of text"))
+	if err := s.Commit(context.Background(), objects.Commit{Record: r}); err != nil {
+		t.Fatal(err)
+	}
+	v0, v1 := s.CommitItems(r)
+	want := map[string]map[string]types.AttributeValue{objects.LatestSortKey: v0, objects.SortKey(1): v1}
+	got := scan(t, db, s.table)
+	if len(got) != 2 {
+		t.Fatalf("Commit wrote %d items, want 2", len(got))
+	}
+	for _, item := range got {
+		sk := item["sk"].(*types.AttributeValueMemberS).Value
+		if !reflect.DeepEqual(item, want[sk]) {
+			t.Errorf("%s: Commit wrote %v, CommitItems gives %v", sk, item, want[sk])
+		}
+	}
+	if _, ok := v0["listShard"]; !ok {
+		t.Error("v0 of a live object has no index key")
 	}
 }

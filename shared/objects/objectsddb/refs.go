@@ -3,6 +3,7 @@ package objectsddb
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,7 +59,9 @@ func (r *Refs) Scan(ctx context.Context, fn func(objects.ItemRef)) error {
 	// manifest's count (nested paths).
 	proj := expression.NamesList(expression.Name(attrPK), expression.Name(attrSK),
 		expression.Name(attrBlob+"."+attrKey), expression.Name(attrManifest+"."+attrCount),
-		expression.Name(attrWriteID), expression.Name(attrUnreferencedSince), expression.Name(attrVersion), expression.Name(attrDeleted))
+		expression.Name(attrWriteID), expression.Name(attrUnreferencedSince), expression.Name(attrVersion), expression.Name(attrDeleted),
+		// shared blobs' heads and reference records
+		expression.Name(attrState), expression.Name(attrGen), expression.Name(attrToken), expression.Name(attrSince), expression.Name(attrKey))
 	expr, err := expression.NewBuilder().WithProjection(proj).Build()
 	if err != nil {
 		return fmt.Errorf("objectsddb: scan %s: %w", r.table, err)
@@ -121,6 +124,9 @@ func entry(item map[string]types.AttributeValue) (objects.ItemRef, bool) {
 	e := objects.ItemRef{PK: a.str(attrPK), SK: a.str(attrSK)}
 	if a.err != nil || e.PK == "" {
 		return objects.ItemRef{}, false
+	}
+	if strings.HasPrefix(e.PK, SharedPartitionPrefix) {
+		return sharedEntry(a, e.PK, e.SK)
 	}
 	if e.SK == objects.ChunkSortKey {
 		c, ok := objects.ParseChunkKey(e.PK)

@@ -65,6 +65,13 @@ func (f *Finalize) outcome(ctx context.Context, up objects.Upload) {
 		f.Log.InfoContext(ctx, "upload committed unchanged: the latest version holds the document", "key", up.Key, "upload", up.ID, "version", up.Version, "size", up.Size)
 		ms = append(ms, emf.Metric{Name: "UploadsCommitted", Unit: emf.Count, Value: 1},
 			emf.Metric{Name: "WritesUnchanged", Unit: emf.Count, Value: 1})
+	case up.State == objects.UploadCommitted && up.BlobShared:
+		f.Log.InfoContext(ctx, "upload committed; its bytes are stored already, the upload is dropped", "key", up.Key, "upload", up.ID, "version", up.Version, "size", up.Size)
+		ms = append(ms, emf.Metric{Name: "UploadsCommitted", Unit: emf.Count, Value: 1},
+			emf.Metric{Name: "PlacedS3", Unit: emf.Count, Value: 1},
+			emf.Metric{Name: "BytesOffloaded", Unit: emf.Bytes, Value: float64(up.Size)},
+			emf.Metric{Name: "BlobUploadsSkipped", Unit: emf.Count, Value: 1},
+			emf.Metric{Name: "BlobBytesShared", Unit: emf.Bytes, Value: float64(up.Size)})
 	case up.State == objects.UploadCommitted:
 		f.Log.InfoContext(ctx, "upload committed", "key", up.Key, "upload", up.ID, "version", up.Version, "size", up.Size)
 		ms = append(ms, emf.Metric{Name: "UploadsCommitted", Unit: emf.Count, Value: 1},

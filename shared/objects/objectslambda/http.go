@@ -290,7 +290,7 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		resp.Headers[strings.ToLower(objectsapi.HeaderUnchanged)] = "true"
 		return resp, nil
 	}
-	h.placed(w.Record)
+	h.placed(ctx, w)
 	status := http.StatusOK
 	if w.Version == 1 || create {
 		status = http.StatusCreated
@@ -562,11 +562,18 @@ func (h *HTTP) completeUpload(ctx context.Context, req events.APIGatewayV2HTTPRe
 	return resp, nil
 }
 
-// placed counts a write by placement.
-func (h *HTTP) placed(rec objects.Record) {
+// placed counts a write by placement, and logs and counts a write whose
+// bytes were stored already as a shared blob (no upload).
+func (h *HTTP) placed(ctx context.Context, w objects.Written) {
+	rec := w.Record
 	ms := []emf.Metric{{Name: placementMetric[rec.Kind], Unit: emf.Count, Value: 1}}
 	if rec.Kind == objects.InS3 {
 		ms = append(ms, emf.Metric{Name: "BytesOffloaded", Unit: emf.Bytes, Value: float64(rec.Size)})
+	}
+	if w.BlobShared {
+		h.Log.InfoContext(ctx, "blob upload skipped: the bytes are stored already", "key", rec.Key, "version", rec.Version, "blob", rec.Blob.Key, "bytes", rec.Blob.Size)
+		ms = append(ms, emf.Metric{Name: "BlobUploadsSkipped", Unit: emf.Count, Value: 1},
+			emf.Metric{Name: "BlobBytesShared", Unit: emf.Bytes, Value: float64(rec.Blob.Size)})
 	}
 	h.emit(ms...)
 }

@@ -263,3 +263,15 @@ func TestTooLargeNamesAWorkingUploadRoute(t *testing.T) {
 		t.Errorf("POST %s as written: %d %s", route[1], grant.status, truncate(grant.raw, 300))
 	}
 }
+
+// A body over API Gateway's payload limit never reaches the function: the
+// gateway answers a bare 413, which the client reads as the function's own
+// too-large refusal, naming the way to send it.
+func TestClientReadsTheGatewaysTooLarge(t *testing.T) {
+	_, c := newClient(t)
+	_, err := c.Put(context.Background(), "rejects/huge.bin", bytes.Repeat([]byte("y"), 4_700_000) /* 6.3 MB base64-encoded in the event */, objectsclient.PutOptions{})
+	var e *objectsclient.Error
+	if !errors.As(err, &e) || e.Status != 413 || e.ErrorBody.Error != string(objects.ReasonTooLarge) || !strings.Contains(e.Message, "presigned upload") {
+		t.Fatalf("got %v, want a 413 too-large naming the presigned upload", err)
+	}
+}

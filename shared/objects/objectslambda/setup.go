@@ -3,7 +3,11 @@ package objectslambda
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
@@ -49,7 +53,7 @@ func objectsServices(env lambdafn.Env, c objectsConfig) (*objects.Uploader, *obj
 	blobs := objectss3.FromClient(s3c, c.bucket)
 	table := objectsddb.New(db, c.table)
 	table.IndexShards = c.indexShards
-	store := &objects.Store{Items: table, Chunks: table, Blobs: blobs, Policy: c.policy, MaxVersions: c.maxVersions, Log: env.Log}
+	store := &objects.Store{Items: table, Chunks: table, Blobs: blobs, Shared: objectsddb.NewShared(db, c.table), Policy: c.policy, MaxVersions: c.maxVersions, Log: env.Log}
 	transfers := objectss3.TransfersFromClient(s3c, blobs)
 	up := &objects.Uploader{Store: store, Uploads: objectsddb.NewUploads(db, c.table), Bucket: transfers, Log: env.Log}
 	return up, transfers
@@ -111,10 +115,14 @@ func SetupReaper(_ context.Context, env lambdafn.Env) (any, error) {
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	items := objectsddb.New(awsenv.DynamoDB(env.AWS), table)
+	db := awsenv.DynamoDB(env.AWS)
+	items := objectsddb.New(db, table)
 	r := &Reaper{
 		Reaper: &objects.Reaper{
-			Store:  &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket), Log: env.Log},
+			Store: &objects.Store{
+				Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket),
+				Shared: objectsddb.NewShared(db, table), Log: env.Log,
+			},
 			Bucket: bucket,
 		},
 		Log:     env.Log,
@@ -134,15 +142,25 @@ func SetupSweeper(_ context.Context, env lambdafn.Env) (any, error) {
 		return nil, err
 	}
 	s := &Sweeper{
-		Sweeper: &objects.Sweeper{
-			Table: objectsddb.NewRefs(awsenv.DynamoDB(env.AWS), table),
-			Blobs: objectss3.NewBucket(awsenv.S3(env.AWS), bucket),
-			Grace: time.Duration(grace) * time.Minute,
-			Now:   time.Now,
-			Log:   env.Log,
-		},
+		Sweeper: NewSweeper(awsenv.DynamoDB(env.AWS), awsenv.S3(env.AWS), table, bucket, time.Duration(grace)*time.Minute, time.Now, env.Log),
 		Log:     env.Log,
 		Metrics: lambdafn.NewMetrics(env, "objects-sweeper"),
 	}
 	return s.Handle, nil
+}
+
+// NewSweeper is the orphan sweeper over the objects table and bucket, as
+// the objects-sweeper function runs it: its clock is now, and shared
+// blobs are released through the table's records.
+func NewSweeper(db *dynamodb.Client, s3c *s3.Client, table, bucket string, grace time.Duration, now func() time.Time, log *slog.Logger) *objects.Sweeper {
+	return &objects.Sweeper{
+		Table: objectsddb.NewRefs(db, table),
+		Blobs: objectss3.NewBucket(s3c, bucket),
+		Shared: &objects.Store{
+			Blobs: objectss3.New(s3c, nil, bucket), Shared: objectsddb.NewShared(db, table), Now: now, Log: log,
+		},
+		Grace: grace,
+		Now:   now,
+		Log:   log,
+	}
 }

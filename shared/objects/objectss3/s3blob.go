@@ -7,8 +7,9 @@
 //
 // Blob metadata (x-amz-meta-*):
 //
-//	object-key  the object key, URL-escaped (metadata is ASCII)
-//	write-id    the Put that wrote it
+//	object-key  the object key, URL-escaped (metadata is ASCII); not on a
+//	            shared blob
+//	write-id    the Put that wrote it; not on a shared blob
 //	sha256      the stored bytes' SHA-256, hex
 //	codec       identity or gzip
 package objectss3
@@ -42,6 +43,7 @@ type API interface {
 	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	HeadObject(ctx context.Context, in *s3.HeadObjectInput, opts ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+	CopyObject(ctx context.Context, in *s3.CopyObjectInput, opts ...func(*s3.Options)) (*s3.CopyObjectOutput, error)
 	s3.ListObjectsV2APIClient
 }
 
@@ -132,11 +134,15 @@ func (s *Store) PutBlob(ctx context.Context, b objects.Blob) (objects.BlobRef, e
 		ContentLength:  aws.Int64(int64(len(b.Body))),
 		ChecksumSHA256: aws.String(b.SHA256.Base64()),
 		Metadata: map[string]string{
-			MetaObjectKey: url.PathEscape(b.ObjectKey),
-			MetaWriteID:   b.WriteID,
-			MetaSHA256:    b.SHA256.String(),
-			MetaCodec:     string(codec),
+			MetaSHA256: b.SHA256.String(),
+			MetaCodec:  string(codec),
 		},
+	}
+	if b.ObjectKey != "" {
+		in.Metadata[MetaObjectKey] = url.PathEscape(b.ObjectKey)
+	}
+	if b.WriteID != "" {
+		in.Metadata[MetaWriteID] = b.WriteID
 	}
 	if b.ContentType != "" {
 		in.ContentType = aws.String(b.ContentType)
@@ -201,6 +207,66 @@ func (s *Store) DeleteBlob(ctx context.Context, ref objects.BlobRef) error {
 	_, err := s.api.DeleteObject(ctx, in)
 	if err != nil && !errors.Is(classify(err), objects.ErrBlobNotFound) {
 		return fmt.Errorf("objectss3: delete s3://%s/%s: %w", s.bucketOf(ref), ref.Key, classify(err))
+	}
+	return nil
+}
+
+// maxPurge bounds the versions PurgeBlob deletes one after the other.
+const maxPurge = 100
+
+// PurgeBlob implements objects.Blobs: it asks for the current version
+// (HeadObject) and deletes that very version, until none is current. A
+// plain delete would leave the bytes behind a delete marker in a
+// versioned bucket; a version older than the current one becomes current
+// when the current one goes, and it goes too. It fails, rather than return
+// with a current version left, after maxPurge versions.
+func (s *Store) PurgeBlob(ctx context.Context, key string) error {
+	for range maxPurge {
+		out, err := s.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
+		if errors.Is(classify(err), objects.ErrBlobNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("objectss3: purge s3://%s/%s: head: %w", s.bucket, key, classify(err))
+		}
+		if err := s.DeleteBlob(ctx, objects.BlobRef{Key: key, VersionID: aws.ToString(out.VersionId)}); err != nil {
+			return fmt.Errorf("objectss3: purge: %w", err)
+		}
+	}
+	return fmt.Errorf("objectss3: purge s3://%s/%s: still a current version after deleting %d", s.bucket, key, maxPurge)
+}
+
+// CopyBlob implements objects.Blobs with CopyObject (the bytes stay in
+// S3; at most 5 GiB) to a key that must not exist (If-None-Match: *,
+// where the server supports it: a server that ignores it copies the same
+// bytes over). The copy keeps the source's SHA-256 as its metadata and
+// asks S3 for a SHA-256 checksum of its own.
+func (s *Store) CopyBlob(ctx context.Context, src objects.BlobRef, key string) error {
+	source := s.bucketOf(src) + "/" + url.PathEscape(src.Key)
+	source = strings.ReplaceAll(source, "%2F", "/")
+	if src.VersionID != "" {
+		source += "?versionId=" + url.QueryEscape(src.VersionID)
+	}
+	in := &s3.CopyObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(key), CopySource: aws.String(source),
+		MetadataDirective: types.MetadataDirectiveReplace,
+		Metadata:          map[string]string{MetaSHA256: src.SHA256.String(), MetaCodec: string(objects.Identity)},
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+	}
+	if src.ContentType != "" {
+		in.ContentType = aws.String(src.ContentType)
+	}
+	if !s.unconditional.Load() {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err := s.api.CopyObject(ctx, in)
+	if err != nil && in.IfNoneMatch != nil && awserr.Code(err) == "NotImplemented" {
+		s.unconditional.Store(true)
+		in.IfNoneMatch = nil
+		_, err = s.api.CopyObject(ctx, in)
+	}
+	if err != nil {
+		return fmt.Errorf("objectss3: copy s3://%s/%s to %s: %w", s.bucketOf(src), src.Key, key, classify(err))
 	}
 	return nil
 }

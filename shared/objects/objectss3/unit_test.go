@@ -25,6 +25,7 @@ type fakeAPI struct {
 	head func(*s3.HeadObjectInput) (*s3.HeadObjectOutput, error)
 	del  func(*s3.DeleteObjectInput) (*s3.DeleteObjectOutput, error)
 	list func(*s3.ListObjectsV2Input) (*s3.ListObjectsV2Output, error)
+	cp   func(*s3.CopyObjectInput) (*s3.CopyObjectOutput, error)
 }
 
 var _ API = (*fakeAPI)(nil)
@@ -47,6 +48,10 @@ func (f *fakeAPI) DeleteObject(_ context.Context, in *s3.DeleteObjectInput, _ ..
 
 func (f *fakeAPI) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
 	return f.list(in)
+}
+
+func (f *fakeAPI) CopyObject(_ context.Context, in *s3.CopyObjectInput, _ ...func(*s3.Options)) (*s3.CopyObjectOutput, error) {
+	return f.cp(in)
 }
 
 func apiError(code string) error { return &smithy.GenericAPIError{Code: code, Message: "test"} }

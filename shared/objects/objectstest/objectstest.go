@@ -36,15 +36,38 @@ const (
 	OpPutBlob       = "PutBlob"
 	OpGetBlob       = "GetBlob"
 	OpDeleteBlob    = "DeleteBlob"
+	OpPurgeBlob     = "PurgeBlob"
+	OpCopyBlob      = "CopyBlob"
+	OpBlobHead      = "BlobHead"
+	OpReferenced    = "Referenced"
+	OpDropRef       = "DropRef"
+	OpMarkBlob      = "MarkBlob"
+	OpUnmarkBlob    = "UnmarkBlob"
+	OpForgetBlob    = "ForgetBlob"
+	OpDropStaleRef  = "DropStaleRef"
+	OpScan          = "Scan"
+	OpVersions      = "Versions"
 )
 
 // Hooks fail calls. Before runs before an operation: an error it returns
 // fails the call with no effect. After runs once the operation took effect:
 // an error it returns is returned although the effect stays (a timeout
-// after the server applied the write, a crash before the reply).
+// after the server applied the write, a crash before the reply). Gate, if
+// set, runs first, with the call's context: a test may hold the call there
+// to order it against other callers' (see the interleaving tests).
 type Hooks struct {
 	Before func(op string) error
 	After  func(op string) error
+	Gate   func(ctx context.Context, op string) error
+}
+
+func (h *Hooks) gate(ctx context.Context, op string) error {
+	if h.Gate != nil {
+		if err := h.Gate(ctx, op); err != nil {
+			return err
+		}
+	}
+	return h.before(op)
 }
 
 func (h *Hooks) before(op string) error {
@@ -69,21 +92,30 @@ type Table struct {
 	items   map[objects.ItemKey]objects.Record
 	chunks  map[objects.ItemKey][]byte
 	removed []objects.Record
+	heads   map[string]head
+	refs    map[objects.ItemKey]objects.SharedRef // blob key, RefSortKey
 
 	chunksRead int
+}
+
+// head is a shared blob's head as the table keeps it.
+type head struct {
+	objects.BlobHead
+	expires time.Time
 }
 
 var (
 	_ objects.Items         = (*Table)(nil)
 	_ objects.Chunks        = (*Table)(nil)
 	_ objects.RefScanner    = (*Table)(nil)
+	_ objects.SharedRecords = (*Table)(nil)
 	_ objects.Blobs         = (*Bucket)(nil)
-	_ objects.VersionLister = (*Bucket)(nil)
+	_ objects.SweepBucket   = (*Bucket)(nil)
 )
 
 // NewTable returns an empty table.
 func NewTable() *Table {
-	return &Table{items: map[objects.ItemKey]objects.Record{}, chunks: map[objects.ItemKey][]byte{}}
+	return &Table{items: map[objects.ItemKey]objects.Record{}, chunks: map[objects.ItemKey][]byte{}, heads: map[string]head{}, refs: map[objects.ItemKey]objects.SharedRef{}}
 }
 
 func versionKey(key string, version int64) objects.ItemKey {
@@ -116,8 +148,8 @@ func checkItem(r objects.Record) error {
 }
 
 // Item implements objects.Items.
-func (t *Table) Item(_ context.Context, key string, version int64) (objects.Record, bool, error) {
-	if err := t.before(OpItem); err != nil {
+func (t *Table) Item(ctx context.Context, key string, version int64) (objects.Record, bool, error) {
+	if err := t.gate(ctx, OpItem); err != nil {
 		return objects.Record{}, false, err
 	}
 	t.mu.Lock()
@@ -127,8 +159,8 @@ func (t *Table) Item(_ context.Context, key string, version int64) (objects.Reco
 }
 
 // List implements objects.Items.
-func (t *Table) List(_ context.Context, key string) (objects.Listing, error) {
-	if err := t.before(OpList); err != nil {
+func (t *Table) List(ctx context.Context, key string) (objects.Listing, error) {
+	if err := t.gate(ctx, OpList); err != nil {
 		return objects.Listing{}, err
 	}
 	t.mu.Lock()
@@ -160,8 +192,8 @@ func (t *Table) conflict(key string, base objects.Base) *objects.ConflictError {
 }
 
 // Commit implements objects.Items: v0 and vN in one transaction.
-func (t *Table) Commit(_ context.Context, c objects.Commit) error {
-	if err := t.before(OpCommit); err != nil {
+func (t *Table) Commit(ctx context.Context, c objects.Commit) error {
+	if err := t.gate(ctx, OpCommit); err != nil {
 		return err
 	}
 	r := c.Record
@@ -181,16 +213,159 @@ func (t *Table) Commit(_ context.Context, c objects.Commit) error {
 		t.mu.Unlock()
 		return &objects.ConflictError{Key: r.Key, Current: cur.Version, Deleted: cur.Deleted}
 	}
+	if c := c.Claim; c != nil {
+		if r.Blob == nil || r.Blob.Key != c.Head.Key && c.Head.Key != "" {
+			t.mu.Unlock()
+			return fmt.Errorf("objectstest: a claim on %s for blob %v: %w", c.Head.Key, r.Blob, objects.ErrNotApplied)
+		}
+		h := t.heads[r.Blob.Key]
+		if h.Gen != c.Head.Gen || h.State == objects.BlobDeleting || c.Head.State != objects.BlobLive && h.State == objects.BlobLive {
+			t.mu.Unlock()
+			return fmt.Errorf("objectstest: head of %s at generation %d (%s), claimed %d: %w: %w", r.Blob.Key, h.Gen, h.State, c.Head.Gen, objects.ErrBlobChanged, objects.ErrNotApplied)
+		}
+		if h.State != objects.BlobLive {
+			t.heads[r.Blob.Key] = head{BlobHead: objects.BlobHead{Key: r.Blob.Key, State: objects.BlobLive, Gen: h.Gen + 1}}
+		}
+		t.refs[objects.ItemKey{PK: r.Blob.Key, SK: objects.RefSortKey(r.Key, r.WriteID)}] = objects.SharedRef{BlobKey: r.Blob.Key, Key: r.Key, WriteID: r.WriteID, Version: r.Version}
+	}
 	t.items[versionKey(r.Key, 0)] = clone(r)
 	t.items[versionKey(r.Key, r.Version)] = clone(r)
 	t.mu.Unlock()
 	return t.after(OpCommit)
 }
 
+// BlobHead implements objects.SharedRecords.
+func (t *Table) BlobHead(ctx context.Context, blobKey string) (objects.BlobHead, error) {
+	if err := t.gate(ctx, OpBlobHead); err != nil {
+		return objects.BlobHead{}, err
+	}
+	t.mu.Lock()
+	h, ok := t.heads[blobKey]
+	t.mu.Unlock()
+	if !ok {
+		h.Key = blobKey
+	}
+	return h.BlobHead, t.after(OpBlobHead)
+}
+
+// Referenced implements objects.SharedRecords.
+func (t *Table) Referenced(ctx context.Context, blobKey string) (bool, error) {
+	if err := t.gate(ctx, OpReferenced); err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	found := false
+	for k := range t.refs {
+		found = found || k.PK == blobKey
+	}
+	t.mu.Unlock()
+	return found, t.after(OpReferenced)
+}
+
+// DropRef implements objects.SharedRecords.
+func (t *Table) DropRef(ctx context.Context, blobKey, key, writeID string) error {
+	if err := t.gate(ctx, OpDropRef); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	delete(t.refs, objects.ItemKey{PK: blobKey, SK: objects.RefSortKey(key, writeID)})
+	t.mu.Unlock()
+	return t.after(OpDropRef)
+}
+
+// DropStaleRef implements objects.SharedRecords.
+func (t *Table) DropStaleRef(ctx context.Context, ref objects.SharedRef) (bool, error) {
+	if err := t.gate(ctx, OpDropStaleRef); err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	dropped := false
+	if r, ok := t.items[versionKey(ref.Key, ref.Version)]; !ok || r.WriteID != ref.WriteID {
+		k := objects.ItemKey{PK: ref.BlobKey, SK: objects.RefSortKey(ref.Key, ref.WriteID)}
+		_, dropped = t.refs[k]
+		delete(t.refs, k)
+	}
+	t.mu.Unlock()
+	return dropped, t.after(OpDropStaleRef)
+}
+
+// MarkBlob implements objects.SharedRecords.
+func (t *Table) MarkBlob(ctx context.Context, blobKey, token string, now, staleBefore time.Time) (bool, error) {
+	if err := t.gate(ctx, OpMarkBlob); err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	h := t.heads[blobKey]
+	ok := h.State != objects.BlobDeleting || h.Since.Before(staleBefore)
+	if ok {
+		t.heads[blobKey] = head{BlobHead: objects.BlobHead{Key: blobKey, State: objects.BlobDeleting, Gen: h.Gen + 1, Token: token, Since: now}}
+	}
+	t.mu.Unlock()
+	return ok, t.after(OpMarkBlob)
+}
+
+// UnmarkBlob implements objects.SharedRecords.
+func (t *Table) UnmarkBlob(ctx context.Context, blobKey, token string) (bool, error) {
+	return t.settleMark(ctx, OpUnmarkBlob, blobKey, token, objects.BlobLive, time.Time{})
+}
+
+// ForgetBlob implements objects.SharedRecords.
+func (t *Table) ForgetBlob(ctx context.Context, blobKey, token string, expires time.Time) (bool, error) {
+	return t.settleMark(ctx, OpForgetBlob, blobKey, token, objects.BlobGone, expires)
+}
+
+func (t *Table) settleMark(ctx context.Context, op, blobKey, token string, to objects.BlobState, expires time.Time) (bool, error) {
+	if err := t.gate(ctx, op); err != nil {
+		return false, err
+	}
+	t.mu.Lock()
+	h, ok := t.heads[blobKey]
+	ok = ok && h.State == objects.BlobDeleting && h.Token == token
+	if ok {
+		t.heads[blobKey] = head{BlobHead: objects.BlobHead{Key: blobKey, State: to, Gen: h.Gen + 1}, expires: expires}
+	}
+	t.mu.Unlock()
+	return ok, t.after(op)
+}
+
+// Expire removes the gone heads whose time is before now, as the table's
+// TTL does.
+func (t *Table) Expire(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, h := range t.heads {
+		if h.State == objects.BlobGone && h.expires.Before(now) {
+			delete(t.heads, k)
+		}
+	}
+}
+
+// Heads returns the shared blobs' heads, by blob key.
+func (t *Table) Heads() map[string]objects.BlobHead {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]objects.BlobHead{}
+	for k, h := range t.heads {
+		out[k] = h.BlobHead
+	}
+	return out
+}
+
+// SharedRefs returns the shared blobs' reference records, sorted.
+func (t *Table) SharedRefs() []objects.SharedRef {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := slices.Collect(maps.Values(t.refs))
+	slices.SortFunc(out, func(a, b objects.SharedRef) int {
+		return cmp.Or(cmp.Compare(a.BlobKey, b.BlobKey), cmp.Compare(a.Key, b.Key), cmp.Compare(a.WriteID, b.WriteID))
+	})
+	return out
+}
+
 // Remove implements objects.Items: a tombstone and history deletes in one
 // transaction.
-func (t *Table) Remove(_ context.Context, rm objects.Removal) error {
-	if err := t.before(OpRemove); err != nil {
+func (t *Table) Remove(ctx context.Context, rm objects.Removal) error {
+	if err := t.gate(ctx, OpRemove); err != nil {
 		return err
 	}
 	if len(rm.History) > objects.MaxRemoveHistory {
@@ -210,8 +385,8 @@ func (t *Table) Remove(_ context.Context, rm objects.Removal) error {
 }
 
 // DeleteHistory implements objects.Items.
-func (t *Table) DeleteHistory(_ context.Context, key string, versions []int64) error {
-	if err := t.before(OpDeleteHistory); err != nil {
+func (t *Table) DeleteHistory(ctx context.Context, key string, versions []int64) error {
+	if err := t.gate(ctx, OpDeleteHistory); err != nil {
 		return err
 	}
 	if slices.Contains(versions, 0) {
@@ -234,8 +409,8 @@ func (t *Table) deleteHistory(key string, versions []int64) {
 }
 
 // PutChunks implements objects.Chunks.
-func (t *Table) PutChunks(_ context.Context, key string, m objects.Manifest, chunks [][]byte) error {
-	if err := t.before(OpPutChunks); err != nil {
+func (t *Table) PutChunks(ctx context.Context, key string, m objects.Manifest, chunks [][]byte) error {
+	if err := t.gate(ctx, OpPutChunks); err != nil {
 		return err
 	}
 	if len(chunks) != m.Count {
@@ -261,8 +436,8 @@ func (t *Table) GetChunks(ctx context.Context, key string, m objects.Manifest) (
 
 // GetChunkRange implements objects.Chunks. Its hooks see OpGetChunks, and
 // ChunksRead counts the chunks it read.
-func (t *Table) GetChunkRange(_ context.Context, key string, m objects.Manifest, from, to int) ([][]byte, error) {
-	if err := t.before(OpGetChunks); err != nil {
+func (t *Table) GetChunkRange(ctx context.Context, key string, m objects.Manifest, from, to int) ([][]byte, error) {
+	if err := t.gate(ctx, OpGetChunks); err != nil {
 		return nil, err
 	}
 	if from < 0 || to > m.Count || from > to {
@@ -292,8 +467,8 @@ func (t *Table) ChunksRead() int {
 }
 
 // DeleteChunks implements objects.Chunks.
-func (t *Table) DeleteChunks(_ context.Context, key string, m objects.Manifest) error {
-	if err := t.before(OpDeleteChunks); err != nil {
+func (t *Table) DeleteChunks(ctx context.Context, key string, m objects.Manifest) error {
+	if err := t.gate(ctx, OpDeleteChunks); err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -342,9 +517,12 @@ func (t *Table) ChunkKeys() []string {
 	return out
 }
 
-// Scan implements objects.RefScanner: every version item and chunk item,
-// in key order, as objects.Check reads them.
-func (t *Table) Scan(_ context.Context, fn func(objects.ItemRef)) error {
+// Scan implements objects.RefScanner: every version item, chunk item and
+// shared blob record, in key order, as objects.Check reads them.
+func (t *Table) Scan(ctx context.Context, fn func(objects.ItemRef)) error {
+	if err := t.gate(ctx, OpScan); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	refs := make([]objects.ItemRef, 0, len(t.items)+len(t.chunks))
 	for k, r := range t.items {
@@ -359,6 +537,12 @@ func (t *Table) Scan(_ context.Context, fn func(objects.ItemRef)) error {
 		if c, ok := objects.ParseChunkKey(k.PK); ok {
 			refs = append(refs, objects.ItemRef{PK: k.PK, SK: k.SK, Chunk: &c})
 		}
+	}
+	for k, r := range t.refs {
+		refs = append(refs, objects.ItemRef{PK: "blob#" + k.PK, SK: k.SK, SharedRef: &r})
+	}
+	for k, h := range t.heads {
+		refs = append(refs, objects.ItemRef{PK: "blob#" + k, SK: "h", SharedHead: &h.BlobHead})
 	}
 	t.mu.Unlock()
 	slices.SortFunc(refs, func(a, b objects.ItemRef) int { return cmp.Or(cmp.Compare(a.PK, b.PK), cmp.Compare(a.SK, b.SK)) })
@@ -414,8 +598,8 @@ var ErrBadDigest = errors.New("objectstest: BadDigest")
 
 // PutBlob implements objects.Blobs, with If-None-Match: * and the SHA-256
 // checksum checked as S3 does.
-func (b *Bucket) PutBlob(_ context.Context, in objects.Blob) (objects.BlobRef, error) {
-	if err := b.before(OpPutBlob); err != nil {
+func (b *Bucket) PutBlob(ctx context.Context, in objects.Blob) (objects.BlobRef, error) {
+	if err := b.gate(ctx, OpPutBlob); err != nil {
 		return objects.BlobRef{}, err
 	}
 	if objects.SumOf(in.Body) != in.SHA256 {
@@ -439,8 +623,8 @@ func (b *Bucket) PutBlob(_ context.Context, in objects.Blob) (objects.BlobRef, e
 }
 
 // GetBlob implements objects.Blobs; the reader verifies size and SHA-256.
-func (b *Bucket) GetBlob(_ context.Context, ref objects.BlobRef) (io.ReadCloser, error) {
-	if err := b.before(OpGetBlob); err != nil {
+func (b *Bucket) GetBlob(ctx context.Context, ref objects.BlobRef) (io.ReadCloser, error) {
+	if err := b.gate(ctx, OpGetBlob); err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
@@ -453,9 +637,49 @@ func (b *Bucket) GetBlob(_ context.Context, ref objects.BlobRef) (io.ReadCloser,
 	return io.NopCloser(r), b.after(OpGetBlob)
 }
 
+// PurgeBlob implements objects.Blobs.
+func (b *Bucket) PurgeBlob(ctx context.Context, key string) error {
+	if err := b.gate(ctx, OpPurgeBlob); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.blobs, key)
+	b.mu.Unlock()
+	return b.after(OpPurgeBlob)
+}
+
+// CopyBlob implements objects.Blobs, with If-None-Match: *.
+func (b *Bucket) CopyBlob(ctx context.Context, src objects.BlobRef, key string) error {
+	if err := b.gate(ctx, OpCopyBlob); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	s, ok := b.blobs[src.Key]
+	_, exists := b.blobs[key]
+	switch {
+	case !ok || src.VersionID != "" && s.versionID != src.VersionID:
+		b.mu.Unlock()
+		return fmt.Errorf("objectstest: copy %s: %w", src.Key, objects.ErrBlobNotFound)
+	case exists:
+		b.mu.Unlock()
+		return fmt.Errorf("objectstest: copy to %s: %w", key, objects.ErrBlobExists)
+	}
+	b.seq++
+	b.blobs[key] = stored{data: bytes.Clone(s.data), versionID: "ver" + strconv.Itoa(b.seq), contentType: s.contentType, modified: b.now()}
+	b.mu.Unlock()
+	return b.after(OpCopyBlob)
+}
+
+func (b *Bucket) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
 // DeleteBlob implements objects.Blobs.
-func (b *Bucket) DeleteBlob(_ context.Context, ref objects.BlobRef) error {
-	if err := b.before(OpDeleteBlob); err != nil {
+func (b *Bucket) DeleteBlob(ctx context.Context, ref objects.BlobRef) error {
+	if err := b.gate(ctx, OpDeleteBlob); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -480,8 +704,12 @@ func (b *Bucket) List() []objects.BlobInfo {
 
 // Versions implements objects.VersionLister: the blobs under prefix, one
 // version each (the latest), in one page.
-func (b *Bucket) Versions(_ context.Context, prefix string) iter.Seq2[[]objects.BlobVersion, error] {
+func (b *Bucket) Versions(ctx context.Context, prefix string) iter.Seq2[[]objects.BlobVersion, error] {
 	return func(yield func([]objects.BlobVersion, error) bool) {
+		if err := b.gate(ctx, OpVersions); err != nil {
+			yield(nil, err)
+			return
+		}
 		var page []objects.BlobVersion
 		b.mu.Lock()
 		for k, s := range b.blobs {
@@ -498,6 +726,22 @@ func (b *Bucket) Versions(_ context.Context, prefix string) iter.Seq2[[]objects.
 			yield(page, nil)
 		}
 	}
+}
+
+// Delete implements objects.SweepBucket: it deletes the listed versions
+// (a version already gone is no error).
+func (b *Bucket) Delete(ctx context.Context, vs []objects.BlobVersion) ([]objects.BlobVersion, error) {
+	if err := b.gate(ctx, OpDeleteBlob); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	for _, v := range vs {
+		if s, ok := b.blobs[v.Key]; ok && s.versionID == v.VersionID {
+			delete(b.blobs, v.Key)
+		}
+	}
+	b.mu.Unlock()
+	return vs, b.after(OpDeleteBlob)
 }
 
 // Has reports whether a blob exists.

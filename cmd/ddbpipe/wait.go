@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+)
+
+// catchUp says what -wait waits for: the votes queue to be empty, and the
+// archiver or the tally to hold the last record of every shard of the open
+// months' ledger streams (the rotator's drain check, on the live months)
+// and, for the archiver, of the objects table's stream.
+type catchUp struct {
+	queue    bool // the votes queue holds no message, visible or not
+	archived bool // the archive holds each stream shard's last record
+	counted  bool // the tally's checkpoints do
+}
+
+// waitCaughtUp checks until the pipeline caught up as c says, or limit
+// passes (an error saying what is still behind). A limit of 0 checks
+// nothing. It reads the open months' streams and archive partitions on
+// each check, which suits a local stack or a month of modest size.
+func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time.Duration, stderr io.Writer) error {
+	if limit <= 0 {
+		return nil
+	}
+	r, rc, err := stackRotation(ctx, root, state, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	// The pipeline's state (streams, checkpoints, the votes queue) is the
+	// operator's to read (OperatorPolicy), whichever command waits.
+	getenv, err := stackEnv(root, state, asOperator)
+	if err != nil {
+		return err
+	}
+	cfg, err := awsenv.FromVars(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	queueURL := getenv("VOTES_QUEUE_URL")
+	if c.queue && queueURL == "" {
+		return errors.New("-wait: no votes queue: export VOTES_QUEUE_URL, or run `ddbpipe local up`")
+	}
+	q := sqs.NewFromConfig(cfg)
+	start := time.Now()
+	pause := 250 * time.Millisecond
+	said := false
+	for {
+		behind, err := pipelineBehind(ctx, r, rc, q, queueURL, getenv("OBJECTS_TABLE_NAME"), getenv("OBJECTS_TABLE_STREAM_ARN"), c)
+		if err != nil {
+			return fmt.Errorf("-wait: %w", err)
+		}
+		if behind == "" {
+			return nil
+		}
+		if time.Since(start)+pause > limit {
+			return fmt.Errorf("waited %s: %s", limit, behind)
+		}
+		if !said && time.Since(start) > 2*time.Second {
+			fmt.Fprintf(stderr, "waiting (up to %s): %s\n", limit, behind)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// pipelineBehind says what has not caught up yet ("" when all has).
+func pipelineBehind(ctx context.Context, r *archive.Rotator, rc archivelambda.RotatorConfig, q *sqs.Client, queueURL, objectsTable, objectsStream string, c catchUp) (string, error) {
+	if c.queue {
+		out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		if err != nil {
+			return "", fmt.Errorf("the votes queue: %w", err)
+		}
+		n := 0
+		for _, v := range out.Attributes {
+			k, _ := strconv.Atoi(v)
+			n += k
+		}
+		if n > 0 {
+			return fmt.Sprintf("%d votes still in the votes queue", n), nil
+		}
+	}
+	if !c.archived && !c.counted {
+		return "", nil
+	}
+	tables, err := r.Tables.List(ctx, rc.LedgerPrefix+"-")
+	if err != nil {
+		return "", err
+	}
+	var behind []string
+	for _, t := range tables {
+		if t.StreamARN == "" || !t.StreamEnabled {
+			continue
+		}
+		_, month, ok := archive.MonthlyTable(t.Name)
+		if !ok {
+			continue
+		}
+		recs, err := r.Streams.Records(ctx, t.StreamARN)
+		if err != nil && !errors.Is(err, archive.ErrNotFound) {
+			return "", err
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		if c.archived {
+			contents, err := r.Archive.Read(ctx, archive.Partition{Table: rc.LedgerPrefix, Month: month})
+			if err != nil {
+				return "", err
+			}
+			if n := len(archive.Unarchived(recs, contents)); n > 0 {
+				behind = append(behind, fmt.Sprintf("%d stream records of %s not archived yet", n, t.Name))
+			}
+		}
+		if c.counted && r.Counted != nil {
+			pending, err := r.Counted.Uncounted(ctx, t.Name, recs)
+			if err != nil {
+				return "", err
+			}
+			if len(pending) > 0 {
+				behind = append(behind, fmt.Sprintf("%d stream records of %s not counted yet", len(pending), t.Name))
+			}
+		}
+	}
+	if c.archived && objectsTable != "" && objectsStream != "" {
+		n, err := unarchived(ctx, r, objectsTable, objectsStream)
+		if err != nil {
+			return "", err
+		}
+		if n > 0 {
+			behind = append(behind, fmt.Sprintf("%d stream records of %s not archived yet", n, objectsTable))
+		}
+	}
+	return strings.Join(behind, "; "), nil
+}
+
+// unarchived counts the records of a table's stream that the archive lacks,
+// for a table whose records are partitioned by the month they were written
+// in (archive.PartitionOf): the objects table.
+func unarchived(ctx context.Context, r *archive.Rotator, table, streamARN string) (int, error) {
+	recs, err := r.Streams.Records(ctx, streamARN)
+	if err != nil && !errors.Is(err, archive.ErrNotFound) {
+		return 0, err
+	}
+	byMonth := map[archive.Partition][]archive.StreamRecord{}
+	for _, rec := range recs {
+		p := archive.PartitionOf(table, rec.CreatedAt)
+		byMonth[p] = append(byMonth[p], rec)
+	}
+	n := 0
+	for p, recs := range byMonth {
+		contents, err := r.Archive.Read(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		n += len(archive.Unarchived(recs, contents))
+	}
+	return n, nil
+}
