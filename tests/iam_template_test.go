@@ -628,6 +628,10 @@ func TestTemplateKMSGrants(t *testing.T) {
 		return ""
 	}
 	need := map[string]string{"s3:PutObject": "kms:GenerateDataKey", "s3:GetObject": "kms:Decrypt", "s3:GetObjectVersion": "kms:Decrypt"}
+	// s3:GetObject also authorizes HeadObject, which reads no bytes and so
+	// needs no key: these roles call HeadObject only (a shared blob's
+	// current version, before it is deleted).
+	headOnly := map[string]bool{"ObjectsReaperFunctionRole": true, "ObjectsSweeperFunctionRole": true}
 	for id, list := range policyDocuments(tpl) {
 		want := map[string]bool{}
 		got := map[string]bool{}
@@ -651,7 +655,7 @@ func TestTemplateKMSGrants(t *testing.T) {
 						continue
 					}
 					for _, a := range stringsOf(s["Action"]) {
-						if k := need[a]; k != "" {
+						if k := need[a]; k != "" && !(headOnly[id] && a == "s3:GetObject") {
 							want[k] = true
 						}
 					}
