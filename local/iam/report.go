@@ -30,17 +30,20 @@ var streamLabel = regexp.MustCompile(`/stream/\d{4}-\d\d-\d\dT[\d:.]+`)
 // the grants no judged call needs to use, each with its reason.
 const ReasonsKey = "ddbpipe-iam-unused"
 
-// WritePolicies writes the policies a stack is judged against beside its
-// record of judged calls, as policies-<stack>.json in dir.
-func WritePolicies(dir, stack string, p *Policies) error {
+// WritePolicies writes the policies stack is judged against beside its
+// record of judged calls (calls-<name>.jsonl), as policies-<name>.json in
+// dir; name is the stack's name, made unique when several processes write
+// to dir.
+func WritePolicies(dir, name, stack string, p *Policies) error {
 	b, err := json.Marshal(struct {
 		Stack      string                      `json:"stack"`
+		Calls      string                      `json:"calls"`
 		Identities map[string]IdentityPolicies `json:"identities"`
-	}{stack, p.Identities})
+	}{stack, "calls-" + name + ".jsonl", p.Identities})
 	if err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "policies-"+stack+".json"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "policies-"+name+".json"), b, 0o644); err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
 	return nil
@@ -70,13 +73,17 @@ func ReadRuns(dir string) ([]Run, error) {
 		}
 		var doc struct {
 			Stack      string                      `json:"stack"`
+			Calls      string                      `json:"calls"`
 			Identities map[string]IdentityPolicies `json:"identities"`
 		}
 		if err := json.Unmarshal(b, &doc); err != nil {
 			return nil, fmt.Errorf("iam: %s: %w", name, err)
 		}
 		run := Run{Stack: doc.Stack, Identities: doc.Identities}
-		f, err := os.Open(filepath.Join(dir, "calls-"+doc.Stack+".jsonl"))
+		if doc.Calls == "" {
+			doc.Calls = "calls-" + doc.Stack + ".jsonl"
+		}
+		f, err := os.Open(filepath.Join(dir, filepath.Base(doc.Calls)))
 		if err != nil {
 			return nil, fmt.Errorf("iam: the calls of stack %s: %w", doc.Stack, err)
 		}

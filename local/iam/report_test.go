@@ -45,7 +45,7 @@ func TestCheck(t *testing.T) {
 				`{"Effect":"Deny","Action":"s3:*","Resource":"*"}`,
 			)}}},
 		}}
-		if err := WritePolicies(dir, stack, p); err != nil {
+		if err := WritePolicies(dir, stack, stack, p); err != nil {
 			t.Fatal(err)
 		}
 		calls := []Triple{

@@ -80,20 +80,22 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 	if err := servers.InstallIAMJudge(ctx, servers.Options{Root: o.Root, Log: progress}); err != nil {
 		return err
 	}
-	recDir := dir
+	recDir, name := dir, e.Stack.Options.StackName
 	switch d := os.Getenv(IAMRecordsVar); {
 	case o.IAMRecords != "":
 		recDir = o.IAMRecords
 	case d != "":
-		recDir = d
+		// Shared by every process of a run: two processes may run stacks
+		// of the same name (`local up`'s default, ddbpipe).
+		recDir, name = d, fmt.Sprintf("%s.%d", name, os.Getpid())
 	}
 	if err := os.MkdirAll(recDir, 0o755); err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
-	if err := iam.WritePolicies(recDir, e.Stack.Options.StackName, pol); err != nil {
+	if err := iam.WritePolicies(recDir, name, e.Stack.Options.StackName, pol); err != nil {
 		return err
 	}
-	logPath := filepath.Join(recDir, "calls-"+e.Stack.Options.StackName+".jsonl")
+	logPath := filepath.Join(recDir, "calls-"+name+".jsonl")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
