@@ -9,7 +9,7 @@ FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps install lint test test-race fuzz test-servers unit demo bench soak up down fmt vet clean
+.PHONY: all build deps install lint test test-race fuzz test-servers unit demo bench soak up down fmt vet clean iam iam-check
 
 all: build
 
@@ -79,7 +79,31 @@ lint: $(CFNGUARD_PKG)/package.json
 # DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go).
 test: lint install test-race fuzz
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
-	DDBPIPE_REQUIRE_STACK=1 DDBPIPE_BIN=$(abspath $(DDBPIPE_BIN)) $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
+	@rm -rf $(IAM_RECORDS)/test
+	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/test DDBPIPE_REQUIRE_STACK=1 DDBPIPE_BIN=$(abspath $(DDBPIPE_BIN)) $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
+	@$(MAKE) --no-print-directory iam-check IAM_RUN=test
+
+# IAM judged at run time (local/iam; on by default, DDBPIPE_ENFORCE_IAM=0
+# turns it off): each judged stack of a run writes its distinct calls and
+# the policies they were judged against under $(IAM_RECORDS)/<run>.
+# iam-check reads them back: per identity, the calls made and the actions
+# granted (full report in $(IAM_RECORDS)/<run>/report.txt); it fails on a
+# denied call, and on a granted action no call used that the template's
+# Metadata ddbpipe-iam-unused does not explain. `make test` checks the
+# records of all its suites; `make iam` runs every flow once for it: the
+# demo (the three flows, a month's turn, SQL over the archive) and the
+# CLI's commands as the producer, operator and analyst.
+IAM_RECORDS ?= build/iam
+IAM_RUN     ?= iam
+iam: install
+	@rm -rf $(IAM_RECORDS)/iam && mkdir -p $(IAM_RECORDS)/iam
+	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
+	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/iam $(DDBPIPE_BIN) demo -votes 300 > $(IAM_RECORDS)/iam/demo.log 2>&1 || { cat $(IAM_RECORDS)/iam/demo.log; exit 1; }
+	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/iam DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- $(GO) test -count=1 -run '^TestCommandsSignAsTheirIdentity$$' ./cmd/ddbpipe
+	@$(MAKE) --no-print-directory iam-check IAM_RUN=iam
+
+iam-check:
+	$(GO) run ./tools/iamcheck -records $(IAM_RECORDS)/$(IAM_RUN) -out $(IAM_RECORDS)/$(IAM_RUN)/report.txt -q
 
 test-race: deps
 	$(GO) test -count=1 -race -short $(RACE_PKGS)

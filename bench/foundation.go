@@ -166,26 +166,52 @@ func benchProxy(ctx context.Context, env *stack.Env, scale float64) (*section, e
 	if err != nil {
 		return nil, err
 	}
-	clients := []struct {
+	type path struct {
 		label string
 		c     *dynamodb.Client
-	}{{"direct to DynamoDB Local", dynamodb.NewFromConfig(cfg)}, {"through the proxy", env.Clients.DynamoDB}}
-	s := &section{title: "Fault-injection proxy overhead"}
-	s.printf("%d sequential GetItem calls each way (no faults configured).\n\n| path | p50 ms | p99 ms |\n|---|---|---|\n", n)
+		// miss empties the judge's cache before each call: every call asks
+		// the evaluator.
+		miss bool
+	}
+	paths := []path{{"direct to DynamoDB Local", dynamodb.NewFromConfig(cfg), false}, {"through the proxy, as the admin (not judged)", env.Clients.DynamoDB, false}}
+	if env.Judge != nil {
+		// The tally's GetItem of a checkpoint: a call its role allows.
+		tally := awsenv.DynamoDB(env.AWSAs("TallyFunction"))
+		paths = append(paths, path{"through the proxy, judged (cache hit)", tally, false}, path{"through the proxy, judged (cache miss)", tally, true})
+	}
+	s := &section{title: "Fault-injection proxy overhead, and the IAM judge's"}
+	s.printf("%d sequential GetItem calls each way (no faults configured). Judged calls are signed as the tally (its role allows the GetItem);\n", n)
+	s.printf("a cache miss asks the evaluator (`@cloud-copilot/iam-simulate` in its Node process), a hit reuses its decision for the same identity, action, resource and context.\n\n")
+	s.printf("| path | p50 ms | p99 ms | the judge's own time p50 ms | p99 ms |\n|---|---|---|---|---|\n")
 	chart := pngchart.Chart{Title: "GetItem latency p50", Unit: "ms"}
-	for _, c := range clients {
+	for _, p := range paths {
+		if env.Judge != nil {
+			env.Judge.ResetLatency()
+		}
 		lat := make([]time.Duration, 0, n)
 		for i := 0; i < n; i++ {
+			if p.miss {
+				env.Judge.ForgetDecisions()
+			}
 			t := time.Now()
-			if _, err := c.c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key}); err != nil {
-				return nil, err
+			if _, err := p.c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key}); err != nil {
+				return nil, fmt.Errorf("%s: %w", p.label, err)
 			}
 			lat = append(lat, time.Since(t))
 		}
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		p50, p99 := ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100])
-		s.printf("| %s | %.2f | %.2f |\n", c.label, p50, p99)
-		chart.Bars = append(chart.Bars, pngchart.Bar{Label: c.label, Value: p50})
+		judge := "| – | – |"
+		if env.Judge != nil && p.c != paths[0].c {
+			j50, _ := env.Judge.CacheLatency(!p.miss, 0.5)
+			j99, _ := env.Judge.CacheLatency(!p.miss, 0.99)
+			judge = fmt.Sprintf("| %.3f | %.3f |", ms(j50), ms(j99))
+		}
+		s.printf("| %s | %.2f | %.2f %s\n", p.label, p50, p99, judge)
+		chart.Bars = append(chart.Bars, pngchart.Bar{Label: p.label, Value: p50})
+	}
+	if env.Judge == nil {
+		s.printf("\nIAM enforcement was off (DDBPIPE_ENFORCE_IAM=0): no judged path.\n")
 	}
 	s.charts = append(s.charts, chart)
 	return s, nil

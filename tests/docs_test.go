@@ -439,9 +439,12 @@ func startDocsStack(t *testing.T, bin, root, state string, require bool) func() 
 	}
 	// The stack's variables come from its local.env only: not from the
 	// servers `make test` exported, which the CLI would read first.
+	// DDBPIPE_ENFORCE_IAM and DDBPIPE_IAM_RECORDS configure the stack
+	// itself: they stay (make test checks the IAM records of every stack).
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "DDBPIPE_") {
+		iamVar := strings.HasPrefix(kv, "DDBPIPE_ENFORCE_IAM=") || strings.HasPrefix(kv, "DDBPIPE_IAM_RECORDS=")
+		if iamVar || !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "DDBPIPE_") {
 			env = append(env, kv)
 		}
 	}

@@ -513,3 +513,164 @@ func TestTemplateConcurrencyCaps(t *testing.T) {
 		t.Errorf("CounterFunction's Votes event: ScalingConfig %v, want MaximumConcurrency: !Ref CounterMaxConcurrency", p["ScalingConfig"])
 	}
 }
+
+// policyDocuments are the policy documents of the template's roles and
+// managed policies, by the resource's logical id.
+func policyDocuments(tpl *cfn.Template) map[string][]any {
+	out := map[string][]any{}
+	for id, r := range tpl.Resources {
+		switch r.Type {
+		case "AWS::IAM::ManagedPolicy":
+			out[id] = append(out[id], r.Properties["PolicyDocument"])
+		case "AWS::IAM::Role":
+			for _, p := range asList(r.Properties["Policies"]) {
+				out[id] = append(out[id], asMap(p)["PolicyDocument"])
+			}
+		}
+	}
+	return out
+}
+
+// The callers who call AWS directly have a managed policy each, output for
+// them to attach: producers (send votes, read the poll), operators (the
+// runbook) and analysts (SQL over the archive).
+func TestTemplateCallerPolicies(t *testing.T) {
+	tpl := mustTemplate(t)
+	docs := policyDocuments(tpl)
+	grants := func(id, action, target string) bool {
+		for _, doc := range docs[id] {
+			for _, st := range resourcesOf(asMap(doc)["Statement"]) {
+				s := asMap(st)
+				if cfn.Scalar(s["Effect"]) != "Allow" || !slices.Contains(stringsOf(s["Action"]), action) {
+					continue
+				}
+				for _, r := range resourcesOf(s["Resource"]) {
+					for _, ref := range cfn.Refs(r) {
+						if ref.Target == target {
+							return true
+						}
+					}
+				}
+			}
+		}
+		return false
+	}
+	for _, c := range []struct{ policy, action, on string }{
+		{"ProducerPolicy", "sqs:SendMessage", "VotesQueue"},
+		{"ProducerPolicy", "sqs:GetQueueAttributes", "VotesQueue"}, // the producer reads them before sending
+		{"ProducerPolicy", "dynamodb:GetItem", "CountersTable"},
+		{"OperatorPolicy", "sqs:ReceiveMessage", "VotesDeadLetterQueue"},
+		{"OperatorPolicy", "sqs:DeleteMessage", "VotesDeadLetterQueue"},
+		{"OperatorPolicy", "sqs:SendMessage", "VotesQueue"},
+		{"OperatorPolicy", "sqs:ReceiveMessage", "VotesRejectsQueue"},
+		{"OperatorPolicy", "sqs:ReceiveMessage", "StreamFailuresQueue"},
+		{"OperatorPolicy", "dynamodb:PutItem", "CountersTable"},
+		{"OperatorPolicy", "s3:ListBucket", "ArchiveBucket"},
+		{"AnalystPolicy", "s3:GetObject", "ArchiveBucket"},
+		{"AnalystPolicy", "athena:StartQueryExecution", "ArchiveWorkGroup"},
+		{"AnalystPolicy", "glue:GetTable", "ArchiveDatabase"},
+		{"AnalystPolicy", "s3:PutObject", "AthenaResultsBucket"},
+	} {
+		if !grants(c.policy, c.action, c.on) {
+			t.Errorf("%s does not allow %s on %s", c.policy, c.action, c.on)
+		}
+	}
+	for _, p := range []string{"ProducerPolicy", "OperatorPolicy", "AnalystPolicy"} {
+		if o, ok := tpl.Outputs[p+"Arn"]; !ok || refTarget(o.Value) != p {
+			t.Errorf("output %sArn: %v, want !Ref %s", p, o, p)
+		}
+	}
+	// Nothing a producer or an analyst may change beyond its job.
+	for _, forbidden := range []struct{ policy, action string }{
+		{"ProducerPolicy", "sqs:DeleteMessage"}, {"ProducerPolicy", "dynamodb:PutItem"},
+		{"AnalystPolicy", "s3:DeleteObject"}, {"AnalystPolicy", "dynamodb:Scan"},
+	} {
+		for _, doc := range docs[forbidden.policy] {
+			for _, st := range resourcesOf(asMap(doc)["Statement"]) {
+				if slices.Contains(stringsOf(asMap(st)["Action"]), forbidden.action) {
+					t.Errorf("%s allows %s", forbidden.policy, forbidden.action)
+				}
+			}
+		}
+	}
+}
+
+// With KmsKeyArn set the buckets are SSE-KMS, and S3 calls KMS with the
+// caller's credentials: every role or policy that writes objects to one of
+// them gets kms:GenerateDataKey, every one that reads them kms:Decrypt, on
+// the key only, through S3 only, and only when the key is set.
+func TestTemplateKMSGrants(t *testing.T) {
+	tpl := mustTemplate(t)
+	buckets := map[string]bool{}
+	for id, r := range tpl.Resources {
+		if r.Type != "AWS::S3::Bucket" {
+			continue
+		}
+		for _, rule := range asList(asMap(r.Properties["BucketEncryption"])["ServerSideEncryptionConfiguration"]) {
+			if strings.Contains(fmt.Sprint(asMap(rule)["ServerSideEncryptionByDefault"]), "KmsKeyArn") {
+				buckets[id] = true
+			}
+		}
+	}
+	if !buckets["ObjectsBucket"] || !buckets["ArchiveBucket"] {
+		t.Fatalf("KmsKeyArn encrypts %v, want the objects and archive buckets among them", buckets)
+	}
+	// The objects bucket's name is spelled out where a !Ref would be circular.
+	named := func(r any) string {
+		if s := cfn.Scalar(asMap(r)["Fn::Sub"]); strings.Contains(s, "${AWS::StackName}-objects-") {
+			return "ObjectsBucket"
+		}
+		for _, ref := range cfn.Refs(r) {
+			if buckets[ref.Target] {
+				return ref.Target
+			}
+		}
+		return ""
+	}
+	need := map[string]string{"s3:PutObject": "kms:GenerateDataKey", "s3:GetObject": "kms:Decrypt", "s3:GetObjectVersion": "kms:Decrypt"}
+	// s3:GetObject also authorizes HeadObject, which reads no bytes and so
+	// needs no key: these roles call HeadObject only (a shared blob's
+	// current version, before it is deleted).
+	headOnly := map[string]bool{"ObjectsReaperFunctionRole": true, "ObjectsSweeperFunctionRole": true}
+	for id, list := range policyDocuments(tpl) {
+		want := map[string]bool{}
+		got := map[string]bool{}
+		for _, doc := range list {
+			for _, st := range resourcesOf(asMap(doc)["Statement"]) {
+				s := asMap(st)
+				if cond := s["Fn::If"]; cond != nil {
+					args := asList(cond)
+					in := asMap(args[1])
+					if cfn.Scalar(args[0]) != "HasKmsKey" || refTarget(in["Resource"]) != "KmsKeyArn" || refTarget(args[2]) != "AWS::NoValue" ||
+						!strings.Contains(fmt.Sprint(in["Condition"]), "kms:ViaService") {
+						t.Errorf("%s: a conditional statement %v, want a HasKmsKey grant on KmsKeyArn through S3 (kms:ViaService)", id, args)
+					}
+					for _, a := range stringsOf(in["Action"]) {
+						got[a] = true
+					}
+					continue
+				}
+				for _, r := range resourcesOf(s["Resource"]) {
+					if named(r) == "" {
+						continue
+					}
+					for _, a := range stringsOf(s["Action"]) {
+						if k := need[a]; k != "" && !(headOnly[id] && a == "s3:GetObject") {
+							want[k] = true
+						}
+					}
+				}
+			}
+		}
+		for k := range want {
+			if !got[k] {
+				t.Errorf("%s reads or writes an SSE-KMS bucket's objects, but has no %s when KmsKeyArn is set", id, k)
+			}
+		}
+		for k := range got {
+			if !want[k] {
+				t.Errorf("%s has %s when KmsKeyArn is set, but does not use the buckets that way", id, k)
+			}
+		}
+	}
+}

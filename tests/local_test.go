@@ -246,7 +246,9 @@ func TestLocalStackEndToEnd(t *testing.T) {
 	}
 
 	// A table created at run time subscribes through CreateEventSourceMapping.
-	table, streamARN := streamTable(t, c)
+	// It is named as a monthly ledger (<stack>-votes-YYYY-MM): the archiver's
+	// role reads those streams only, as on AWS.
+	table, streamARN := streamTableNamed(t, c, v["LEDGER_TABLE_PREFIX"]+"-2099-12")
 	esm, err := lc.CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{
 		FunctionName: aws.String("ArchiverFunction"), EventSourceArn: aws.String(streamARN),
 		StartingPosition: lambdatypes.EventSourcePositionTrimHorizon, BatchSize: aws.Int32(100),

@@ -90,10 +90,10 @@ func TestArchiveFunctionsLinkOnlyTheirFlow(t *testing.T) {
 }
 
 // rotatorAt builds the rotator of the local stack, as the function wires
-// it, with its clock pinned to now.
+// it (with its role's credentials), with its clock pinned to now.
 func rotatorAt(t *testing.T, env *stack.Env, now time.Time, log *slog.Logger) *archive.Rotator {
 	t.Helper()
-	r := archivelambda.NewRotation(env.AWS, archivelambda.RotatorConfig{
+	r := archivelambda.NewRotation(env.AWSAs("RotatorFunction"), archivelambda.RotatorConfig{
 		LedgerPrefix: env.Vars["LEDGER_TABLE_PREFIX"], Bucket: env.Vars["ARCHIVE_BUCKET_NAME"], GraceDays: 2,
 		Archiver: env.Vars["ARCHIVER_FUNCTION_ARN"], FailureQueueARN: env.Stack.Resources["StreamFailuresQueue"].Attrs["Arn"],
 		MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600,

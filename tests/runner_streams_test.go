@@ -26,8 +26,14 @@ import (
 // its name and stream ARN.
 func streamTable(t *testing.T, c clients) (string, string) {
 	t.Helper()
+	return streamTableNamed(t, c, unique("t"))
+}
+
+// streamTableNamed creates a table named name with a stream and returns
+// the stream's ARN.
+func streamTableNamed(t *testing.T, c clients, name string) (string, string) {
+	t.Helper()
 	ctx := context.Background()
-	name := unique("t")
 	out, err := c.db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
 		BillingMode:          ddbtypes.BillingModePayPerRequest,

@@ -47,7 +47,7 @@ func (a *archiveFlags) env(ctx context.Context) (*archiveEnv, error) {
 			return nil, fmt.Errorf("-month %q: want YYYY-MM", a.month)
 		}
 	}
-	getenv, err := stackEnv(a.root, a.state)
+	getenv, err := stackEnv(a.root, a.state, asAnalyst)
 	if err != nil {
 		return nil, err
 	}

@@ -78,7 +78,7 @@ func archiveBackfill(ctx context.Context, args []string, stdout, stderr io.Write
 		fs.Usage()
 		return fmt.Errorf("%w: -table is required", errUsage)
 	}
-	getenv, err := stackEnv(*root, *state)
+	getenv, err := stackEnv(*root, *state, asAdmin)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/iam"
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/schedule"
 	"github.com/ddbpipe/ddbpipe/local/stack"
@@ -126,6 +128,45 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	report(stdout, env)
+	return iamReport(stdout, env)
+}
+
+// iamReport says what the IAM judge saw: per identity, the distinct calls
+// it judged and how many it denied; any denial fails the demo.
+func iamReport(w io.Writer, env *stack.Env) error {
+	if env.Judge == nil {
+		fmt.Fprintln(w, "\n-- IAM: not judged (-iam=false)")
+		return nil
+	}
+	type count struct{ calls, denied int }
+	by := map[string]*count{}
+	var denied []string
+	for t := range env.Judge.Triples() {
+		c := by[t.Identity]
+		if c == nil {
+			c = &count{}
+			by[t.Identity] = c
+		}
+		c.calls++
+		if t.Decision != iam.Allowed {
+			c.denied++
+			denied = append(denied, fmt.Sprintf("%s %s on %s (%s)", t.Identity, t.Action, t.Resource, t.Decision))
+		}
+	}
+	fmt.Fprintln(w, "\n-- IAM: every AWS call judged against its caller's role or policy in the transformed template")
+	names := make([]string, 0, len(by))
+	for n := range by {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "%-24s %4d distinct calls, %d denied\n", n, by[n].calls, by[n].denied)
+	}
+	fmt.Fprintf(w, "(each distinct call, with its decision: %s)\n", env.IAMLogPath)
+	if len(denied) > 0 {
+		sort.Strings(denied)
+		return fmt.Errorf("IAM denied %d calls the demo made:\n  %s", len(denied), strings.Join(denied, "\n  "))
+	}
 	return nil
 }
 
@@ -198,7 +239,9 @@ func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCou
 		return pollCount{}, fmt.Errorf("create poll: HTTP %d", resp.StatusCode)
 	}
 	fmt.Fprintf(w, "created poll %s (4 options, 8 shards) with POST /polls\n", poll)
-	producer := votessqs.NewProducer(env.Clients.SQS, v["VOTES_QUEUE_URL"])
+	// Sent as a producer (ProducerPolicy's identity when IAM is judged).
+	producerSQS := sqs.NewFromConfig(env.AWSAs(asProducer))
+	producer := votessqs.NewProducer(producerSQS, v["VOTES_QUEUE_URL"])
 	load, err := votesload.Run(ctx, producer, votesload.Options{PollID: poll, Options: options, Count: n, DupRate: 0.1, Skew: 0.8, Concurrency: 4})
 	if err != nil {
 		return pollCount{}, fmt.Errorf("send votes: %w", err)
@@ -207,7 +250,7 @@ func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCou
 	bad := []string{`not json`, `{"voteId":"x","pollId":"` + poll + `","optionId":"purple","voterId":"u","castAt":"2026-01-01T00:00:00Z"}`,
 		`{"voteId":"y","pollId":"no-such-poll","optionId":"red","voterId":"u","castAt":"2026-01-01T00:00:00Z"}`}
 	for i, b := range bad {
-		if _, err := env.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(v["VOTES_QUEUE_URL"]), MessageBody: aws.String(b)}); err != nil {
+		if _, err := producerSQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(v["VOTES_QUEUE_URL"]), MessageBody: aws.String(b)}); err != nil {
 			return pollCount{}, fmt.Errorf("send bad vote %d: %w", i, err)
 		}
 	}

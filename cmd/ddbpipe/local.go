@@ -67,7 +67,7 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&u.keyLimit, "key-write-limit", 0, "per-partition-key write units/s enforced by the DynamoDB proxy (AWS: 1000; 0: off)")
 	fs.IntVar(&u.apiPort, "api-port", 0, "HTTP API port (default: a free port)")
 	fs.IntVar(&u.lambdaPort, "lambda-port", 0, "Lambda API port (default: a free port)")
-	fs.BoolVar(&u.iam, "iam", false, "judge every AWS call against its caller's role in the transformed template (local/iam); needs python3 with aws-sam-translator")
+	fs.BoolVar(&u.iam, "iam", true, "judge every AWS call against its caller's role in the transformed template (local/iam; needs python3 with aws-sam-translator and node); -iam=false allows every call")
 }
 
 func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
@@ -91,7 +91,7 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 	return stack.Options{
 		Root: dir, DataDir: u.dataDir, Params: u.params, Setups: registry.All,
 		Progress: stdout, FunctionLog: logf, KeyWriteLimit: u.keyLimit,
-		APIPort: u.apiPort, LambdaPort: u.lambdaPort, EnforceIAM: u.iam, StateDir: u.stateDir,
+		APIPort: u.apiPort, LambdaPort: u.lambdaPort, NoIAM: !u.iam, StateDir: u.stateDir,
 	}, logf, nil
 }
 

@@ -55,7 +55,7 @@ func (f objectsFlags) connect(ctx context.Context) (*objectsclient.Client, error
 	if err != nil {
 		root = ""
 	}
-	getenv, err := stackEnv(root, *f.state)
+	getenv, err := stackEnv(root, *f.state, asAdmin)
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func (q *queueFlags) open(ctx context.Context, args []string) (queueClient, stri
 	if *q.max < 0 || *q.samples < 0 || *q.hold < time.Second || *q.hold > 12*time.Hour {
 		return nil, "", nil, fmt.Errorf("%s: -max and -samples at least 0, -hold from 1s to 12h", q.fs.Name())
 	}
-	getenv, err := stackEnv(*q.root, *q.state)
+	getenv, err := stackEnv(*q.root, *q.state, asOperator)
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -76,7 +76,7 @@ func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive
 // stackRotation builds the rotator of the stack the environment (or
 // local.env) names; grace > 0 overrides its grace days.
 func stackRotation(ctx context.Context, root, state string, grace int, log *slog.Logger) (*archive.Rotator, archivelambda.RotatorConfig, error) {
-	getenv, err := stackEnv(root, state)
+	getenv, err := stackEnv(root, state, asOperator)
 	if err != nil {
 		return nil, archivelambda.RotatorConfig{}, err
 	}
@@ -280,7 +280,7 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	tables, err := r.Tables.List(ctx, rc.LedgerPrefix+"-")
+	tables, err := r.Tables.List(ctx, rc.LedgerPrefix)
 	if err != nil {
 		return err
 	}

@@ -24,10 +24,45 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
 
+// The identities the CLI's commands sign as on a local stack that judges
+// IAM: the template's managed policies (ProducerPolicy, OperatorPolicy,
+// AnalystPolicy), which is what a producer, an operator and an analyst
+// attach on AWS.
+const (
+	asProducer = "producer"
+	asOperator = "operator"
+	asAnalyst  = "analyst"
+	asAdmin    = "" // the credentials as they are
+)
+
+// asIdentity makes getenv's AWS_ACCESS_KEY_ID the identity's key of a local
+// stack that judges IAM (its local.env: DDBPIPE_IAM=on and
+// DDBPIPE_IAM_KEY_<IDENTITY>), when the credentials in use are that
+// stack's own (the identity's key extends the admin's). Anywhere else,
+// against AWS in particular, the credentials stay what the environment
+// says.
+func asIdentity(getenv func(string) string, identity string) func(string) string {
+	if identity == asAdmin || getenv("DDBPIPE_IAM") != "on" {
+		return getenv
+	}
+	admin := getenv("AWS_ACCESS_KEY_ID")
+	key := getenv("DDBPIPE_IAM_KEY_" + strings.ToUpper(identity))
+	if admin == "" || !strings.HasPrefix(key, admin+"As") {
+		return getenv
+	}
+	return func(k string) string {
+		if k == "AWS_ACCESS_KEY_ID" {
+			return key
+		}
+		return getenv(k)
+	}
+}
+
 // stackEnv looks names up in the process environment first, then in the
 // local stack's local.env (when there is one), so the same commands work
-// against AWS (export COUNTERS_TABLE_NAME=...) and locally.
-func stackEnv(root, state string) (func(string) string, error) {
+// against AWS (export COUNTERS_TABLE_NAME=...) and locally. On a local
+// stack that judges IAM, the AWS credentials are identity's (asIdentity).
+func stackEnv(root, state, identity string) (func(string) string, error) {
 	vars := map[string]string{}
 	dir, err := stateFolder(root, state)
 	if err == nil {
@@ -35,17 +70,17 @@ func stackEnv(root, state string) (func(string) string, error) {
 			vars = v
 		}
 	}
-	return func(k string) string {
+	return asIdentity(func(k string) string {
 		if v := os.Getenv(k); v != "" {
 			return v
 		}
 		return vars[k]
-	}, nil
+	}, identity), nil
 }
 
 // votesStore opens the votes store named by the flags or the environment.
 func votesStore(ctx context.Context, root, state, table string) (*votesddb.Votes, error) {
-	getenv, err := stackEnv(root, state)
+	getenv, err := stackEnv(root, state, asOperator)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +330,7 @@ func inFlight(ctx context.Context, s votes.Staleness, root, state string) string
 		line = fmt.Sprintf("counted up to %s (%s ago; votes reach the counters %.1fs after the ledger)",
 			s.CountedAt.UTC().Format(time.RFC3339), time.Since(s.CountedAt).Round(time.Second), s.LagSeconds)
 	}
-	getenv, err := stackEnv(root, state)
+	getenv, err := stackEnv(root, state, asOperator)
 	if err != nil || getenv("VOTES_QUEUE_URL") == "" {
 		return line
 	}

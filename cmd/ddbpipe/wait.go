@@ -41,7 +41,9 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 	if err != nil {
 		return err
 	}
-	getenv, err := stackEnv(root, state)
+	// The pipeline's state (streams, checkpoints, the votes queue) is the
+	// operator's to read (OperatorPolicy), whichever command waits.
+	getenv, err := stackEnv(root, state, asOperator)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,8 @@ var ErrInvalid = errors.New("cfn: invalid template")
 // []any, string, int, float64, bool) with intrinsics in long form:
 // {"Ref": "X"}, {"Fn::GetAtt": ["A", "B"]}, {"Fn::Sub": "..."}.
 type Template struct {
+	// Metadata is the template's top-level Metadata section.
+	Metadata   map[string]any
 	Parameters map[string]Parameter
 	Conditions map[string]any
 	Globals    map[string]any
@@ -91,6 +93,7 @@ func Parse(b []byte) (*Template, error) {
 		return nil, fmt.Errorf("%w: top level is not a mapping", ErrInvalid)
 	}
 	t := &Template{
+		Metadata:   mapOf(top["Metadata"]),
 		Parameters: map[string]Parameter{},
 		Conditions: mapOf(top["Conditions"]),
 		Globals:    mapOf(top["Globals"]),

@@ -103,7 +103,9 @@ type Judge struct {
 	seen    map[Triple]int
 	log     io.Writer
 	timesMu sync.Mutex
-	times   []time.Duration
+	times   []time.Duration // every judged request's
+	hits    []time.Duration // those answered from the cache alone
+	misses  []time.Duration // those that asked the evaluator
 }
 
 // Triple is one distinct judged call.
@@ -253,7 +255,8 @@ func (j *Judge) Place() Place { return j.place }
 // Authorize judges the calls of one request signed with accessKey.
 func (j *Judge) Authorize(ctx context.Context, accessKey string, calls []Call) (Decision, error) {
 	start := time.Now()
-	defer func() { j.observe(time.Since(start)) }()
+	asked := false
+	defer func() { j.observe(time.Since(start), asked) }()
 	id, known := j.Identity(accessKey)
 	if !known {
 		d := Decision{Identity: accessKey, Reason: ImplicitlyDenied}
@@ -283,6 +286,7 @@ func (j *Judge) Authorize(ctx context.Context, accessKey string, calls []Call) (
 		}
 	}
 	if len(ask) > 0 {
+		asked = true
 		got, err := j.ask(ctx, id, calls, ask)
 		if err != nil {
 			return d, err
@@ -424,11 +428,17 @@ func (j *Judge) Triples() map[Triple]int {
 	return out
 }
 
-func (j *Judge) observe(d time.Duration) {
+func (j *Judge) observe(d time.Duration, asked bool) {
 	j.timesMu.Lock()
 	defer j.timesMu.Unlock()
-	if len(j.times) < 1<<20 {
-		j.times = append(j.times, d)
+	if len(j.times) >= 1<<20 {
+		return
+	}
+	j.times = append(j.times, d)
+	if asked {
+		j.misses = append(j.misses, d)
+	} else {
+		j.hits = append(j.hits, d)
 	}
 }
 
@@ -438,6 +448,33 @@ func (j *Judge) Latency(q float64) (time.Duration, int) {
 	j.timesMu.Lock()
 	ts := slices.Clone(j.times)
 	j.timesMu.Unlock()
+	return quantile(ts, q)
+}
+
+// CacheLatency is Latency over the requests answered from the judge's
+// cache alone (cached true) or over those that asked the evaluator.
+func (j *Judge) CacheLatency(cached bool, q float64) (time.Duration, int) {
+	j.timesMu.Lock()
+	ts := slices.Clone(j.misses)
+	if cached {
+		ts = slices.Clone(j.hits)
+	}
+	j.timesMu.Unlock()
+	return quantile(ts, q)
+}
+
+// ResetLatency forgets the times observed so far.
+func (j *Judge) ResetLatency() {
+	j.timesMu.Lock()
+	j.times, j.hits, j.misses = nil, nil, nil
+	j.timesMu.Unlock()
+}
+
+// ForgetDecisions empties the cache of decisions: the next request of each
+// kind asks the evaluator again (the benchmark's cache misses).
+func (j *Judge) ForgetDecisions() { j.cache.Clear() }
+
+func quantile(ts []time.Duration, q float64) (time.Duration, int) {
 	if len(ts) == 0 {
 		return 0, 0
 	}

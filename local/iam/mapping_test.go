@@ -314,9 +314,14 @@ func TestMapSDKCalls(t *testing.T) {
 
 		// Lambda (the rotator's subscriptions, the local Lambda API).
 		{"CreateEventSourceMapping", Lambda, func(ctx context.Context, c clients) error {
-			_, err := c.lambda.CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{FunctionName: s("ddbpipe-ArchiverFunction"), EventSourceArn: s(streamARN)})
+			_, err := c.lambda.CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{FunctionName: s("arn:aws:lambda:us-east-1:000000000000:function:ddbpipe-ArchiverFunction"), EventSourceArn: s(streamARN)})
 			return err
 		}, []Call{{Action: "lambda:CreateEventSourceMapping", Resource: "*", Context: map[string]string{"lambda:FunctionArn": "arn:aws:lambda:us-east-1:000000000000:function:ddbpipe-ArchiverFunction"}}}},
+		// A bare name carries no lambda:FunctionArn: a condition on it denies.
+		{"CreateEventSourceMapping by name", Lambda, func(ctx context.Context, c clients) error {
+			_, err := c.lambda.CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{FunctionName: s("ddbpipe-ArchiverFunction"), EventSourceArn: s(streamARN)})
+			return err
+		}, one("lambda:CreateEventSourceMapping", "*")},
 		{"ListEventSourceMappings", Lambda, func(ctx context.Context, c clients) error {
 			_, err := c.lambda.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{EventSourceArn: s(streamARN)})
 			return err

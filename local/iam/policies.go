@@ -68,13 +68,16 @@ type Policies struct {
 	// Resources are the resource-based policies, by the ARN they guard (a
 	// bucket's, a queue's).
 	Resources map[string]json.RawMessage
+	// BucketKeys are the buckets encrypted by default with a KMS key (SSE-KMS),
+	// with the key's ARN (Place.BucketKeys).
+	BucketKeys map[string]string
 }
 
 // IdentityPolicies are an identity's role and its policy documents.
 type IdentityPolicies struct {
-	Role      string // the role's (or the managed policy's) logical id
-	Principal string
-	Policies  []NamedPolicy
+	Role      string        `json:"role"` // the role's (or the managed policy's) logical id
+	Principal string        `json:"principal"`
+	Policies  []NamedPolicy `json:"policies"`
 }
 
 // NamedPolicy is one policy document.
@@ -213,6 +216,37 @@ func ReadPolicies(transformed []byte, c cfn.Context, p Place) (*Policies, error)
 				return nil, fmt.Errorf("iam: %s: %w", id, err)
 			}
 			out.Resources[p.queueARN(name)] = doc
+		}
+	}
+	// Buckets encrypted with a KMS key.
+	out.BucketKeys = map[string]string{}
+	for _, id := range t.ResourceIDs("AWS::S3::Bucket") {
+		r, ok := live(id)
+		if !ok || r.Properties["BucketEncryption"] == nil {
+			continue
+		}
+		name, err := t.ResolveString(r.Properties["BucketName"], c)
+		if err != nil {
+			return nil, fmt.Errorf("iam: %s BucketName: %w", id, err)
+		}
+		enc, err := t.Resolve(r.Properties["BucketEncryption"], c)
+		if err != nil {
+			return nil, fmt.Errorf("iam: %s BucketEncryption: %w", id, err)
+		}
+		m, _ := enc.(map[string]any)
+		for _, rule := range asList(m["ServerSideEncryptionConfiguration"]) {
+			rm, _ := rule.(map[string]any)
+			def, _ := rm["ServerSideEncryptionByDefault"].(map[string]any)
+			if key := cfn.Scalar(def["KMSMasterKeyID"]); cfn.Scalar(def["SSEAlgorithm"]) == "aws:kms" && key != "" {
+				out.BucketKeys[name] = key
+				// A key's own policy must allow too (KMS requires it). The
+				// key is not the template's: its policy is taken as AWS's
+				// default one, which lets the account's IAM policies decide
+				// (KmsKeyArn's description asks for that).
+				out.Resources[key] = json.RawMessage(fmt.Sprintf(
+					`{"Version":"2012-10-17","Statement":[{"Sid":"Enable IAM User Permissions","Effect":"Allow","Principal":{"AWS":"arn:aws:iam::%s:root"},"Action":"kms:*","Resource":"*"}]}`,
+					p.AccountID))
+			}
 		}
 	}
 	if len(out.Identities) == 0 {

@@ -30,10 +30,17 @@ import (
 // AWS_ACCESS_KEY_ID of local.env is the admin's, allowed everything).
 const (
 	// EnforceIAMVar, when set in the environment (1/true/on, 0/false/off),
-	// overrides Options.EnforceIAM: how `make` runs every suite judged.
+	// overrides Options.NoIAM.
 	EnforceIAMVar = "DDBPIPE_ENFORCE_IAM"
 	IAMVar        = "DDBPIPE_IAM"
 	IAMKeyPrefix  = "DDBPIPE_IAM_KEY_"
+	// IAMRecordsVar names a folder where every judged stack without an
+	// Options.IAMRecords of its own writes its record of judged calls
+	// (calls-<stack>.jsonl) and the policies they were judged against
+	// (policies-<stack>.json), instead of <state-dir>/iam: how `make test`
+	// and `make iam` gather the records of every stack of a run for
+	// iam.Check. Tests that make denied calls on purpose set IAMRecords.
+	IAMRecordsVar = "DDBPIPE_IAM_RECORDS"
 )
 
 // iamGate is the judge the proxies ask, set once the stack is provisioned.
@@ -69,13 +76,26 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 	if err != nil {
 		return err
 	}
+	place.BucketKeys = pol.BucketKeys
 	if err := servers.InstallIAMJudge(ctx, servers.Options{Root: o.Root, Log: progress}); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	recDir, name := dir, e.Stack.Options.StackName
+	switch d := os.Getenv(IAMRecordsVar); {
+	case o.IAMRecords != "":
+		recDir = o.IAMRecords
+	case d != "":
+		// Shared by every process of a run: two processes may run stacks
+		// of the same name (`local up`'s default, ddbpipe).
+		recDir, name = d, fmt.Sprintf("%s.%d", name, os.Getpid())
+	}
+	if err := os.MkdirAll(recDir, 0o755); err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
-	logPath := filepath.Join(dir, "calls-"+e.Stack.Options.StackName+".jsonl")
+	if err := iam.WritePolicies(recDir, name, e.Stack.Options.StackName, pol); err != nil {
+		return err
+	}
+	logPath := filepath.Join(recDir, "calls-"+name+".jsonl")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
@@ -110,6 +130,14 @@ func mapKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// iamOffBy says what turned the IAM judge off, for the stack's first words.
+func iamOffBy() string {
+	if v := os.Getenv(EnforceIAMVar); v != "" {
+		return EnforceIAMVar + "=" + v
+	}
+	return "-iam=false"
 }
 
 // place is where the stack's resources live.

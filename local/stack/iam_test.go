@@ -45,11 +45,22 @@ func repoRoot(t *testing.T) string {
 // directly).
 func upJudged(t *testing.T, template string) *stack.Env {
 	t.Helper()
+	return upJudgedWith(t, template, "", nil)
+}
+
+// upJudgedWith is upJudged with the state folder (its iam/ holds the
+// records; "" a new one) and parameter overrides. The records stay out of
+// DDBPIPE_IAM_RECORDS: these stacks make denied calls on purpose.
+func upJudgedWith(t *testing.T, template, state string, params map[string]string) *stack.Env {
+	t.Helper()
 	st := stacktest.Need(t)
 	root := repoRoot(t)
+	if state == "" {
+		state = t.TempDir()
+	}
 	env, err := stack.Up(context.Background(), stack.Options{
-		Root: root, Template: template, Servers: st, Setups: registry.All, EnforceIAM: true, NoRotation: true,
-		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: t.TempDir(),
+		Root: root, Template: template, Servers: st, Setups: registry.All, NoRotation: true, Params: params,
+		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: state, IAMRecords: filepath.Join(state, "iam"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,31 +170,145 @@ func TestIAMJudgesCalls(t *testing.T) {
 	}
 }
 
-// TestIAMMutatedTemplate: remove the archiver's s3:PutObject from a copy of
-// the template, and the archiver's writes to the archive are denied.
-func TestIAMMutatedTemplate(t *testing.T) {
+// mutate writes a copy of template.yaml with old replaced by new, inside
+// the resource named within (its first occurrence after "  within:").
+func mutate(t *testing.T, within, old, new string) string {
+	t.Helper()
 	src, err := os.ReadFile(filepath.Join(repoRoot(t), "template.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	grant := "Action: [s3:GetObject, s3:ListBucket, s3:GetBucketLocation, s3:GetObjectVersion, s3:PutObject,"
-	start := bytes.Index(src, []byte("  ArchiverFunctionRole:"))
-	at := bytes.Index(src[start:], []byte(grant))
-	if start < 0 || at < 0 {
-		t.Fatalf("the archiver's S3 grant (%q) is not in template.yaml", grant)
+	start := bytes.Index(src, []byte("\n  "+within+":\n"))
+	if start < 0 {
+		t.Fatalf("no resource %s in template.yaml", within)
+	}
+	at := bytes.Index(src[start:], []byte(old))
+	if at < 0 {
+		t.Fatalf("%s: %q is not in template.yaml", within, old)
 	}
 	at += start
-	mutated := append(append(bytes.Clone(src[:at]), strings.Replace(grant, " s3:PutObject,", "", 1)...), src[at+len(grant):]...)
+	mutated := append(append(bytes.Clone(src[:at]), new...), src[at+len(old):]...)
 	path := filepath.Join(t.TempDir(), "template.yaml")
 	if err := os.WriteFile(path, mutated, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := upJudged(t, path)
+	return path
+}
+
+// archiverPut is the archiver's grant to write the archive.
+const archiverPut = `              - Effect: Allow
+                Action: [s3:PutObject]
+                Resource: [!Sub "${ArchiveBucket.Arn}/table=*", !Sub "${ArchiveBucket.Arn}/quarantine/*"]
+`
+
+// TestIAMMutatedTemplate: remove the archiver's s3:PutObject from a copy of
+// the template, and the archiver's flow (an objects table item, through
+// the table's stream) fails with AccessDenied, and the check `make iam`
+// runs over the stack's records names the identity, action and resource.
+func TestIAMMutatedTemplate(t *testing.T) {
+	records := t.TempDir()
+	env := upJudgedWith(t, mutate(t, "ArchiverFunctionRole", archiverPut, ""), records, nil)
+	ctx := context.Background()
+	if err := env.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	archiver := awsenv.S3(env.AWSAs("ArchiverFunction"))
-	_, err = archiver.PutObject(context.Background(), &s3.PutObjectInput{
+	_, err := archiver.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(env.Stack.Resources["ArchiveBucket"].Ref), Key: aws.String("table=t/month=2026-01/x.parquet"), Body: strings.NewReader("x"),
 	})
 	if code, _ := apiError(err); code != "AccessDenied" || !strings.Contains(err.Error(), "s3:PutObject") {
 		t.Errorf("archiver PutObject with the grant removed: %v, want AccessDenied naming s3:PutObject", err)
+	}
+
+	// The flow: an item written to the objects table reaches the archiver
+	// through the stream; its write to the archive is refused.
+	table := env.Stack.Resources["ObjectsTable"].Ref
+	if _, err := env.Clients.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]ddbtypes.AttributeValue{
+		"pk": &ddbtypes.AttributeValueMemberS{Value: "mutated"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "v0"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	bucket := env.Stack.Resources["ArchiveBucket"].Ref
+	want := iam.CallPattern{Identity: "ArchiverFunction", Action: "s3:PutObject", Decision: iam.ImplicitlyDenied}
+	deadline := time.Now().Add(60 * time.Second)
+	var rep *iam.Report
+	for {
+		runs, err := iam.ReadRuns(filepath.Join(records, "iam"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep = iam.Check(runs, nil)
+		found := false
+		for _, d := range rep.Denied {
+			if d.Identity == want.Identity && d.Action == want.Action && d.Decision == want.Decision &&
+				strings.HasPrefix(d.Resource, "arn:aws:s3:::"+strings.ReplaceAll(bucket, env.Stack.Options.StackName, iam.StackToken)+"/table="+iam.StackToken+"-objects/") {
+				found = true
+			}
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the archiver's denied write is not in the records; denied: %+v", rep.Denied)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	out, err := listObjects(ctx, env, bucket, "table="+table+"/")
+	if err != nil || out != 0 {
+		t.Errorf("the archive holds %d files of the objects table (%v), want none", out, err)
+	}
+	msg := rep.Err()
+	if msg == nil || !strings.Contains(msg.Error(), "denied: ArchiverFunction s3:PutObject on arn:aws:s3:::") {
+		t.Errorf("the check's verdict %v, want it to name the archiver's denied s3:PutObject", msg)
+	}
+}
+
+func listObjects(ctx context.Context, env *stack.Env, bucket, prefix string) (int, error) {
+	out, err := env.Clients.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		return 0, err
+	}
+	return len(out.Contents), nil
+}
+
+// kmsKey is the key the KMS tests name (no local server encrypts with it:
+// the judge checks the calls S3 would make to KMS on the caller's behalf).
+const kmsKey = "arn:aws:kms:us-east-1:000000000000:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+// TestIAMWithKMSKey: with KmsKeyArn set, writing to and reading from the
+// buckets also needs the key (GenerateDataKey, Decrypt through S3), which
+// the roles that touch objects are granted, and only them.
+func TestIAMWithKMSKey(t *testing.T) {
+	env := upJudgedWith(t, "", "", map[string]string{"KmsKeyArn": kmsKey})
+	ctx := context.Background()
+	archive, objects := env.Stack.Resources["ArchiveBucket"].Ref, env.Stack.Resources["ObjectsBucket"].Ref
+	if _, err := awsenv.S3(env.AWSAs("ArchiverFunction")).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(archive), Key: aws.String("table=t/month=2026-01/k.parquet"), Body: strings.NewReader("x")}); err != nil {
+		t.Errorf("archiver PutObject with a KMS key: %v, want allowed", err)
+	}
+	api := awsenv.S3(env.AWSAs("ObjectsApiFunction"))
+	if _, err := api.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(objects), Key: aws.String("blobs/k"), Body: strings.NewReader("x")}); err != nil {
+		t.Errorf("objects API PutObject with a KMS key: %v, want allowed", err)
+	}
+	if _, err := api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(objects), Key: aws.String("blobs/k")}); err != nil {
+		t.Errorf("objects API GetObject with a KMS key: %v, want allowed", err)
+	}
+	got := env.Judge.Triples()
+	for _, want := range []iam.Triple{
+		{Identity: "ArchiverFunction", Action: "kms:GenerateDataKey", Resource: kmsKey, Decision: iam.Allowed},
+		{Identity: "ObjectsApiFunction", Action: "kms:GenerateDataKey", Resource: kmsKey, Decision: iam.Allowed},
+		{Identity: "ObjectsApiFunction", Action: "kms:Decrypt", Resource: kmsKey, Decision: iam.Allowed},
+	} {
+		if got[want] == 0 {
+			t.Errorf("no record of %+v", want)
+		}
+	}
+
+	// Without its grant on the key, the archiver's writes fail.
+	kmsGrant := "              # With KmsKeyArn, S3 uses the key on its behalf: files written (GenerateDataKey).\n"
+	path := mutate(t, "ArchiverFunctionRole", kmsGrant, "              - !If\n                - HasKmsKey\n                - Effect: Deny\n                  Action: [kms:GenerateDataKey]\n                  Resource: \"*\"\n                - !Ref AWS::NoValue\n"+kmsGrant)
+	env = upJudgedWith(t, path, "", map[string]string{"KmsKeyArn": kmsKey})
+	_, err := awsenv.S3(env.AWSAs("ArchiverFunction")).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(env.Stack.Resources["ArchiveBucket"].Ref), Key: aws.String("table=t/month=2026-01/k.parquet"), Body: strings.NewReader("x")})
+	if code, _ := apiError(err); code != "AccessDenied" || !strings.Contains(err.Error(), "kms:GenerateDataKey") {
+		t.Errorf("archiver PutObject denied the key: %v, want AccessDenied naming kms:GenerateDataKey", err)
 	}
 }

@@ -81,16 +81,21 @@ type Options struct {
 	// the servers the environment names (servers.FromEnv, as `ddbpipe local
 	// servers -- go test` exports them), else servers Up starts and Close stops.
 	Servers *servers.Stack
-	// EnforceIAM judges every AWS call at the proxies (and the Lambda API)
-	// against the caller's policies in the SAM-transformed template, as
-	// AWS would: each function calls with credentials of its own role, and
-	// a call its role does not allow fails with the service's
-	// AccessDenied error. The admin credentials (Vars) stay allowed
-	// everything. See local/iam.
-	EnforceIAM bool
+	// NoIAM turns off what the stack does by default: judge every AWS
+	// call at the proxies (and the Lambda API) against the caller's
+	// policies in the SAM-transformed template, as AWS would. Each
+	// function calls with credentials of its own role, and a call its
+	// role does not allow fails with the service's AccessDenied error; the
+	// admin credentials (Vars) stay allowed everything. See local/iam.
+	// DDBPIPE_ENFORCE_IAM in the environment (0/false/off, 1/true/on)
+	// overrides it.
+	NoIAM bool
 	// StateDir holds the IAM judge's transformed-template cache and its
 	// record of judged calls (default Root/.ddbpipe).
 	StateDir string
+	// IAMRecords is where the record of judged calls goes (default:
+	// $DDBPIPE_IAM_RECORDS, else StateDir/iam).
+	IAMRecords string
 }
 
 func (o Options) stateDir() string {
@@ -120,7 +125,7 @@ type Env struct {
 	Streams   *dynamodbstreams.Client
 	// Processes are the functions Options.Processes named, by logical id.
 	Processes map[string]*runner.Processes
-	// Judge judges the calls when Options.EnforceIAM is set (nil otherwise);
+	// Judge judges the calls (nil with Options.NoIAM);
 	// IAMLogPath is its record of distinct judged calls (JSON lines).
 	Judge      *iam.Judge
 	IAMLogPath string
@@ -142,8 +147,9 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.Template == "" {
 		o.Template = filepath.Join(o.Root, "template.yaml")
 	}
+	enforceIAM := !o.NoIAM
 	if v := os.Getenv(EnforceIAMVar); v != "" {
-		o.EnforceIAM = v == "1" || v == "true" || v == "on"
+		enforceIAM = v == "1" || v == "true" || v == "on"
 	}
 	progress := o.Progress
 	if progress == nil {
@@ -184,7 +190,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		if svc == faultproxy.DynamoDB && o.KeyWriteLimit > 0 {
 			opts = append(opts, faultproxy.WithKeyWriteLimit(o.KeyWriteLimit))
 		}
-		if o.EnforceIAM {
+		if enforceIAM {
 			opts = append(opts, faultproxy.WithAuthorizer(e.gate.authorizer(iam.Service(svc))))
 		}
 		p, err := faultproxy.New(svc, upstream[svc], opts...)
@@ -251,7 +257,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		fmt.Fprintf(progress, "  note: AWS only, no local equivalent: %s\n", strings.Join(kinds, ", "))
 	}
 
-	if o.EnforceIAM {
+	if enforceIAM {
 		start = time.Now()
 		if err := e.startJudge(ctx, o, progress); err != nil {
 			return nil, err
@@ -260,7 +266,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 			time.Since(start).Round(10*time.Millisecond), e.IAMLogPath)
 	} else {
 		e.Vars[IAMVar] = "off"
-		fmt.Fprintln(progress, "IAM NOT enforced: every AWS call is allowed, whatever the roles of the template say")
+		fmt.Fprintf(progress, "IAM NOT enforced (%s): every AWS call is allowed, whatever the roles of the template say\n", iamOffBy())
 	}
 
 	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"]))

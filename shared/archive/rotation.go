@@ -305,7 +305,7 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 	pol := r.Policy.withDefaults()
 	now := r.now()
 	rep := RotationReport{Now: now}
-	tables, err := r.Tables.List(ctx, pol.Prefix+"-")
+	tables, err := r.Tables.List(ctx, pol.Prefix)
 	if err != nil {
 		rep.Errors = append(rep.Errors, err)
 		return rep

@@ -128,12 +128,12 @@ type memTables struct{ w *world }
 
 var _ Tables = memTables{}
 
-func (m memTables) List(_ context.Context, prefix string) ([]Table, error) {
+func (m memTables) List(_ context.Context, base string) ([]Table, error) {
 	m.w.mu.Lock()
 	defer m.w.mu.Unlock()
 	var out []Table
 	for name, t := range m.w.tables {
-		if strings.HasPrefix(name, prefix) {
+		if b, _, ok := MonthlyTable(name); ok && b == base {
 			out = append(out, t.Table)
 		}
 	}

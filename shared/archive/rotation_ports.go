@@ -40,8 +40,9 @@ type Spec struct {
 
 // Tables is the control plane of the ledger tables.
 type Tables interface {
-	// List returns the tables whose names start with prefix.
-	List(ctx context.Context, prefix string) ([]Table, error)
+	// List returns the monthly tables of base: those named base-YYYY-MM
+	// (MonthlyTable), and no other.
+	List(ctx context.Context, base string) ([]Table, error)
 	// Ensure creates the table if it is absent (key schema of the ledger,
 	// stream NEW_AND_OLD_IMAGES) and brings an existing one up to date:
 	// PITR, deletion protection, tags. It waits until the table is active.

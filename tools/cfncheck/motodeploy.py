@@ -9,6 +9,10 @@ the stack and every resource in it reach CREATE_COMPLETE. moto checks
 references, attribute names and each resource type's required properties; it
 does not enforce IAM or every service's validation (see docs/deploying.md,
 "Proof before a deploy", for what only a real deploy proves).
+
+moto keeps an element of a list whose Fn::If gives AWS::NoValue (a policy
+statement granted only with a parameter set), where CloudFormation drops it:
+such elements are resolved here first, with the parameters' defaults.
 """
 import io
 import json
@@ -31,9 +35,51 @@ def free_port():
         return s.getsockname()[1]
 
 
+def condition(tpl, expr):
+    """Evaluates a condition expression with the parameters' defaults."""
+    if isinstance(expr, dict) and len(expr) == 1:
+        (fn, arg), = expr.items()
+        if fn == "Condition":
+            return condition(tpl, tpl["Conditions"][arg])
+        if fn == "Fn::Not":
+            return not condition(tpl, arg[0])
+        if fn == "Fn::And":
+            return all(condition(tpl, a) for a in arg)
+        if fn == "Fn::Or":
+            return any(condition(tpl, a) for a in arg)
+        if fn == "Fn::Equals":
+            return value(tpl, arg[0]) == value(tpl, arg[1])
+    raise ValueError(f"condition {expr!r}: not evaluated here")
+
+
+def value(tpl, v):
+    if isinstance(v, dict) and list(v) == ["Ref"]:
+        return str(tpl["Parameters"][v["Ref"]].get("Default", ""))
+    return str(v)
+
+
+def drop_novalue(tpl, v):
+    """Resolves list elements {"Fn::If": [cond, x, {"Ref": "AWS::NoValue"}]}."""
+    if isinstance(v, list):
+        out = []
+        for e in v:
+            if isinstance(e, dict) and list(e) == ["Fn::If"] and {"Ref": "AWS::NoValue"} in e["Fn::If"][1:]:
+                cond, yes, no = e["Fn::If"]
+                e = yes if condition(tpl, tpl["Conditions"][cond]) else no
+                if e == {"Ref": "AWS::NoValue"}:
+                    continue
+            out.append(drop_novalue(tpl, e))
+        return out
+    if isinstance(v, dict):
+        return {k: drop_novalue(tpl, x) for k, x in v.items()}
+    return v
+
+
 def main(path):
     with open(path) as f:
-        body = f.read()
+        tpl = json.load(f)
+    tpl["Resources"] = drop_novalue(tpl, tpl["Resources"])
+    body = json.dumps(tpl)
     port = free_port()
     env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
     server = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(port)],

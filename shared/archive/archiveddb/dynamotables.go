@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -162,9 +161,11 @@ func tableOf(d *types.TableDescription) archive.Table {
 	return tb
 }
 
-// List describes the tables whose names start with prefix (tables being
-// deleted are left out).
-func (t *Tables) List(ctx context.Context, prefix string) ([]archive.Table, error) {
+// List describes the monthly tables of base: those named base-YYYY-MM
+// (tables being deleted are left out). Another table whose name starts the
+// same way (a stack named base-dev has tables base-dev-...) is neither
+// described nor returned: the rotator's role may describe only base-????-??.
+func (t *Tables) List(ctx context.Context, base string) ([]archive.Table, error) {
 	var names []string
 	p := dynamodb.NewListTablesPaginator(t.DB, &dynamodb.ListTablesInput{})
 	for p.HasMorePages() {
@@ -173,7 +174,7 @@ func (t *Tables) List(ctx context.Context, prefix string) ([]archive.Table, erro
 			return nil, fmt.Errorf("archiveddb: list tables: %w", err)
 		}
 		for _, n := range page.TableNames {
-			if strings.HasPrefix(n, prefix) {
+			if b, _, ok := archive.MonthlyTable(n); ok && b == base {
 				names = append(names, n)
 			}
 		}
