@@ -406,8 +406,11 @@ func (s *soak) rotator(now time.Time) *archive.Rotator {
 func (s *soak) checkArchive(ctx context.Context, res *Result, months map[string]int, c archive.Contents, err error) {
 	prefix := s.env.Vars["LEDGER_TABLE_PREFIX"]
 	r := s.rotator(s.rotatorNow())
-	tables, listErr := r.Tables.List(ctx, s.ledgerTable(coldMonth))
-	gone := listErr == nil && len(tables) == 0
+	tables, listErr := r.Tables.List(ctx, prefix)
+	gone := listErr == nil
+	for _, t := range tables {
+		gone = gone && t.Name != s.ledgerTable(coldMonth)
+	}
 	res.add("the archive of the retired month equals its ledger", s.retired() && err == nil && len(c.State) == months[coldMonth] && gone,
 		"%s: retired %v, table deleted %v; archive replays to %d items in %d files, distinct votes cast that month %d (read error: %v)",
 		coldMonth, s.retired(), gone, len(c.State), len(c.Files), months[coldMonth], err)

@@ -103,7 +103,7 @@ func pipelineBehind(ctx context.Context, r *archive.Rotator, rc archivelambda.Ro
 	if !c.archived && !c.counted {
 		return "", nil
 	}
-	tables, err := r.Tables.List(ctx, rc.LedgerPrefix+"-")
+	tables, err := r.Tables.List(ctx, rc.LedgerPrefix)
 	if err != nil {
 		return "", err
 	}
