@@ -39,8 +39,13 @@ type Event struct {
 func (f Function) Dir() string { return "functions/" + FunctionName(f.LogicalID) }
 
 // FunctionName maps a logical id to the function's folder name.
-func FunctionName(logicalID string) string {
-	base := strings.TrimSuffix(logicalID, "Function")
+func FunctionName(logicalID string) string { return KebabName(logicalID, "Function") }
+
+// KebabName is a logical id without its kind's suffix, in kebab case
+// (CounterFunction, "Function" → "counter"; ApiReadPolicy, "Policy" →
+// "api-read").
+func KebabName(logicalID, suffix string) string {
+	base := strings.TrimSuffix(logicalID, suffix)
 	var b strings.Builder
 	for i, r := range base {
 		if unicode.IsUpper(r) && i > 0 {

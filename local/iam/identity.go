@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/ddbpipe/ddbpipe/local/cfn"
 )
 
 // Admin is the identity of the local stack's own credentials (the CLI, the
@@ -56,17 +58,7 @@ func AccessKeyID(adminKey, name string) string {
 // PolicyIdentityName names the identity of a managed policy of the
 // template: its logical id without the "Policy" suffix, in kebab case
 // (ProducerPolicy → "producer", ApiReadPolicy → "api-read").
-func PolicyIdentityName(logicalID string) string {
-	base := strings.TrimSuffix(logicalID, "Policy")
-	var b strings.Builder
-	for i, r := range base {
-		if unicode.IsUpper(r) && i > 0 {
-			b.WriteByte('-')
-		}
-		b.WriteRune(unicode.ToLower(r))
-	}
-	return b.String()
-}
+func PolicyIdentityName(logicalID string) string { return cfn.KebabName(logicalID, "Policy") }
 
 var credentialRE = regexp.MustCompile(`Credential=([^/,\s]+)/`)
 
