@@ -307,3 +307,32 @@ func TestUploadFinishedTwice(t *testing.T) {
 		t.Errorf("%d versions of %s (%v), want 1", len(vs), mkey, err)
 	}
 }
+
+// A presigned upload of bytes a PUT already stored commits a version that
+// references the stored blob (the finalizer's commit checks the blob's
+// head), and the bucket still holds the bytes once.
+func TestUploadOfStoredBytesSharesTheBlob(t *testing.T) {
+	e, c := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	body := objectstest.Random(64<<10, 65)
+	if _, err := c.Put(ctx, "shared/upload/a.bin", body, objectsclient.PutOptions{ContentType: "application/x-test"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Upload(ctx, "shared/upload/b.bin", bytes.NewReader(body), int64(len(body)), objectsclient.UploadOptions{ContentType: "application/x-test"})
+	if err != nil || st.State != objectsapi.StateCommitted || st.Version != 1 {
+		t.Fatalf("upload: %+v, %v; want committed version 1", st, err)
+	}
+	got, err := c.Get(ctx, "shared/upload/b.bin", 0)
+	if err != nil || !bytes.Equal(got.Body, body) {
+		t.Fatalf("read back: %v (%d bytes)", err, len(got.Body))
+	}
+	blob := objects.ContentKey(objects.SumOf(body), int64(len(body)))
+	out, err := e.Clients.S3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(e.Vars["OBJECTS_BUCKET_NAME"]), Prefix: aws.String(blob)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Versions) != 1 {
+		t.Errorf("%d stored versions of %s, want the one the PUT wrote", len(out.Versions), blob)
+	}
+}
