@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
@@ -38,11 +42,29 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	fmt.Fprintf(w, "PUT /objects/%s (4 KB of text)     → v%d, stored %s\n", small, m.Version, placement(m))
 
 	big := fmt.Sprintf("demo/%s/photo.bin", run)
-	m, err = c.Put(ctx, big, objectstest.Random(300<<10, 7), objectsclient.PutOptions{ContentType: "application/octet-stream"})
+	photo := objectstest.Random(300<<10, 7)
+	m, err = c.Put(ctx, big, photo, objectsclient.PutOptions{ContentType: "application/octet-stream"})
 	if err != nil {
 		return fmt.Errorf("put %s: %w", big, err)
 	}
 	fmt.Fprintf(w, "PUT /objects/%s (300 KB random)    → v%d, stored %s\n", big, m.Version, placement(m))
+
+	// The same bytes under two more keys, by a PUT and by a presigned
+	// upload: both reference the blob the first PUT stored.
+	copyKey, uploadKey := fmt.Sprintf("demo/%s/photo-copy.bin", run), fmt.Sprintf("demo/%s/photo-upload.bin", run)
+	if _, err := c.Put(ctx, copyKey, photo, objectsclient.PutOptions{ContentType: "application/octet-stream"}); err != nil {
+		return fmt.Errorf("put %s: %w", copyKey, err)
+	}
+	if _, err := c.Upload(ctx, uploadKey, bytes.NewReader(photo), int64(len(photo)), objectsclient.UploadOptions{ContentType: "application/octet-stream"}); err != nil {
+		return fmt.Errorf("upload %s: %w", uploadKey, err)
+	}
+	blob := objects.ContentKey(objects.SumOf(photo), int64(len(photo)))
+	stored, err := env.Clients.S3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(v["OBJECTS_BUCKET_NAME"]), Prefix: aws.String(blob)})
+	if err != nil {
+		return fmt.Errorf("list %s: %w", blob, err)
+	}
+	fmt.Fprintf(w, "the same 300 KB PUT under %s and uploaded to %s → stored %d time(s) in S3 (%s)\n",
+		path.Base(copyKey), path.Base(uploadKey), len(stored.Versions), blob[:len(objects.BlobPrefix)+12]+"…")
 
 	one := int64(1)
 	m, err = c.Put(ctx, small, []byte("second draft\n"), objectsclient.PutOptions{ContentType: "text/plain", IfMatch: &one})
@@ -86,10 +108,12 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "PUT /objects/demo/../etc/passwd               → %d %s\n", apiErr.Status, apiErr.ErrorBody.Error)
 
-	if _, err := c.Delete(ctx, big, nil); err != nil {
-		return fmt.Errorf("delete %s: %w", big, err)
+	for _, k := range []string{big, copyKey, uploadKey} {
+		if _, err := c.Delete(ctx, k, nil); err != nil {
+			return fmt.Errorf("delete %s: %w", k, err)
+		}
 	}
-	fmt.Fprintf(w, "DELETE /objects/%s → the reference goes first; the reaper removes the blob from the table's stream\n", big)
+	fmt.Fprintf(w, "DELETE the three keys of the photo → references go first; the reaper (the table's stream) frees the blob once none names it\n")
 
 	// The invariant: once the reaper has caught up, no reference names a
 	// missing payload and no payload lacks a reference.
