@@ -282,13 +282,21 @@ func summarise(kind, url string, msgs []types.Message, samples int, now time.Tim
 }
 
 func approximateCount(ctx context.Context, c queueClient, url string) (int, error) {
+	visible, _, err := queueDepth(ctx, c, url)
+	return visible, err
+}
+
+// queueDepth is a queue's approximate number of messages waiting (visible)
+// and received but not yet deleted (in flight).
+func queueDepth(ctx context.Context, c queueClient, url string) (visible, inFlight int, err error) {
 	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 	if err != nil {
-		return 0, fmt.Errorf("attributes of %s: %w", url, err)
+		return 0, 0, fmt.Errorf("attributes of %s: %w", url, err)
 	}
-	n, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	return n, nil
+	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inFlight, nil
 }
 
 // inspect reads a queue without consuming it and summarises it.

@@ -10,14 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -338,13 +335,10 @@ func inFlight(ctx context.Context, s votes.Staleness, root, state string) string
 	if err != nil {
 		return line
 	}
-	out, err := sqs.NewFromConfig(cfg).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(getenv("VOTES_QUEUE_URL")),
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	waiting, taken, err := queueDepth(ctx, sqs.NewFromConfig(cfg), getenv("VOTES_QUEUE_URL"))
 	if err != nil {
 		return line
 	}
-	waiting, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
-	taken, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
 	if waiting+taken > 0 {
 		line += fmt.Sprintf("; about %d votes are still in the votes queue (%d being counted), not in these totals yet", waiting+taken, taken)
 	}

@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
@@ -86,16 +83,11 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 // pipelineBehind says what has not caught up yet ("" when all has).
 func pipelineBehind(ctx context.Context, r *archive.Rotator, rc archivelambda.RotatorConfig, q *sqs.Client, queueURL, objectsTable, objectsStream string, c catchUp) (string, error) {
 	if c.queue {
-		out, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
-			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		visible, inFlight, err := queueDepth(ctx, q, queueURL)
 		if err != nil {
 			return "", fmt.Errorf("the votes queue: %w", err)
 		}
-		n := 0
-		for _, v := range out.Attributes {
-			k, _ := strconv.Atoi(v)
-			n += k
-		}
+		n := visible + inFlight
 		if n > 0 {
 			return fmt.Sprintf("%d votes still in the votes queue", n), nil
 		}
