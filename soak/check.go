@@ -52,9 +52,17 @@ type Result struct {
 	Load       loadSummary
 	Rotations  []rotationRun
 	Functions  []runner.Stats
+	Judge      judgeStats // the IAM judge's time per request (zero with enforcement off)
 	Leak       [4]leak // before the load, idle after the drain, idle after each of two more bursts
 	Timeline   *timeline
 	Fuzz       string // the fuzz targets' log, when make soak ran them
+}
+
+// judgeStats is what the IAM judge took per judged request, over the
+// whole soak: from its cache alone, or asking the evaluator.
+type judgeStats struct {
+	Requests, Cached, Asked int
+	P50, P99, Max, AskedP99 time.Duration
 }
 
 // Violations counts the invariants that do not hold.

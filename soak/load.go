@@ -277,6 +277,7 @@ func (s *soak) objectWorker(ctx context.Context, worker int) {
 		return
 	}
 	known := map[string]int64{} // key → last version seen
+	pace := s.pacer()
 	for n := 0; ctx.Err() == nil; n++ {
 		key := fmt.Sprintf("soak/w%d/doc-%02d", worker, s.intn(objectKeys))
 		var op string
@@ -301,7 +302,7 @@ func (s *soak) objectWorker(ctx context.Context, worker int) {
 		}
 		s.load.perSec[sec]++
 		s.load.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
+		pace.wait(ctx)
 	}
 }
 
@@ -328,6 +329,7 @@ func (s *soak) sharedWorker(ctx context.Context) {
 		return
 	}
 	known := map[string]int64{}
+	pace := s.pacer()
 	for ctx.Err() == nil {
 		key := fmt.Sprintf("%sk-%02d", sharedPrefix, s.intn(sharedKeys))
 		var op string
@@ -345,8 +347,33 @@ func (s *soak) sharedWorker(ctx context.Context) {
 		s.load.mu.Lock()
 		s.load.ops["shared "+op]++
 		s.load.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
+		pace.wait(ctx)
 	}
+}
+
+// pacer spaces one worker's requests: each starts an interval after the
+// one before, or at once when that one took longer.
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+// pacer gives each document worker its share of cfg.ObjectsPerSecond.
+func (s *soak) pacer() *pacer {
+	workers := float64(s.cfg.ObjectWorkers + s.cfg.SharedWorkers)
+	return &pacer{interval: time.Duration(workers / s.cfg.ObjectsPerSecond * float64(time.Second)), next: time.Now()}
+}
+
+func (p *pacer) wait(ctx context.Context) {
+	p.next = p.next.Add(p.interval)
+	if d := time.Until(p.next); d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+		return
+	}
+	p.next = time.Now() // behind: no burst to catch up
 }
 
 func (s *soak) putShared(ctx context.Context, c *objectsclient.Client, key string, known map[string]int64) string {

@@ -36,6 +36,7 @@ func run() error {
 	flag.IntVar(&c.VotesPerSecond, "rate", DefaultRate, "votes sent per second (sized to DynamoDB Local: see DefaultRate)")
 	flag.IntVar(&c.ObjectWorkers, "object-workers", 2, "concurrent document clients")
 	flag.IntVar(&c.SharedWorkers, "shared-workers", 2, "concurrent clients writing the same documents under many keys")
+	flag.Float64Var(&c.ObjectsPerSecond, "object-rate", DefaultObjectRate, "document requests per second, all workers together")
 	flag.BoolVar(&noFaults, "no-faults", false, "no fault injection: a plain load run")
 	flag.Float64Var(&c.DuplicateRate, "duplicates", 0.03, "share of SQS and stream batches delivered twice")
 	flag.DurationVar(&c.KillEvery, "kill-every", 0, "time between SIGKILLs of a function process (default duration/30, at least 5s)")
@@ -61,6 +62,7 @@ func run() error {
 	c.Progress, c.FnLog = os.Stdout, logf
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C ends the process at once
 	res, err := Run(ctx, c)
 	if err != nil {
 		return err

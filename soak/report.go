@@ -153,7 +153,7 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 	p("\n## Load held\n\n")
 	p("- Votes: %d sends (%.1f/s, invalid messages included), %d distinct accepted, %d sent again on purpose (same voteId), %d sent again after a failed send, %d invalid messages.\n",
 		l.VotesSent, l.VotesPerSecond, l.DistinctAccepted, l.Resent, l.Retried, l.Bad)
-	p("- Documents: %.1f requests/s by %d workers: %s.\n", l.ObjectsPerSecond, r.Config.ObjectWorkers, counts(l.ObjectOps))
+	p("- Documents: %.1f requests/s (paced at %g/s, `-object-rate`) by %d object and %d shared workers: %s.\n", l.ObjectsPerSecond, r.Config.ObjectsPerSecond, r.Config.ObjectWorkers, r.Config.SharedWorkers, counts(l.ObjectOps))
 	p("- Placements of the documents written: %s.\n", counts(l.Placements))
 	p("- Every clock (the producers' and the functions') crossed from %s into %s at %s and jumped past %s's grace at %s; the rotator ran %d times:\n\n",
 		coldMonth, liveMonth, (r.Config.Duration / 2).Round(time.Second), coldMonth, (r.Config.Duration/2 + r.Config.Duration/20).Round(time.Second), len(r.Rotations))
@@ -185,6 +185,12 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 	p("\n## Functions\n\n| function | invocations | errors | records | duplicates |\n|---|---|---|---|---|\n")
 	for _, s := range r.Functions {
 		p("| %s | %d | %d | %d | %d |\n", s.Function, s.Invocations, s.Errors, s.Records, s.Duplicates)
+	}
+	if j := r.Judge; j.Requests > 0 {
+		p("\n## IAM judge\n\n%d requests judged (every call but the admin's setup and checks): p50 %s, p99 %s, max %s; %d answered from the decision cache, %d asked the evaluator (p99 %s).\n",
+			j.Requests, j.P50.Round(time.Microsecond), j.P99.Round(time.Microsecond), j.Max.Round(time.Microsecond), j.Cached, j.Asked, j.AskedP99.Round(time.Microsecond))
+	} else {
+		p("\n## IAM judge\n\nEnforcement was off (`DDBPIPE_ENFORCE_IAM=0`): no call was judged.\n")
 	}
 	if r.Fuzz != "" {
 		p("\n## Fuzzing\n\nThe fuzz targets, run by `make soak` before the load (`SOAK_FUZZTIME` each):\n\n```\n%s```\n", r.Fuzz)
