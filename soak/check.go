@@ -53,7 +53,7 @@ type Result struct {
 	Rotations  []rotationRun
 	Functions  []runner.Stats
 	Judge      judgeStats // the IAM judge's time per request (zero with enforcement off)
-	Leak       [4]leak // before the load, idle after the drain, idle after each of two more bursts
+	Leak       [4]leak    // before the load, idle after the drain, idle after each of two more bursts
 	Timeline   *timeline
 	Fuzz       string // the fuzz targets' log, when make soak ran them
 }
