@@ -78,7 +78,9 @@ func archiveBackfill(ctx context.Context, args []string, stdout, stderr io.Write
 		fs.Usage()
 		return fmt.Errorf("%w: -table is required", errUsage)
 	}
-	getenv, err := stackEnv(*root, *state, asAdmin)
+	// A backfill is an operator's repair (OperatorPolicy: the tables'
+	// Scan, the archive's files).
+	getenv, err := stackEnv(*root, *state, asOperator)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,8 @@ import (
 // then it checks that no reference dangles and no blob is orphaned.
 func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	v := env.Vars
-	c, err := objectsclient.NewSigned(v["API_URL"], env.AWS, nil)
+	// Signed as a caller with ApiInvokePolicy, as `ddbpipe objects put` is.
+	c, err := objectsclient.NewSigned(v["API_URL"], env.AWSAs(asAPIInvoke), nil)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,12 +20,14 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
 
 // TestCommandsSignAsTheirIdentity: on a local stack that judges IAM, each
 // command signs as the managed policy of its caller (votes send as the
-// producer, the runbook's commands as the operator, archive ls and query
-// as the analyst), and every call it makes is one that policy allows.
+// producer, the runbook's commands and backfills as the operator, archive
+// ls and query as the analyst, objects reads as api-read and writes as
+// api-invoke), and every call it makes is one that policy allows.
 func TestCommandsSignAsTheirIdentity(t *testing.T) {
 	st := stacktest.Need(t)
 	ctx := context.Background()
@@ -88,6 +93,52 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	cli("archive", "query", "-named", "votes-per-option", "-arg", time.Now().UTC().Format("2006-01"), "-arg", poll)
+	// Backfills, an operator's: of the open month's ledger, and of the
+	// objects table (a document first, so the archive holds the table).
+	doc := filepath.Join(t.TempDir(), "doc.txt")
+	if err := os.WriteFile(doc, []byte("a document to backfill"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli("objects", "put", "-file", doc, "ids/doc")
+	cli("objects", "get", "ids/doc")
+	cli("objects", "ls", "ids/")
+	// Every route the API's caller policies name, signed as each caller:
+	// the local API asks the judge for execute-api:Invoke on the route's
+	// ARN (a refusal would be 403; the function's own answers may be 4xx).
+	for _, c := range []struct{ as, method, path, body string }{
+		{asAPIInvoke, "POST", "/polls", `{"pollId":"ids-api","options":["a","b"]}`},
+		{asAPIInvoke, "GET", "/polls/ids", ""},
+		{asAPIInvoke, "GET", "/objects?prefix=ids/", ""},
+		{asAPIInvoke, "GET", "/objects/ids/doc", ""},
+		{asAPIInvoke, "HEAD", "/objects/ids/doc", ""},
+		{asAPIInvoke, "PUT", "/objects/ids/api", "via the API"},
+		{asAPIInvoke, "POST", "/objects/ids/big/uploads", `{"size":5000000,"sha256":"` + strings.Repeat("0", 64) + `"}`},
+		{asAPIInvoke, "DELETE", "/objects/ids/api", ""},
+		{asAPIRead, "GET", "/polls/ids/results", ""},
+		{asAPIRead, "GET", "/objects?prefix=ids/", ""},
+		{asAPIRead, "GET", "/objects/ids/doc", ""},
+		{asAPIRead, "HEAD", "/objects/ids/doc", ""},
+	} {
+		hc, err := sigv4.Client(env.AWSAs(c.as), env.APIURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest(c.method, env.APIURL+c.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusForbidden || resp.StatusCode >= 500 {
+			t.Errorf("%s %s as %s: %s %s", c.method, c.path, c.as, resp.Status, b)
+		}
+	}
+	cli("archive", "backfill", "-table", env.Vars["LEDGER_TABLE_PREFIX"]+"-"+time.Now().UTC().Format("2006-01"), "-dry-run")
+	cli("archive", "backfill", "-table", env.Vars["OBJECTS_TABLE_NAME"], "-dry-run", "-force")
 
 	by := map[string]int{}
 	for tr := range env.Judge.Triples() {
@@ -96,7 +147,7 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 			t.Errorf("denied: %s %s on %s (%s)", tr.Identity, tr.Action, tr.Resource, tr.Decision)
 		}
 	}
-	for _, id := range []string{"producer", "operator", "analyst"} {
+	for _, id := range []string{"producer", "operator", "analyst", "api-read", "api-invoke"} {
 		if by[id] == 0 {
 			t.Errorf("no call signed as %s (calls by identity: %v)", id, by)
 		}

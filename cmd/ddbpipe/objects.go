@@ -22,16 +22,18 @@ type objectsFlags struct {
 	fs          *flag.FlagSet
 	root, state *string
 	api         *string
+	identity    string // who signs on a local stack that judges IAM (asAPIRead, asAPIInvoke)
 }
 
-func newObjectsFlags(name string, stderr io.Writer) objectsFlags {
+func newObjectsFlags(name, identity string, stderr io.Writer) objectsFlags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return objectsFlags{
-		fs:    fs,
-		root:  fs.String("root", "", "repository root"),
-		state: fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)"),
-		api:   fs.String("api", "", "API base URL (default: $API_URL or the local stack's)"),
+		fs:       fs,
+		identity: identity,
+		root:     fs.String("root", "", "repository root"),
+		state:    fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)"),
+		api:      fs.String("api", "", "API base URL (default: $API_URL or the local stack's)"),
 	}
 }
 
@@ -55,7 +57,7 @@ func (f objectsFlags) connect(ctx context.Context) (*objectsclient.Client, error
 	if err != nil {
 		root = ""
 	}
-	getenv, err := stackEnv(root, *f.state, asAdmin)
+	getenv, err := stackEnv(root, *f.state, f.identity)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +78,7 @@ func (f objectsFlags) connect(ctx context.Context) (*objectsclient.Client, error
 }
 
 func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects put", stderr)
+	f := newObjectsFlags("objects put", asAPIInvoke, stderr)
 	file := f.fs.String("file", "-", "file to store (- for stdin)")
 	ct := f.fs.String("type", "", "content type (default application/octet-stream)")
 	ifMatch := f.fs.Int64("if-match", -1, "store only if this is the latest version (0: only if the object does not exist)")
@@ -125,7 +127,7 @@ func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func objectsUpload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects upload", stderr)
+	f := newObjectsFlags("objects upload", asAPIInvoke, stderr)
 	file := f.fs.String("file", "", "file to upload (required)")
 	ct := f.fs.String("type", "", "content type (default application/octet-stream)")
 	ifMatch := f.fs.Int64("if-match", -1, "commit only if this is the latest version then (0: only if the object does not exist)")
@@ -166,7 +168,7 @@ func objectsUpload(ctx context.Context, args []string, stdout, stderr io.Writer)
 const unchangedNote = "unchanged: the latest version already holds these bytes"
 
 func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects get", stderr)
+	f := newObjectsFlags("objects get", asAPIRead, stderr)
 	version := f.fs.Int64("version", 0, "version to read (default: the latest)")
 	out := f.fs.String("o", "-", "output file (- for stdout)")
 	rng := f.fs.String("range", "", "read only these bytes: `a-b` (from byte a to byte b, both counted from 0), a- (to the end) or -n (the last n)")
@@ -234,7 +236,7 @@ func writeOutput(file string, body []byte, stdout io.Writer) error {
 }
 
 func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects versions", stderr)
+	f := newObjectsFlags("objects versions", asAPIRead, stderr)
 	asJSON := f.fs.Bool("json", false, "print JSON")
 	c, key, err := f.client(ctx, args)
 	if err != nil {
@@ -258,7 +260,7 @@ func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 func objectsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects ls", stderr)
+	f := newObjectsFlags("objects ls", asAPIRead, stderr)
 	recursive := f.fs.Bool("r", false, "list every key under the prefix, not the next level's folders")
 	asJSON := f.fs.Bool("json", false, "print one JSON object per line: an object, or {\"prefix\":…} for a folder")
 	page := f.fs.Int("page", objects.DefaultListLimit, "keys asked per request (1 to 1000)")
@@ -316,7 +318,7 @@ func objectsLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func objectsRm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects rm", stderr)
+	f := newObjectsFlags("objects rm", asAPIInvoke, stderr)
 	ifMatch := f.fs.Int64("if-match", 0, "delete only if this is the latest version")
 	c, key, err := f.client(ctx, args)
 	if err != nil {

@@ -29,7 +29,11 @@ const (
 	asProducer = "producer"
 	asOperator = "operator"
 	asAnalyst  = "analyst"
-	asAdmin    = "" // the credentials as they are
+	// The API's callers: ApiReadPolicy reads documents and results,
+	// ApiInvokePolicy may also write (execute-api:Invoke per route).
+	asAPIRead   = "api-read"
+	asAPIInvoke = "api-invoke"
+	asAdmin     = "" // the credentials as they are
 )
 
 // asIdentity makes getenv's AWS_ACCESS_KEY_ID the identity's key of a local

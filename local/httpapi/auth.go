@@ -33,7 +33,26 @@ type IAM struct {
 	AccessKeyID     string
 	SecretAccessKey string
 	Region          string
+	// Judge, when set, decides whether the signer of a correctly signed
+	// request may execute-api:Invoke the route's ARN, as API Gateway asks
+	// IAM. It also names the other access keys that sign with
+	// SecretAccessKey (the local stack's identities).
+	Judge InvokeJudge
 }
+
+// InvokeJudge authorizes execute-api:Invoke for the local API.
+type InvokeJudge interface {
+	// Known reports whether accessKey is an identity that signs with the
+	// API's secret.
+	Known(accessKey string) bool
+	// Invoke returns "" when accessKey may invoke resource (the route's
+	// execute-api ARN), else IAM's refusal ("User: … is not authorized to
+	// perform: execute-api:Invoke on resource: …").
+	Invoke(ctx context.Context, accessKey, resource string) (denied string, err error)
+}
+
+// errTypeAccessDenied is the x-amzn-ErrorType of an IAM refusal of a signed request.
+const errTypeAccessDenied = "AccessDeniedException"
 
 // WithIAM turns on the AWS_IAM authorizer: routes with Authorizer AuthIAM
 // need a request signed with SigV4 (service execute-api, the region and the
@@ -59,6 +78,7 @@ type authError struct {
 	status  int
 	message string
 	reason  string // for the log only
+	denied  bool   // IAM refused the signer (AccessDeniedException)
 }
 
 func (e *authError) Error() string { return fmt.Sprintf("httpapi: %s: %s", e.message, e.reason) }
@@ -71,6 +91,8 @@ func forbidden(message, reason string) error {
 // with each of these messages.
 func (e *authError) errorType() string {
 	switch {
+	case e.denied:
+		return errTypeAccessDenied
 	case e.status == http.StatusUnauthorized:
 		return "UnauthorizedException"
 	case e.message == msgForbidden:
@@ -94,6 +116,16 @@ func (s *Server) authorize(r *http.Request, rt *route, body []byte) (*events.API
 		key, err := s.verifySigV4(r, body)
 		if err != nil {
 			return nil, err
+		}
+		if j := s.cfg.iam.Judge; j != nil && key != s.cfg.iam.AccessKeyID {
+			res := s.invokeARN(r)
+			denied, err := j.Invoke(r.Context(), key, res)
+			if err != nil {
+				return nil, fmt.Errorf("httpapi: judge execute-api:Invoke on %s: %w", res, err)
+			}
+			if denied != "" {
+				return nil, &authError{status: http.StatusForbidden, message: denied, reason: "IAM denied " + key, denied: true}
+			}
 		}
 		return &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
@@ -172,7 +204,7 @@ func (s *Server) verifySigV4(r *http.Request, body []byte) (string, error) {
 		return "", forbidden(msgMalformedAuth, "no valid X-Amz-Date")
 	}
 	switch {
-	case a.accessKey != iam.AccessKeyID:
+	case a.accessKey != iam.AccessKeyID && (iam.Judge == nil || !iam.Judge.Known(a.accessKey)):
 		return "", forbidden(msgUnknownKey, "unknown access key "+a.accessKey)
 	case a.region != iam.Region:
 		return "", forbidden(msgWrongRegion, "region "+a.region)
@@ -212,7 +244,7 @@ func (s *Server) verifySigV4(r *http.Request, body []byte) (string, error) {
 		}
 	}
 	sum := sha256.Sum256(body)
-	creds := aws.Credentials{AccessKeyID: iam.AccessKeyID, SecretAccessKey: iam.SecretAccessKey,
+	creds := aws.Credentials{AccessKeyID: a.accessKey, SecretAccessKey: iam.SecretAccessKey,
 		SessionToken: r.Header.Get("X-Amz-Security-Token")}
 	err = v4.NewSigner().SignHTTP(context.Background(), creds, re, hex.EncodeToString(sum[:]), "execute-api", iam.Region, signedAt)
 	if err != nil {
@@ -226,6 +258,14 @@ func (s *Server) verifySigV4(r *http.Request, body []byte) (string, error) {
 		return "", forbidden(msgBadSignature, "signature mismatch")
 	}
 	return a.accessKey, nil
+}
+
+// invokeARN is the execute-api ARN of r's route as IAM sees it:
+// arn:aws:execute-api:<region>:<account>:<api id>/<stage>/<METHOD>/<path>,
+// the path as requested (decoded, without its leading slash).
+func (s *Server) invokeARN(r *http.Request) string {
+	return fmt.Sprintf("arn:aws:execute-api:%s:%s:%s/$default/%s/%s", s.cfg.iam.Region, s.cfg.accountID, s.cfg.apiID,
+		r.Method, strings.TrimPrefix(r.URL.Path, "/"))
 }
 
 // readBody reads the body up to the event limit (one byte past it tells it

@@ -305,3 +305,68 @@ func TestJWT(t *testing.T) {
 		t.Errorf("SigV4 on a JWT route = %d, want 401", w.Code)
 	}
 }
+
+// readOnly lets its one identity GET and nothing else: the unit test's
+// stand-in for the IAM judge (local/iam judges the real policies).
+type readOnly struct{ asked []string }
+
+func (j *readOnly) Known(key string) bool { return key == "AKIDLOCALAsReader" }
+
+func (j *readOnly) Invoke(_ context.Context, key, resource string) (string, error) {
+	j.asked = append(j.asked, key+" "+resource)
+	if strings.Contains(resource, "/$default/GET/") {
+		return "", nil
+	}
+	return "User: arn:aws:iam::000000000000:role/reader is not authorized to perform: execute-api:Invoke on resource: " + resource, nil
+}
+
+// With a judge, an identity that signs with the API's secret is known; its
+// request reaches the function only when the judge allows execute-api:Invoke
+// on the route's ARN, and a refusal is API Gateway's AccessDeniedException.
+// The admin's key is not judged.
+func TestSigV4AsksTheJudge(t *testing.T) {
+	reader := aws.Credentials{AccessKeyID: "AKIDLOCALAsReader", SecretAccessKey: testIAM.SecretAccessKey}
+	stranger := aws.Credentials{AccessKeyID: "AKIDLOCALAsNobody", SecretAccessKey: testIAM.SecretAccessKey}
+	tests := []struct {
+		name   string
+		creds  aws.Credentials
+		method string
+		status int
+		asked  string // the judge's question, "" for none
+		errTyp string
+	}{
+		{"allowed route", reader, "GET", 200, "AKIDLOCALAsReader arn:aws:execute-api:us-east-1:000000000000:local/$default/GET/objects/a/b c.txt", ""},
+		{"denied route", reader, "DELETE", 403, "AKIDLOCALAsReader arn:aws:execute-api:us-east-1:000000000000:local/$default/DELETE/objects/a/b c.txt", "AccessDeniedException"},
+		{"unknown identity", stranger, "GET", 403, "", "UnrecognizedClientException"},
+		{"the admin is not judged", goodCreds(), "DELETE", 200, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := &readOnly{}
+			sig := testIAM
+			sig.Judge = j
+			rec := &recorder{}
+			s := mustServer(t, authRoutes, rec, WithIAM(sig), WithAccountID("000000000000"),
+				WithJWTAuthorizer("browser", JWTAuthorizer{Issuer: "https://issuer.invalid", JWKSURL: "http://127.0.0.1:1/none"}))
+			w := serve(s, signed(t, tt.method, "/objects/a/b%20c.txt", "", tt.creds, "execute-api", "us-east-1", fixedTime))
+			if w.Code != tt.status {
+				t.Fatalf("status = %d, want %d (body %s)", w.Code, tt.status, w.Body)
+			}
+			if got := w.Header().Get("X-Amzn-Errortype"); got != tt.errTyp {
+				t.Errorf("x-amzn-ErrorType = %q, want %q", got, tt.errTyp)
+			}
+			if want := []string{tt.asked}; tt.asked != "" && (len(j.asked) != 1 || j.asked[0] != tt.asked) {
+				t.Errorf("the judge was asked %q, want %q", j.asked, want)
+			}
+			if tt.asked == "" && len(j.asked) != 0 {
+				t.Errorf("the judge was asked %q, want nothing", j.asked)
+			}
+			if tt.status == 403 && rec.calls != 0 {
+				t.Errorf("the function was invoked for a refused request")
+			}
+			if tt.errTyp == "AccessDeniedException" && !strings.Contains(w.Body.String(), "is not authorized to perform: execute-api:Invoke") {
+				t.Errorf("body %s does not carry IAM's refusal", w.Body)
+			}
+		})
+	}
+}

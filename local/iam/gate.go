@@ -141,3 +141,22 @@ func (j *Judge) LambdaGate(h http.Handler, mappings MappingFunction, log *slog.L
 		h.ServeHTTP(w, r)
 	})
 }
+
+// Known reports whether accessKey is one of the stack's identities other
+// than the admin (they sign with the admin's secret).
+func (j *Judge) Known(accessKey string) bool {
+	_, ok := j.byKey[accessKey]
+	return ok
+}
+
+// Invoke judges execute-api:Invoke on resource (a route's ARN) for the
+// signer of a request to the local HTTP API: "" when allowed, else the
+// refusal as IAM words it. It makes *Judge the local API's
+// httpapi.InvokeJudge.
+func (j *Judge) Invoke(ctx context.Context, accessKey, resource string) (string, error) {
+	d, err := j.Authorize(ctx, accessKey, []Call{{Action: "execute-api:Invoke", Resource: resource}})
+	if err != nil {
+		return "", err
+	}
+	return d.Message(), nil
+}

@@ -149,9 +149,11 @@ func (e *Env) apiOf(props map[string]any) string {
 // apiOptions are the local HTTP API's authorizers: SigV4 against the local
 // servers' key and region, and each JWT authorizer of the template.
 func (e *Env) apiOptions(jwks *http.Client) []httpapi.Option {
-	opts := []httpapi.Option{httpapi.WithIAM(httpapi.IAM{
-		AccessKeyID: e.Vars["AWS_ACCESS_KEY_ID"], SecretAccessKey: e.Vars["AWS_SECRET_ACCESS_KEY"], Region: e.Vars["AWS_REGION"],
-	})}
+	sig := httpapi.IAM{AccessKeyID: e.Vars["AWS_ACCESS_KEY_ID"], SecretAccessKey: e.Vars["AWS_SECRET_ACCESS_KEY"], Region: e.Vars["AWS_REGION"]}
+	if e.Judge != nil {
+		sig.Judge = e.Judge // the signer must be allowed execute-api:Invoke on the route
+	}
+	opts := []httpapi.Option{httpapi.WithIAM(sig), httpapi.WithAccountID(e.Stack.Options.AccountID)}
 	for _, a := range e.apiAuth {
 		for name, j := range a.jwt {
 			j.Client = jwks
