@@ -121,9 +121,12 @@ fuzz: deps
 		tail -1 /tmp/ddbpipe-fuzz.$$$$.log; rm -f /tmp/ddbpipe-fuzz.$$$$.log; \
 	done
 
-# Every package, on the servers the environment names.
+# Every package, on the servers the environment names. The two slowest
+# (tests, soak: minutes each, mostly waiting on the pipeline) are named
+# first so they start first, while the quick packages share the other
+# slots; last, they would start after the rest and add their length.
 test-servers:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./tests ./soak ./...
 
 # Only the tests that need no local servers.
 unit: deps
