@@ -78,6 +78,10 @@ type Result struct {
 	// Deadline is true when the counter stopped early to finish before the
 	// invocation's deadline.
 	Deadline bool
+	// LastError is the last ledger or claim write that failed (retried or
+	// given back), "" when none did: what a batch that failed messages back
+	// or stopped for its deadline was waiting on.
+	LastError string
 }
 
 // Counter validates batches of vote messages and writes each valid vote
@@ -302,6 +306,9 @@ func (c *Counter) write(ctx context.Context, entries []Entry, bodies map[string]
 				res.Retries += st.retries
 				res.Throttles += st.throttles
 				res.Deadline = res.Deadline || st.deadline
+				if st.lastErr != nil {
+					res.LastError = st.lastErr.Error()
+				}
 				switch o {
 				case written:
 					res.Accepted++
@@ -327,6 +334,7 @@ func (c *Counter) write(ctx context.Context, entries []Entry, bodies map[string]
 type putStats struct {
 	puts, retries, throttles int
 	deadline                 bool
+	lastErr                  error
 }
 
 // put writes one entry: the voter's claim first for a one-vote-per-voter
@@ -368,6 +376,7 @@ func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, erro
 			if err == nil {
 				break
 			}
+			st.lastErr = err
 			throttled := errors.Is(err, ErrThrottled)
 			if throttled {
 				st.throttles++

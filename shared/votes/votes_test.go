@@ -434,6 +434,9 @@ func TestCountFailsBackOnlyWhatItDidNotWrite(t *testing.T) {
 	if res.Puts != 18+2*3 || res.Retries != 2*2 {
 		t.Errorf("%d puts and %d retries, want 24 and 4 (3 attempts for each failing vote)", res.Puts, res.Retries)
 	}
+	if res.LastError != "boom" {
+		t.Errorf("last error %q, want the store's (boom)", res.LastError)
+	}
 }
 
 // Throttling is waited out until the invocation's deadline margin, not

@@ -50,9 +50,13 @@ func (h *SQS) record(ctx context.Context, messages int, res votes.Result) {
 		rejected += n
 		reasons[string(r)] = n
 	}
-	h.Log.InfoContext(ctx, "batch written", "messages", messages, "accepted", res.Accepted, "duplicates", res.Duplicates,
+	attrs := []any{"messages", messages, "accepted", res.Accepted, "duplicates", res.Duplicates,
 		"rejected", rejected, "rejectReasons", reasons, "failed", len(res.Failed), "puts", res.Puts,
-		"retries", res.Retries, "throttles", res.Throttles, "stoppedForDeadline", res.Deadline)
+		"retries", res.Retries, "throttles", res.Throttles, "stoppedForDeadline", res.Deadline}
+	if res.LastError != "" {
+		attrs = append(attrs, "lastError", res.LastError)
+	}
+	h.Log.InfoContext(ctx, "batch written", attrs...)
 	if h.Metrics == nil {
 		return
 	}
