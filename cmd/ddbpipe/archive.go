@@ -63,10 +63,25 @@ func (a *archiveFlags) env(ctx context.Context) (*archiveEnv, error) {
 		return nil, err
 	}
 	state, err := stateFolder(a.root, a.state)
+	if err != nil && a.root == "" && a.state == "" {
+		// Outside the repository (a deployed stack's analyst): the cache
+		// goes to the user's cache folder.
+		state, err = userStateFolder()
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &archiveEnv{getenv: getenv, s3: awsenv.S3(cfg), bucket: bucket, state: state}, nil
+}
+
+// userStateFolder is the folder the archive commands keep their cache in
+// when they run outside the repository: <user cache dir>/ddbpipe.
+func userStateFolder() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no folder for the archive cache (run inside the repository, or pass -state-dir): %w", err)
+	}
+	return filepath.Join(dir, "ddbpipe"), nil
 }
 
 // parseInterspersed parses flags that may come after positional arguments

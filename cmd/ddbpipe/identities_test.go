@@ -140,6 +140,18 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 	cli("archive", "backfill", "-table", env.Vars["LEDGER_TABLE_PREFIX"]+"-"+time.Now().UTC().Format("2006-01"), "-dry-run")
 	cli("archive", "backfill", "-table", env.Vars["OBJECTS_TABLE_NAME"], "-dry-run", "-force")
 
+	// Outside the repository (an analyst's machine), the archive commands
+	// need only the stack's variables; their cache goes to the user's.
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Chdir(t.TempDir())
+	if out := cli("archive", "query", "-named", "votes-per-option", "-arg", time.Now().UTC().Format("2006-01"), "-arg", poll); !strings.Contains(out, "(2 rows)") {
+		t.Errorf("archive query outside the repository: %q, want the poll's two options", out)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "ddbpipe", "archive-cache")); err != nil {
+		t.Errorf("the archive cache outside the repository: %v", err)
+	}
+
 	by := map[string]int{}
 	for tr := range env.Judge.Triples() {
 		by[tr.Identity]++
