@@ -35,7 +35,8 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Servers: st, StackName: fmt.Sprintf("cli-ids-%d", time.Now().UnixNano()%1e6)})
+	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Servers: st, StackName: fmt.Sprintf("cli-ids-%d", time.Now().UnixNano()%1e6),
+		Params: map[string]string{"CounterShards": "3"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +61,10 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 	}
 	poll := "ids"
 	cli("polls", "create", "-poll", poll, "-options", "a,b", "-shards", "2")
+	// Without -shards, a poll takes the stack's CounterShards, as POST /polls does.
+	if out := cli("polls", "create", "-poll", "ids-default", "-options", "x,y"); !strings.Contains(out, "3 shards") {
+		t.Errorf("polls create without -shards: %q, want the stack's CounterShards (3)", out)
+	}
 	cli("polls", "ls")
 	cli("polls", "get", poll)
 	cli("votes", "send", "-poll", poll, "-count", "20", "-quiet")

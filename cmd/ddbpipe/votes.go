@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -106,12 +107,15 @@ func pollsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	table := fs.String("table", "", "counters table (default: $COUNTERS_TABLE_NAME or the local stack's)")
 	id := fs.String("poll", "", "poll id (required)")
 	options := fs.String("options", "", "comma-separated option ids (required)")
-	shards := fs.Int("shards", 8, "write shards of each counter")
+	shards := fs.Int("shards", 0, "write shards of each counter (default: the stack's CounterShards, $COUNTER_SHARDS; 10 when unknown)")
 	one := fs.Bool("one-vote-per-voter", false, "reject a second vote by the same voter")
 	opens := fs.String("opens", "", "RFC 3339 time the poll opens (default: now)")
 	closes := fs.String("closes", "", "RFC 3339 time the poll closes (default: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if !flagSet(fs, "shards") {
+		*shards = stackShards(*root, *state)
 	}
 	p := votes.Poll{ID: *id, Shards: *shards, OneVotePerVoter: *one}
 	if *options != "" {
@@ -144,6 +148,30 @@ func pollsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "poll %s created: %d options, %d shards\n", p.ID, len(p.Options), p.Shards)
 	return nil
+}
+
+// defaultShards is the template's CounterShards default, for a stack that
+// does not say its own.
+const defaultShards = 10
+
+// stackShards is the shards a poll takes when created without -shards: the
+// stack's CounterShards (output, $COUNTER_SHARDS), as POST /polls takes it.
+func stackShards(root, state string) int {
+	getenv, err := stackEnv(root, state, asOperator)
+	if err != nil {
+		return defaultShards
+	}
+	if n, err := strconv.Atoi(getenv("COUNTER_SHARDS")); err == nil && n > 0 {
+		return n
+	}
+	return defaultShards
+}
+
+// flagSet reports whether the command line gave flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // pollsFlags are what `polls ls` and `polls get` share.

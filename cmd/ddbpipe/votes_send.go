@@ -167,7 +167,7 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("votes send: unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
-	fs.Visit(func(fl *flag.Flag) { f.optionsSet = f.optionsSet || fl.Name == "options" })
+	f.optionsSet = flagSet(fs, "options")
 	if _, err := f.load(); err != nil { // the flags alone, before any call
 		return fmt.Errorf("votes send: %w", err)
 	}
