@@ -415,3 +415,71 @@ func TestRunnerStreamTumblingWindow(t *testing.T) {
 		seen += len(ev.Records)
 	}
 }
+
+// When a tumbling window ends, the runner makes Lambda's final invocation
+// of it: no records, isFinalInvokeForWindow, and the state the function
+// returned last in that window; the next window starts with no state.
+func TestRunnerStreamTumblingWindowFinalInvocation(t *testing.T) {
+	needStack(t)
+	c := newClients(t, nil)
+	table, arn := streamTable(t, c)
+	var mu sync.Mutex
+	var got []events.DynamoDBTimeWindowEvent
+	r := streamRunner(t, c, runner.StreamMapping{StreamARN: arn, BatchSize: 2, ReportBatchItemFailures: true, MaxRetryAttempts: 3,
+		TumblingWindow: 2 * time.Second},
+		func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, ev)
+			n := len(ev.Records)
+			if prev, ok := ev.State["records"]; ok {
+				var p int
+				fmt.Sscan(prev, &p)
+				n += p
+			}
+			return events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{
+				State: map[string]string{"records": fmt.Sprint(n)}}}, nil
+		})
+	putItems(t, c, table, "f1", "f2", "f3")
+	startRunner(t, r)
+	final := func() (events.DynamoDBTimeWindowEvent, bool) {
+		for _, ev := range got {
+			if ev.IsFinalInvokeForWindow {
+				return ev, true
+			}
+		}
+		return events.DynamoDBTimeWindowEvent{}, false
+	}
+	eventually(t, 60*time.Second, "a window's final invocation", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		_, ok := final()
+		return ok
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	f, _ := final()
+	if len(f.Records) != 0 || f.ShardID == "" || f.EventSourceARN != arn {
+		t.Fatalf("final invocation: %d records, shard %q, source %q; want none, a shard id and %s", len(f.Records), f.ShardID, f.EventSourceARN, arn)
+	}
+	// Its state is what the window's last invocation returned: the records
+	// delivered in that window.
+	delivered := 0
+	for _, ev := range got {
+		if !ev.IsFinalInvokeForWindow && ev.ShardID == f.ShardID && ev.Window.Start.Equal(f.Window.Start.Time) {
+			delivered += len(ev.Records)
+		}
+	}
+	if want := fmt.Sprint(delivered); delivered == 0 || f.State["records"] != want {
+		t.Fatalf("final invocation's state %v, want records=%s (the window's deliveries)", f.State, want)
+	}
+	// Every window starts with no state.
+	started := map[string]bool{}
+	for i, ev := range got {
+		w := ev.ShardID + " " + ev.Window.Start.String()
+		if !started[w] && !ev.IsFinalInvokeForWindow && len(ev.State) != 0 {
+			t.Fatalf("event %d, the first of its window, carries state %v", i, ev.State)
+		}
+		started[w] = true
+	}
+}

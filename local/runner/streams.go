@@ -57,8 +57,9 @@ type StreamMapping struct {
 	// Lambda does in tumbling windows: events.DynamoDBTimeWindowEvent, with
 	// the shard id, the window the batch falls in and the state the
 	// function returned for that window, carried from one invocation of a
-	// window to the next (a new window starts with an empty state). The
-	// empty final invocation Lambda makes when a window closes is not made.
+	// window to the next (a new window starts with an empty state). When a
+	// window has ended, the shard's next poll or batch first makes its final
+	// invocation: no records, isFinalInvokeForWindow, the window's last state.
 	TumblingWindow time.Duration
 }
 
@@ -266,6 +267,9 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 			return
 		}
 		if out != nil && len(out.Records) == 0 {
+			if p.m.TumblingWindow > 0 {
+				p.closeWindow(context.WithoutCancel(ctx), shard, p.r.clock.Now().UTC())
+			}
 			_ = p.r.clock.Sleep(ctx, p.m.PollInterval)
 		}
 	}
@@ -364,7 +368,9 @@ func (p *streamPoller) invoke(ctx context.Context, shard string, records []strea
 	var payload []byte
 	var window events.Window
 	if p.m.TumblingWindow > 0 {
-		start := p.r.clock.Now().UTC().Truncate(p.m.TumblingWindow)
+		now := p.r.clock.Now().UTC()
+		p.closeWindow(ctx, shard, now) // the shard's previous window, if it ended
+		start := now.Truncate(p.m.TumblingWindow)
 		window = events.Window{Start: events.RFC3339EpochTime{Time: start}, End: events.RFC3339EpochTime{Time: start.Add(p.m.TumblingWindow)}}
 		state := p.windowState(shard, window)
 		payload, err = json.Marshal(events.DynamoDBTimeWindowEvent{DynamoDBEvent: sent, TimeWindowProperties: events.TimeWindowProperties{
@@ -444,6 +450,35 @@ func (p *streamPoller) keepWindowState(shard string, w events.Window, state map[
 type windowState struct {
 	window events.Window
 	state  map[string]string
+}
+
+// closeWindow makes the final invocation of the shard's window once that
+// window has ended by now, as Lambda does when a tumbling window closes: no
+// records, isFinalInvokeForWindow, and the state the function returned
+// last, which is then dropped (the next window starts empty). It is made
+// once: an error is logged, and the window's state is not delivered again.
+func (p *streamPoller) closeWindow(ctx context.Context, shard string, now time.Time) {
+	p.windowMu.Lock()
+	ws, ok := p.windows[shard]
+	if !ok || ws.window.End.After(now) {
+		p.windowMu.Unlock()
+		return
+	}
+	delete(p.windows, shard)
+	p.windowMu.Unlock()
+	payload, err := json.Marshal(events.DynamoDBTimeWindowEvent{
+		DynamoDBEvent: events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{}},
+		TimeWindowProperties: events.TimeWindowProperties{
+			Window: ws.window, State: ws.state, ShardID: shard, EventSourceARN: p.m.StreamARN, IsFinalInvokeForWindow: true,
+		}})
+	if err != nil {
+		p.r.log.Warn("runner: marshal a window's final invocation", "err", err)
+		return
+	}
+	if _, err := p.r.Invoke(ctx, p.m.Function, payload); err != nil {
+		p.r.log.Warn("the final invocation of a tumbling window failed", "function", p.m.Function, "shard", shard,
+			"window", ws.window.Start.Format(time.RFC3339), "err", err)
+	}
 }
 
 // discard sends a description of the batch to the on-failure destination,
