@@ -21,7 +21,10 @@ import (
 // archiveFlags are the flags both archive commands take.
 type archiveFlags struct {
 	root, state, bucket, table, month string
-	wait                              time.Duration
+	// identity signs on a local stack that judges IAM: the analyst's,
+	// unless the command is an operator's (votes audit).
+	identity string
+	wait     time.Duration
 }
 
 func (a *archiveFlags) register(fs *flag.FlagSet) {
@@ -47,7 +50,11 @@ func (a *archiveFlags) env(ctx context.Context) (*archiveEnv, error) {
 			return nil, fmt.Errorf("-month %q: want YYYY-MM", a.month)
 		}
 	}
-	getenv, err := stackEnv(a.root, a.state, asAnalyst)
+	identity := a.identity
+	if identity == "" {
+		identity = asAnalyst
+	}
+	getenv, err := stackEnv(a.root, a.state, identity)
 	if err != nil {
 		return nil, err
 	}
@@ -167,48 +174,11 @@ Flags:`)
 		}
 	}
 
-	env, err := af.env(ctx)
-	if err != nil {
-		return err
-	}
-	c := &archiveduckdb.Cache{Dir: *cache, S3: env.s3, Bucket: env.bucket, Progress: progressTo(stderr)}
-	if c.Dir == "" {
-		c.Dir = filepath.Join(env.state, "archive-cache")
-	}
-	filter := archiveduckdb.Filter{Table: af.table, Month: af.month}
-	if err := waitCaughtUp(ctx, af.root, af.state, catchUp{archived: true}, af.wait, stderr); err != nil {
-		return err
-	}
-	// The stack's tables have views even before the archive holds a file
-	// of theirs: a fresh stack's query answers no rows.
-	known := []string{env.getenv("LEDGER_TABLE_PREFIX"), env.getenv("OBJECTS_TABLE_NAME")}
-	if !*offline {
-		res, err := c.Sync(ctx, filter)
-		switch {
-		case errors.Is(err, archiveduckdb.ErrEmpty) && slices.ContainsFunc(known, func(t string) bool { return t != "" }):
-			if filter == (archiveduckdb.Filter{}) {
-				// The bucket holds nothing: neither does its copy (a
-				// local stack started again, in memory, keeps its state
-				// folder).
-				if err := os.RemoveAll(c.Root()); err != nil {
-					return err
-				}
-			}
-		case err != nil:
-			return err
-		}
-		for _, k := range res.Skipped {
-			fmt.Fprintf(stderr, "archive: skipped s3://%s/%s: not a Parquet file\n", env.bucket, k)
-		}
-	}
-	db, err := archiveduckdb.Open(ctx, c.Root(), filter, known...)
+	db, env, err := af.open(ctx, *cache, *offline, catchUp{archived: true}, stderr)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	for _, p := range db.Skipped {
-		fmt.Fprintf(stderr, "archive: skipped %s: not a Parquet file\n", p)
-	}
 	var qargs []any
 	if *named != "" {
 		if query, err = nq.Expand(namedVars(env.getenv, db.Views)); err != nil {
@@ -223,6 +193,54 @@ Flags:`)
 		return err
 	}
 	return archiveduckdb.WriteResult(stdout, res, *format)
+}
+
+// open brings the local copy of the archive up to date (unless offline),
+// after waiting (-wait) until the pipeline caught up as c says, and opens
+// it in DuckDB with a view per table.
+func (af *archiveFlags) open(ctx context.Context, cacheDir string, offline bool, c catchUp, stderr io.Writer) (*archiveduckdb.DB, *archiveEnv, error) {
+	env, err := af.env(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cache := &archiveduckdb.Cache{Dir: cacheDir, S3: env.s3, Bucket: env.bucket, Progress: progressTo(stderr)}
+	if cache.Dir == "" {
+		cache.Dir = filepath.Join(env.state, "archive-cache")
+	}
+	filter := archiveduckdb.Filter{Table: af.table, Month: af.month}
+	if err := waitCaughtUp(ctx, af.root, af.state, c, af.wait, stderr); err != nil {
+		return nil, nil, err
+	}
+	// The stack's tables have views even before the archive holds a file
+	// of theirs: a fresh stack's query answers no rows.
+	known := []string{env.getenv("LEDGER_TABLE_PREFIX"), env.getenv("OBJECTS_TABLE_NAME")}
+	if !offline {
+		res, err := cache.Sync(ctx, filter)
+		switch {
+		case errors.Is(err, archiveduckdb.ErrEmpty) && slices.ContainsFunc(known, func(t string) bool { return t != "" }):
+			if filter == (archiveduckdb.Filter{}) {
+				// The bucket holds nothing: neither does its copy (a
+				// local stack started again, in memory, keeps its state
+				// folder).
+				if err := os.RemoveAll(cache.Root()); err != nil {
+					return nil, nil, err
+				}
+			}
+		case err != nil:
+			return nil, nil, err
+		}
+		for _, k := range res.Skipped {
+			fmt.Fprintf(stderr, "archive: skipped s3://%s/%s: not a Parquet file\n", env.bucket, k)
+		}
+	}
+	db, err := archiveduckdb.Open(ctx, cache.Root(), filter, known...)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range db.Skipped {
+		fmt.Fprintf(stderr, "archive: skipped %s: not a Parquet file\n", p)
+	}
+	return db, env, nil
 }
 
 // namedVars fills a named query's table variables: the local stack's names

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/local/iam"
@@ -20,6 +22,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
 
@@ -98,6 +101,24 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	cli("archive", "query", "-named", "votes-per-option", "-arg", time.Now().UTC().Format("2006-01"), "-arg", poll)
+	// The audit, an operator's: the counters agree with the archive once
+	// the pipeline settled; a counter changed behind the tally's back is
+	// named, and the command fails.
+	if out := cli("votes", "audit", "-poll", poll, "-wait", "1m"); !strings.Contains(out, "agree") {
+		t.Errorf("votes audit: %q, want the counters and the archive to agree", out)
+	}
+	if _, err := awsenv.DynamoDB(env.AWS).UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(env.Vars["COUNTERS_TABLE_NAME"]),
+		Key:              map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "count#" + poll + "#0"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "a"}},
+		UpdateExpression: aws.String("ADD votes :one"), ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":one": &ddbtypes.AttributeValueMemberN{Value: "1"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var auditOut, auditErr bytes.Buffer
+	err = run(ctx, []string{"votes", "audit", "-poll", poll}, &auditOut, &auditErr)
+	if err == nil || !strings.Contains(err.Error(), "differ on 1 of 2 options") || !strings.Contains(auditOut.String(), "differs by +1") {
+		t.Errorf("votes audit after a counter was changed: %v\n%s", err, auditOut.String())
+	}
+
 	// Backfills, an operator's: of the open month's ledger, and of the
 	// objects table (a document first, so the archive holds the table).
 	doc := filepath.Join(t.TempDir(), "doc.txt")

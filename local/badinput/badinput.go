@@ -261,6 +261,8 @@ func cliCases() []Case {
 		c("polls ls: an argument", "polls ls takes no arguments", "polls", "ls", "extra"),
 		c("polls create: id with a slash", "a poll id is one URL path segment", "polls", "create", "-poll", "../x", "-options", "a"),
 		c("votes results: unknown poll", `no poll "no-such-poll"`, "votes", "results", "-poll", "no-such-poll"),
+		c("votes audit: unknown poll", `no poll "no-such-poll"`, "votes", "audit", "-poll", "no-such-poll"),
+		c("votes audit: an argument", `unexpected argument "everything"`, "votes", "audit", "everything"),
 	}
 }
 

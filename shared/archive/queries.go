@@ -42,6 +42,17 @@ type NamedQuery struct {
 const exactVotes = `event_name <> 'REMOVE'
   AND replayed = (SELECT bool_or(r.replayed) FROM votes r WHERE r.month = v.month)`
 
+// VotesPerPollOption is every vote the archive holds, counted per poll and
+// option over all months, each vote once (as the named queries count).
+// It reads the whole votes archive, so it is not a named query: it is the
+// operator's audit of the counters (`ddbpipe votes audit`).
+const VotesPerPollOption = `SELECT poll_id, option_id, count(*) AS votes
+FROM votes v
+WHERE ` + exactVotes + `
+GROUP BY poll_id, option_id
+ORDER BY poll_id, option_id
+`
+
 // NamedQueries are the archive's named queries, in a stable order.
 var NamedQueries = []NamedQuery{
 	{
