@@ -360,6 +360,24 @@ func streamKeys(t *testing.T, c clients, arn string) []string {
 	return keys
 }
 
+// windowCounter records each time-window event in *got and returns, as
+// the window's state, the records delivered in the window so far.
+func windowCounter(mu *sync.Mutex, got *[]events.DynamoDBTimeWindowEvent) func(context.Context, events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+	return func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		*got = append(*got, ev)
+		n := len(ev.Records)
+		if prev, ok := ev.State["records"]; ok {
+			var p int
+			fmt.Sscan(prev, &p)
+			n += p
+		}
+		return events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{
+			State: map[string]string{"records": fmt.Sprint(n)}}}, nil
+	}
+}
+
 // A mapping with a tumbling window delivers events.DynamoDBTimeWindowEvent:
 // the stream's shard id (the only event form that names it), the window,
 // and the state the function returned last in that window.
@@ -372,19 +390,7 @@ func TestRunnerStreamTumblingWindow(t *testing.T) {
 	var got []events.DynamoDBTimeWindowEvent
 	r := streamRunner(t, c, runner.StreamMapping{StreamARN: arn, BatchSize: 2, ReportBatchItemFailures: true, MaxRetryAttempts: 3,
 		TumblingWindow: time.Hour},
-		func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, ev)
-			n := len(ev.Records)
-			if prev, ok := ev.State["records"]; ok {
-				var p int
-				fmt.Sscan(prev, &p)
-				n += p
-			}
-			return events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{
-				State: map[string]string{"records": fmt.Sprint(n)}}}, nil
-		})
+		windowCounter(&mu, &got))
 	putItems(t, c, table, keys...)
 	startRunner(t, r)
 	eventually(t, 60*time.Second, "every record delivered", func() bool {
@@ -427,19 +433,7 @@ func TestRunnerStreamTumblingWindowFinalInvocation(t *testing.T) {
 	var got []events.DynamoDBTimeWindowEvent
 	r := streamRunner(t, c, runner.StreamMapping{StreamARN: arn, BatchSize: 2, ReportBatchItemFailures: true, MaxRetryAttempts: 3,
 		TumblingWindow: 2 * time.Second},
-		func(ctx context.Context, ev events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, ev)
-			n := len(ev.Records)
-			if prev, ok := ev.State["records"]; ok {
-				var p int
-				fmt.Sscan(prev, &p)
-				n += p
-			}
-			return events.DynamoDBTimeWindowEventResponse{TimeWindowEventResponseProperties: events.TimeWindowEventResponseProperties{
-				State: map[string]string{"records": fmt.Sprint(n)}}}, nil
-		})
+		windowCounter(&mu, &got))
 	putItems(t, c, table, "f1", "f2", "f3")
 	startRunner(t, r)
 	final := func() (events.DynamoDBTimeWindowEvent, bool) {
