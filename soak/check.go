@@ -420,9 +420,11 @@ func (s *soak) checkArchive(ctx context.Context, res *Result, months map[string]
 	for _, t := range tables {
 		gone = gone && t.Name != s.ledgerTable(coldMonth)
 	}
-	res.add("the archive of the retired month equals its ledger", s.retired() && err == nil && len(c.State) == months[coldMonth] && gone,
-		"%s: retired %v, table deleted %v; archive replays to %d items in %d files, distinct votes cast that month %d (read error: %v)",
-		coldMonth, s.retired(), gone, len(c.State), len(c.Files), months[coldMonth], err)
+	counters, checked := s.coldCounters()
+	res.add("the archive of the retired month equals its ledger", s.retired() && err == nil && len(c.State) == months[coldMonth] && gone &&
+		checked && counters.Differ() == 0,
+		"%s: retired %v, table deleted %v; archive replays to %d items in %d files, distinct votes cast that month %d (read error: %v); at retirement %s",
+		coldMonth, s.retired(), gone, len(c.State), len(c.Files), months[coldMonth], err, countersFigure(counters, checked))
 
 	var rep archive.Report
 	var items int
@@ -443,6 +445,13 @@ func (s *soak) checkArchive(ctx context.Context, res *Result, months map[string]
 	}
 	res.add("the archive of the live month equals its ledger", rep.OK() && items == months[liveMonth],
 		"%s: %s; ledger %d items, distinct votes cast that month %d", liveMonth, rep, items, months[liveMonth])
+}
+
+func countersFigure(c archive.CountersCheck, checked bool) string {
+	if !checked {
+		return "no run compared the counters with the archive"
+	}
+	return c.String()
 }
 
 // checkObjects: no dangling reference once the reaper has caught up, no

@@ -392,7 +392,10 @@ type rotationRun struct {
 	Created []string
 	Retired []string
 	Outcome map[string]string // table → outcome
-	Err     string
+	// Counters is each verified table's counters check (the tally's
+	// votes against the items verified archived).
+	Counters map[string]archive.CountersCheck
+	Err      string
 	Took    time.Duration
 }
 
@@ -405,9 +408,12 @@ func (s *soak) rotate(ctx context.Context, why string) rotationRun {
 	start := time.Now()
 	rep := r.Run(ctx)
 	run := rotationRun{At: time.Since(s.began), Clock: now, Why: why, Created: rep.Created,
-		Outcome: map[string]string{}, Took: time.Since(start)}
+		Outcome: map[string]string{}, Counters: map[string]archive.CountersCheck{}, Took: time.Since(start)}
 	for _, t := range rep.Retirements {
 		run.Outcome[t.Table] = string(t.Outcome)
+		if t.Counters != nil {
+			run.Counters[t.Table] = *t.Counters
+		}
 		if t.Outcome == archive.Retired {
 			run.Retired = append(run.Retired, t.Table)
 		}
@@ -435,6 +441,19 @@ func (s *soak) rotateDuringLoad(ctx context.Context) {
 			s.rotate(ctx, "under load")
 		}
 	}
+}
+
+// coldCounters is the last counters check of the cold month's table
+// (ok false when no run verified it).
+func (s *soak) coldCounters() (c archive.CountersCheck, ok bool) {
+	s.rotMu.Lock()
+	defer s.rotMu.Unlock()
+	for _, r := range s.rotations {
+		if cc, found := r.Counters[s.ledgerTable(coldMonth)]; found {
+			c, ok = cc, true
+		}
+	}
+	return c, ok
 }
 
 // retired reports whether a rotator run retired the cold month's table.

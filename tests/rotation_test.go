@@ -57,6 +57,20 @@ func TestTallyCheckpointsAgree(t *testing.T) {
 	if len(got) != 1 || got[0].Shard != "shard-b" {
 		t.Errorf("uncounted %+v, want shard-b's one record", got)
 	}
+	// The votes the checkpoints counted, summed over the month's shards,
+	// are what the rotator compares with the month's items.
+	if err := store.CommitTally(ctx, votes.StreamShard{Table: ledger, Shard: "shard-a"}, seq(200), votes.TallyCommit{Seq: seq(300), Votes: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CommitTally(ctx, votes.StreamShard{Table: ledger, Shard: "shard-b"}, "", votes.TallyCommit{Seq: seq(150), Votes: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CommitTally(ctx, votes.StreamShard{Table: store.LedgerTable("2026-12"), Shard: "shard-c"}, "", votes.TallyCommit{Seq: seq(1), Votes: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := (&archiveddb.TallyCheckpoints{DB: c.db, Table: counters}).Tallied(ctx, ledger); err != nil || n != 9 {
+		t.Errorf("tallied %d, %v; want 9 (2 + 3 on shard-a, 4 on shard-b; December's not)", n, err)
+	}
 	pk := votesddb.CheckpointKey(votes.StreamShard{Table: ledger, Shard: "x"})["pk"].(*types.AttributeValueMemberS).Value
 	if pk != archiveddb.CheckpointPK(ledger) {
 		t.Errorf("the tally writes checkpoints under %q, the rotator reads %q", pk, archiveddb.CheckpointPK(ledger))
@@ -283,6 +297,27 @@ func TestRotationRetiresNovember(t *testing.T) {
 	if len(crashed.Retirements) != 1 || crashed.Retirements[0].Outcome != archive.Failed {
 		t.Fatalf("crashed run: %+v, want November's retirement failed", crashed.Retirements)
 	}
+	// Before it failed, the run compared the counters with the archive: the
+	// tally's checkpoints counted every vote once.
+	if c := crashed.Retirements[0].Counters; c == nil || c.Tallied != 1500 || c.Differ() != 0 {
+		t.Errorf("counters check %+v, want 1500 votes tallied for 1500 items", c)
+	}
+	// A vote counted twice (a checkpoint's count raised by hand, as a
+	// tally that ignored its checkpoint would): the re-run alarms, and
+	// still retires the month, whose archive is complete.
+	ckpts, err := env.Clients.DynamoDB.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(env.Vars["COUNTERS_TABLE_NAME"]), KeyConditionExpression: aws.String("pk = :pk"), Limit: aws.Int32(1),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: archiveddb.CheckpointPK(november)}},
+	})
+	if err != nil || len(ckpts.Items) != 1 {
+		t.Fatalf("November's checkpoints: %v, %v", ckpts, err)
+	}
+	if _, err := env.Clients.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(env.Vars["COUNTERS_TABLE_NAME"]), Key: map[string]types.AttributeValue{"pk": ckpts.Items[0]["pk"], "sk": ckpts.Items[0]["sk"]},
+		UpdateExpression: aws.String("ADD votes :one"), ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if !tableExists(t, env, november) {
 		t.Fatal("the table was deleted although compaction failed")
 	}
@@ -297,11 +332,17 @@ func TestRotationRetiresNovember(t *testing.T) {
 	sameCounts(t, "compaction half done", queriedVotes(t, env, "nov"), counted.Totals)
 
 	// The re-run completes.
+	var logs bytes.Buffer
+	r.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	start = time.Now()
 	rep := r.Run(ctx)
 	took := time.Since(start)
 	if err := rep.Err(); err != nil {
 		t.Fatal(err)
+	}
+	archivelambda.ReportRotation(ctx, r.Log, emf.New(&logs, "ddbpipe", map[string]string{"Function": "rotator"}), rep)
+	if !strings.Contains(logs.String(), `"CountersDiffer":1`) || !strings.Contains(logs.String(), "the counters differ from the archive by +1") {
+		t.Errorf("no CountersDiffer alarm metric or log for a vote counted twice in:\n%s", logs.String())
 	}
 	if !tableExists(t, env, prefix+"-2026-12") {
 		t.Error("December's table does not exist")

@@ -64,6 +64,9 @@
 //	             later, and the verification decides.
 //	verify       the archive, replayed, holds exactly the table's items (keys
 //	             and checksums of their final images) from a parallel Scan
+//	counters     once verified: the votes the stream's other reader counted
+//	             (Counted.Tallied) against the table's items; a difference is
+//	             logged and alarmed, and does not hold the retirement up
 //	snapshot     only when verification failed: the difference between the
 //	             Scan and the archive (the items it misses or holds with
 //	             another image, REMOVEs of those the table lost: BackfillRows'

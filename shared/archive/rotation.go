@@ -177,6 +177,7 @@ const (
 	StepVerify      Step = "verify"
 	StepSnapshot    Step = "snapshot"
 	StepReverify    Step = "reverify"
+	StepCounters    Step = "counters"
 	StepCompact     Step = "compact"
 	StepUnsubscribe Step = "unsubscribe"
 	StepUnprotect   Step = "unprotect"
@@ -227,7 +228,29 @@ type Retirement struct {
 	// Snapshot counts the rows the snapshot step wrote, by kind (the
 	// difference between the table and the archive; zero when none ran).
 	Snapshot Backfill
+	// Counters compares what the stream's other reader counted of the
+	// month with the items verified archived (nil when not compared).
+	Counters *CountersCheck
 	Err      error
+}
+
+// CountersCheck is a verified month's items against the votes the tally
+// counted from its stream: each item is one vote, counted once, so the two
+// are equal unless the counters went wrong (or an item was changed by hand).
+type CountersCheck struct {
+	Tallied int64 // Counted.Tallied
+	Items   int64 // the table's items, verified equal to the archive
+}
+
+// Differ is how many votes more the counters hold than the archive
+// (negative: fewer); 0 when they agree.
+func (c CountersCheck) Differ() int64 { return c.Tallied - c.Items }
+
+func (c CountersCheck) String() string {
+	if d := c.Differ(); d != 0 {
+		return fmt.Sprintf("the counters differ from the archive by %+d: the tally counted %d votes of the month, the table (verified archived) holds %d; `ddbpipe votes audit` names the polls and options", d, c.Tallied, c.Items)
+	}
+	return fmt.Sprintf("the counters agree with the archive: the tally counted %d votes of the month, as many as the table holds", c.Tallied)
 }
 
 // RotationReport is what a run did.
@@ -563,6 +586,24 @@ func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
 		return ret
 	}
 	verification := Verification{At: r.now(), TableItems: report.TableItems, ArchivedItems: report.ArchivedItems, OK: report.OK()}
+
+	// counters: the month's votes the tally counted against its verified
+	// items. A difference does not hold the retirement up (the archive is
+	// complete, and the counters can be put right from it): it alarms.
+	if report.OK() && r.Counted != nil && !run(StepCounters, func() (string, error) {
+		n, err := r.Counted.Tallied(ctx, t.Name)
+		if err != nil {
+			return "", err
+		}
+		ret.Counters = &CountersCheck{Tallied: n, Items: int64(report.TableItems)}
+		if ret.Counters.Differ() != 0 {
+			r.log().Error("rotation alarm: the counters differ from the archive", "table", t.Name,
+				"tallied", n, "items", report.TableItems, "differ", ret.Counters.Differ())
+		}
+		return ret.Counters.String(), nil
+	}) {
+		return ret
+	}
 
 	if !report.OK() {
 		// snapshot: the table's items, as rows that supersede the stream's.

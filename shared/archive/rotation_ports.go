@@ -94,6 +94,10 @@ type Counted interface {
 	// Uncounted returns the records of the shards whose last record the
 	// reader has not yet committed.
 	Uncounted(ctx context.Context, table string, recs []StreamRecord) ([]StreamRecord, error)
+	// Tallied returns how many of the table's items the reader counted,
+	// over every shard whose progress it keeps: a drained month's total,
+	// which the retirement compares with the items verified archived.
+	Tallied(ctx context.Context, table string) (int64, error)
 }
 
 // Subscriptions are the stream readers' event source mappings: the

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -388,6 +389,73 @@ func TestRetireOnlyWhenColdByTheCountersClock(t *testing.T) {
 			}
 			if !tt.retire && w.table("app-votes-2026-11") == nil {
 				t.Error("November's table is gone")
+			}
+		})
+	}
+}
+
+// memCounted is the tally's side: every record counted, Tallied as given.
+type memCounted struct {
+	tallied int64
+	err     error
+}
+
+func (memCounted) Uncounted(context.Context, string, []StreamRecord) ([]StreamRecord, error) {
+	return nil, nil
+}
+
+func (m memCounted) Tallied(context.Context, string) (int64, error) { return m.tallied, m.err }
+
+// A verified month's items are compared with the votes the tally counted:
+// equal, the retirement goes on; different, it goes on too (the archive is
+// complete) but says by how much; unreadable, it stops and is retried.
+func TestRetirementComparesTheCounters(t *testing.T) {
+	tests := []struct {
+		name    string
+		counted memCounted
+		outcome Outcome
+		differ  int64
+		detail  string
+	}{
+		{"agree", memCounted{tallied: 50}, Retired, 0, "the counters agree with the archive: the tally counted 50 votes"},
+		{"one counted twice", memCounted{tallied: 51}, Retired, 1, "the counters differ from the archive by +1"},
+		{"some never counted", memCounted{tallied: 47}, Retired, -3, "the counters differ from the archive by -3"},
+		{"checkpoints unreadable", memCounted{err: errors.New("throttled")}, Failed, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := novemberWorld(t)
+			r := w.rotator(date(2026, 12, 3, 1))
+			r.Counted = tt.counted
+			var detail string
+			var steps []Step
+			r.OnStep = func(table string, s StepResult) {
+				if table == "app-votes-2026-11" {
+					steps = append(steps, s.Step)
+					if s.Step == StepCounters {
+						detail = s.Detail
+					}
+				}
+			}
+			rep := r.Run(context.Background())
+			if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != tt.outcome {
+				t.Fatalf("retirements %+v, want November %s", rep.Retirements, tt.outcome)
+			}
+			ret := rep.Retirements[0]
+			if tt.outcome == Failed {
+				if ret.Counters != nil || w.table("app-votes-2026-11") == nil || !strings.Contains(ret.Err.Error(), "throttled") {
+					t.Errorf("counters %+v, err %v, table kept %v; want the table kept and the error", ret.Counters, ret.Err, w.table("app-votes-2026-11") != nil)
+				}
+				return
+			}
+			if ret.Counters == nil || ret.Counters.Differ() != tt.differ || ret.Counters.Items != 50 {
+				t.Errorf("counters %+v, want %d against 50 items", ret.Counters, tt.differ)
+			}
+			if !strings.Contains(detail, tt.detail) {
+				t.Errorf("step detail %q, want it to say %q", detail, tt.detail)
+			}
+			if want := []Step{StepEnsure, StepDrain, StepVerify, StepCounters, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}; !reflect.DeepEqual(steps, want) {
+				t.Errorf("steps %v, want %v", steps, want)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package archiveddb
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -69,6 +70,36 @@ func (c *TallyCheckpoints) Uncounted(ctx context.Context, table string, recs []a
 		}
 	}
 	return out, nil
+}
+
+// Tallied sums the votes the tally's checkpoints of the ledger table
+// counted (each checkpoint's votes attribute; the tally keeps a month's
+// checkpoints until 60 days after it ends).
+func (c *TallyCheckpoints) Tallied(ctx context.Context, table string) (int64, error) {
+	var sum int64
+	p := dynamodb.NewQueryPaginator(c.DB, &dynamodb.QueryInput{
+		TableName: aws.String(c.Table), KeyConditionExpression: aws.String("pk = :pk"), ConsistentRead: aws.Bool(true),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: CheckpointPK(table)}},
+		ProjectionExpression:      aws.String("votes"),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("archiveddb: read the tally's checkpoints of %s: %w", table, err)
+		}
+		for _, it := range page.Items {
+			v, ok := it["votes"].(*types.AttributeValueMemberN)
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseInt(v.Value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("archiveddb: a checkpoint of %s counted %q votes: %w", table, v.Value, err)
+			}
+			sum += n
+		}
+	}
+	return sum, nil
 }
 
 // seqLess orders sequence numbers as numbers ("" is before every one).

@@ -112,10 +112,13 @@ func SetupRotator(_ context.Context, env lambdafn.Env) (any, error) {
 
 // ReportRotation logs a run's outcome and writes its metrics: the one place
 // an archive.RotationReport becomes a log line and an EMF line. RotationAlarms is
-// the alarm input: a month whose archive did not match its table.
+// the alarm input: a month whose archive did not match its table;
+// CountersDiffer another: the votes by which a retiring month's counters
+// differ from its archive.
 func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, rep archive.RotationReport) {
 	var verifiedOK, verifiedBad, merged, notDrained, failed int
 	var lag float64
+	var differ int64
 	for _, t := range rep.Retirements {
 		if t.Verification != nil {
 			if t.Verification.OK() {
@@ -142,6 +145,13 @@ func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, 
 		if t.Compaction != nil {
 			attrs = append(attrs, "filesBefore", t.Compaction.FilesBefore, "filesAfter", t.Compaction.FilesAfter)
 		}
+		if c := t.Counters; c != nil {
+			attrs = append(attrs, "tallied", c.Tallied, "countersDiffer", c.Differ())
+			if c.Differ() != 0 {
+				differ += max(c.Differ(), -c.Differ())
+				log.ErrorContext(ctx, "ALARM: "+c.String(), attrs...)
+			}
+		}
 		switch t.Outcome {
 		case archive.Alarm:
 			log.ErrorContext(ctx, "ALARM: cold month's archive did not match its table; snapshot exported, table kept", attrs...)
@@ -162,6 +172,7 @@ func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, 
 		{Name: "VerificationsPassed", Unit: emf.Count, Value: float64(verifiedOK)},
 		{Name: "VerificationsFailed", Unit: emf.Count, Value: float64(verifiedBad)},
 		{Name: "RotationAlarms", Unit: emf.Count, Value: float64(rep.Alarms())},
+		{Name: "CountersDiffer", Unit: emf.Count, Value: float64(differ)},
 		{Name: "TablesRetired", Unit: emf.Count, Value: float64(rep.Retired())},
 		{Name: "TablesNotDrained", Unit: emf.Count, Value: float64(notDrained)},
 		{Name: "RotationFailures", Unit: emf.Count, Value: float64(failed + len(rep.Errors))},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,10 +21,17 @@ import (
 //
 //	checkpoint  pk = ckpt#<ledger table>  sk = <stream shard id>  seq, at, lastWrittenAt, votes, ttl
 //
-// A checkpoint expires (ttl) CheckpointTTL after its last commit: by then
-// the stream has trimmed every record it covers (records live 24 hours), so
-// no redelivery can need it; an open shard's own commits keep renewing it.
-const CheckpointTTL = 48 * time.Hour
+// A checkpoint expires (ttl) CheckpointTTL after its last commit, and not
+// before CheckpointKeep after its ledger month ends. After the first, the
+// stream has trimmed every record it covers (records live 24 hours), so no
+// redelivery can need it; an open shard's own commits keep renewing it. The
+// second keeps a month's checkpoints, and the votes each counted, until the
+// rotator retires the month: it compares their sum with the month's items,
+// verified against the archive, and alarms when they differ.
+const (
+	CheckpointTTL  = 48 * time.Hour
+	CheckpointKeep = 60 * 24 * time.Hour
+)
 
 // TTLAttribute is the checkpoint's expiry (Unix seconds): the counters
 // table's TimeToLiveSpecification names it.
@@ -68,7 +76,7 @@ func (s *Votes) CommitTally(ctx context.Context, sh votes.StreamShard, from stri
 	// The expiry is on the real clock, whatever the store's: DynamoDB's TTL
 	// deletes by the real time, and a rehearsal's moved clock (the soak's
 	// October) would have it delete checkpoints still in use.
-	vals[":ttl"] = num(s.realNow().Add(CheckpointTTL).Unix())
+	vals[":ttl"] = num(s.checkpointExpiry(sh.Table).Unix())
 	set := "SET seq = :seq, #at = :at, #ttl = :ttl"
 	if !c.LastWrittenAt.IsZero() {
 		vals[":lw"] = str(c.LastWrittenAt.UTC().Format(readAtLayout))
@@ -100,6 +108,21 @@ func (s *Votes) CommitTally(ctx context.Context, sh votes.StreamShard, from stri
 		}
 	}
 	return fmt.Errorf("votesddb: commit tally of %s/%s: %w", sh.Table, sh.Shard, classify(err))
+}
+
+// checkpointExpiry is when a checkpoint of the ledger table expires if no
+// commit renews it: CheckpointTTL from now, and not before CheckpointKeep
+// after the table's month ends (a table not named for a month: the first).
+func (s *Votes) checkpointExpiry(table string) time.Time {
+	exp := s.realNow().Add(CheckpointTTL)
+	if m, ok := strings.CutPrefix(table, s.ledgerPrefix+"-"); ok {
+		if start, err := time.Parse(votes.MonthLayout, m); err == nil {
+			if keep := start.AddDate(0, 1, 0).Add(CheckpointKeep); keep.After(exp) {
+				exp = keep
+			}
+		}
+	}
+	return exp
 }
 
 func (s *Votes) increment(inc votes.Increment) *types.Update {

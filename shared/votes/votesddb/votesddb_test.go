@@ -252,15 +252,18 @@ func TestCommitTally(t *testing.T) {
 	if !tot.Counters.CountedAt.Equal(clock) {
 		t.Errorf("counters counted at %s, want %s", tot.Counters.CountedAt, clock)
 	}
-	// The checkpoint expires two days after its last commit, by the real
-	// clock (DynamoDB's TTL), even when the store's clock is moved.
+	// The checkpoint of this month's ledger is kept until 60 days after
+	// the month ends (the rotator sums them when it retires the month), by
+	// the real clock (DynamoDB's TTL), even when the store's clock is moved.
+	monthStart, _ := time.Parse(votes.MonthLayout, votes.MonthOf(clock))
+	keep := monthStart.AddDate(0, 1, 0).Add(CheckpointKeep)
 	item, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: CheckpointKey(sh)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ttl, _ := item.Item["ttl"].(*types.AttributeValueMemberN)
-	if ttl == nil || ttl.Value != fmt.Sprint(clock.Add(CheckpointTTL).Unix()) {
-		t.Errorf("ttl %v, want %d", item.Item["ttl"], clock.Add(CheckpointTTL).Unix())
+	if ttl == nil || ttl.Value != fmt.Sprint(keep.Unix()) {
+		t.Errorf("ttl %v, want %d (60 days after the month)", item.Item["ttl"], keep.Unix())
 	}
 	s.SetClock(func() time.Time { return time.Date(2026, 10, 31, 23, 0, 0, 0, time.UTC) })
 	if err := s.CommitTally(ctx, sh, next.Seq, votes.TallyCommit{Seq: "000000000000000000300"}); err != nil {
@@ -270,8 +273,15 @@ func TestCommitTally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ttl, _ := item.Item["ttl"].(*types.AttributeValueMemberN); ttl == nil || ttl.Value != fmt.Sprint(clock.Add(CheckpointTTL).Unix()) {
-		t.Errorf("with the store's clock in October: ttl %v, want %d (the real clock's)", item.Item["ttl"], clock.Add(CheckpointTTL).Unix())
+	if ttl, _ := item.Item["ttl"].(*types.AttributeValueMemberN); ttl == nil || ttl.Value != fmt.Sprint(keep.Unix()) {
+		t.Errorf("with the store's clock in October: ttl %v, want %d (the real clock's)", item.Item["ttl"], keep.Unix())
+	}
+	// A month long past, or a table not named for a month: two days after
+	// the last commit.
+	for _, table := range []string{s.LedgerTable("2020-01"), s.LedgerTable("x"), "other"} {
+		if got := s.checkpointExpiry(table); !got.Equal(clock.Add(CheckpointTTL)) {
+			t.Errorf("expiry of %s's checkpoints %s, want %s", table, got, clock.Add(CheckpointTTL))
+		}
 	}
 	if n, _ := item.Item["votes"].(*types.AttributeValueMemberN); n == nil || n.Value != "104" {
 		t.Errorf("checkpoint votes %v, want 104", item.Item["votes"])
