@@ -396,7 +396,7 @@ type rotationRun struct {
 	// votes against the items verified archived).
 	Counters map[string]archive.CountersCheck
 	Err      string
-	Took    time.Duration
+	Took     time.Duration
 }
 
 // rotate runs the rotator once, wired as its function wires it, with its

@@ -222,7 +222,16 @@ type retirementJSON struct {
 	FilesBefore    int        `json:"filesBefore,omitempty"`
 	FilesAfter     int        `json:"filesAfter,omitempty"`
 	LagSeconds     float64    `json:"lagSeconds"`
-	Error          string     `json:"error,omitempty"`
+	// Counters: the votes the tally counted of the month and how many
+	// more than the month's items (negative: fewer); absent when not compared.
+	Counters *countersJSON `json:"counters,omitempty"`
+	Error    string        `json:"error,omitempty"`
+}
+
+type countersJSON struct {
+	Tallied int64 `json:"tallied"`
+	Items   int64 `json:"items"`
+	Differ  int64 `json:"differ"`
 }
 
 func reportJSON(rep archive.RotationReport) any {
@@ -253,6 +262,9 @@ func reportJSON(rep archive.RotationReport) any {
 		}
 		if t.Compaction != nil {
 			rj.FilesBefore, rj.FilesAfter = t.Compaction.FilesBefore, t.Compaction.FilesAfter
+		}
+		if c := t.Counters; c != nil {
+			rj.Counters = &countersJSON{Tallied: c.Tallied, Items: c.Items, Differ: c.Differ()}
 		}
 		if t.Err != nil {
 			rj.Error = t.Err.Error()
