@@ -33,23 +33,27 @@ func (s *section) printf(format string, args ...any) { fmt.Fprintf(&s.text, form
 // bench is one benchmark: it measures against a running local stack.
 type bench struct {
 	name string
-	run  func(ctx context.Context, env *stack.Env, scale float64) (*section, error)
+	// fresh: the benchmark starts on a local stack of its own, and those
+	// after it share that stack until the next fresh one. DynamoDB Local
+	// slows every write of a table with a stream as the stream records of
+	// all its tables pile up (it keeps them 24 h), so each flow measures on
+	// servers that hold none of another flow's records.
+	fresh bool
+	run   func(ctx context.Context, env *stack.Env, scale float64) (*section, error)
 }
 
 func benches() []bench {
-	// Objects and votes run first: DynamoDB Local slows down as stream records pile up
-	// (it keeps them 24 h), and the streams benchmark writes thousands.
 	return []bench{
-		{"functions", benchFunctions}, // binaries and init: builds, no load on the servers
-		{"objects", benchObjects},     // few stream records: first, so its latencies are DynamoDB Local's fresh ones
-		{"objects-ranges", benchRanges},
-		{"listing", benchListing},
-		{"objects-retries", benchRetries},
-		{"votes", benchVotes},
-		{"runner-sqs", benchSQS},
-		{"proxy", benchProxy},
-		{"runner-streams", benchStreams},
-		{"archive", benchArchive},
+		{name: "functions", run: benchFunctions}, // binaries and init: builds, no load on the servers
+		{name: "objects", run: benchObjects},
+		{name: "objects-ranges", run: benchRanges},
+		{name: "listing", run: benchListing},
+		{name: "objects-retries", run: benchRetries},
+		{name: "votes", fresh: true, run: benchVotes},
+		{name: "runner-sqs", fresh: true, run: benchSQS},
+		{name: "proxy", run: benchProxy},
+		{name: "runner-streams", run: benchStreams},
+		{name: "archive", run: benchArchive},
 	}
 }
 
@@ -73,28 +77,41 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	var sections []*section
+	stacks := &section{title: "Local stack"}
+	stacks.printf("Each flow's benchmarks run on a local stack of their own (see `fresh` in bench/main.go).\n\n" +
+		"| stack, for | `stack.Up`: servers started, proxies, template provisioned, functions hosted | resources provisioned | servers' memory after start (RSS) | after its benchmarks (RSS) |\n|---|---:|---:|---:|---:|\n")
+	sections := []*section{stacks}
 
-	start := time.Now()
-	// The function log feeds the votes section the tally's EMF lines.
-	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: log, FunctionLog: stackLog, KeyWriteLimit: 1000})
-	if err != nil {
-		return err
+	var env *stack.Env
+	var first string
+	closeStack := func() {
+		if env == nil {
+			return
+		}
+		rss, _ := env.Servers.RSSBytes()
+		stacks.printf(" %.0f MB |\n", float64(rss)/(1<<20))
+		env.Close()
+		env = nil
 	}
-	defer env.Close()
-	if err := env.Start(ctx); err != nil {
-		return err
-	}
-	up := time.Since(start)
-	rss, _ := env.Servers.RSSBytes()
-	s := &section{title: "Local stack"}
-	s.printf("| measure | value |\n|---|---|\n| `stack.Up`: servers started, proxies, template provisioned, functions hosted | %s |\n| resources provisioned | %d |\n| servers' memory after start (RSS) | %.0f MB |\n",
-		up.Round(10*time.Millisecond), len(env.Stack.Resources), float64(rss)/(1<<20))
-	sections = append(sections, s)
-
+	defer closeStack()
 	for _, b := range benches() {
 		if !selected(b.name, only) {
 			continue
+		}
+		if env == nil || b.fresh {
+			closeStack()
+			start := time.Now()
+			// The function log feeds the votes section the tally's EMF lines.
+			e, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: log, FunctionLog: stackLog, KeyWriteLimit: 1000})
+			if err != nil {
+				return err
+			}
+			env, first = e, b.name
+			if err := env.Start(ctx); err != nil {
+				return err
+			}
+			rss, _ := env.Servers.RSSBytes()
+			stacks.printf("| %s and after | %s | %d | %.0f MB |", first, time.Since(start).Round(10*time.Millisecond), len(env.Stack.Resources), float64(rss)/(1<<20))
 		}
 		fmt.Fprintf(log, "bench %s…\n", b.name)
 		s, err := b.run(ctx, env, scale)
@@ -103,9 +120,7 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 		}
 		sections = append(sections, s)
 	}
-	if rss2, err := env.Servers.RSSBytes(); err == nil {
-		sections[0].printf("| servers' memory after the benchmarks (RSS) | %.0f MB |\n", float64(rss2)/(1<<20))
-	}
+	closeStack()
 	return write(out, sections)
 }
 
