@@ -113,7 +113,13 @@ func (s *soak) killFunctions(ctx context.Context) {
 		}
 		id := killable[i%len(killable)]
 		p := s.env.Processes[id]
+		// Prefer a process mid-invocation: wait for one, up to half the
+		// interval, rather than kill whatever the tick finds.
 		busy := p.Busy() > 0
+		for wait := time.Now().Add(s.cfg.KillEvery / 2); !busy && time.Now().Before(wait) && ctx.Err() == nil; {
+			time.Sleep(10 * time.Millisecond)
+			busy = p.Busy() > 0
+		}
 		pid, ok := p.Kill()
 		if !ok {
 			continue

@@ -210,7 +210,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer s.servers.Stop()
 	// Every function runs on the producers' clock: 31 October until the
-	// crossing, then November (and the jump past October's grace).
+	// crossing, then November (and the jump past October's grace); an
+	// hour earlier still during the setup.
 	s.clock = newVirtualClock(s.began, cfg.Duration)
 	s.env, err = stack.Up(ctx, stack.Options{
 		Root: cfg.Root, Params: params(cfg), Setups: setups, Servers: s.servers,
@@ -237,6 +238,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	base := leakBaseline(s)
 	s.progress("stack up; load starts (%d goroutines, %d open files in this process)", base.Goroutines, base.FDs)
 
+	// The load's virtual start (31 October, half the run before
+	// midnight) is now, however long the setup took.
+	s.clock.startLoad(time.Now(), cfg.Duration)
+	if err := s.env.MoveClock(s.clock.offset()); err != nil {
+		return nil, err
+	}
 	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.produceVotes(loadCtx) })
@@ -336,9 +343,16 @@ func (c *virtualClock) settled(ctx context.Context) {
 	}
 }
 
+// newVirtualClock returns the clock for the setup: an hour before the
+// load's virtual start, whatever the setup takes (builds, servers, the
+// stack); startLoad then sets the crossing from the load's real start.
 func newVirtualClock(began time.Time, d time.Duration) *virtualClock {
-	return &virtualClock{began: began, crossing: began.Add(d / 2), boundary: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+	return &virtualClock{began: began, crossing: began.Add(d/2 + time.Hour), boundary: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
 }
+
+// startLoad puts the crossing half the load's duration after now, the
+// load's start. Call it before the load's goroutines start.
+func (c *virtualClock) startLoad(now time.Time, d time.Duration) { c.crossing = now.Add(d / 2) }
 
 // Now is the virtual time: the boundary plus the real time since the
 // crossing (negative before it), plus the jump once made.

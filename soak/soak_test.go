@@ -49,7 +49,7 @@ func invariant(res *Result, prefix string) (Invariant, bool) {
 // happen (kills mid-invocation, proxy errors, the S3 restart, the cold
 // month's retirement under load), so the run proves something.
 func TestSoakHoldsUnderFaults(t *testing.T) {
-	c := soakConfig(t, Config{Duration: 30 * time.Second, VotesPerSecond: 60, Faults: true, DuplicateRate: 0.05,
+	c := soakConfig(t, Config{Duration: 30 * time.Second, VotesPerSecond: 60, Faults: true, DuplicateRate: 0.2,
 		KillEvery: 3 * time.Second, PhaseEvery: 3 * time.Second, LeakBurst: 6 * time.Second, Seed: 7})
 	res, err := Run(context.Background(), c)
 	if err != nil {

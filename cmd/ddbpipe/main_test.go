@@ -201,9 +201,23 @@ func TestLocalUpInvokeDown(t *testing.T) {
 	if err := run(context.Background(), []string{"local", "invoke", "RotatorFunction", "-state-dir", state}, &out, &errb); err != nil {
 		t.Errorf("local invoke: %v %s", err, errb.String())
 	}
-	// An SQS event's invoke says what became of each message.
+	// An SQS event's invoke says what became of each message. The sample
+	// vote is cast now: with its own date it would be refused month-closed
+	// once November and its grace are over, before its poll is looked up.
 	out.Reset()
-	if err := run(context.Background(), []string{"local", "invoke", "CounterFunction", "-event", "../../events/counter.json", "-state-dir", state}, &out, &errb); err != nil {
+	sample, err := os.ReadFile("../../events/counter.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := filepath.Join(t.TempDir(), "counter.json")
+	castNow := strings.Replace(string(sample), "2026-11-21T10:00:00Z", time.Now().UTC().Format(time.RFC3339), 1)
+	if castNow == string(sample) {
+		t.Fatal("events/counter.json no longer casts its vote at 2026-11-21T10:00:00Z: update this test")
+	}
+	if err := os.WriteFile(event, []byte(castNow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), []string{"local", "invoke", "CounterFunction", "-event", event, "-state-dir", state}, &out, &errb); err != nil {
 		t.Errorf("local invoke CounterFunction: %v %s", err, errb.String())
 	}
 	if want := `059f36b4-87a3-44ab-83d2-661975830a7d: rejected, unknown-poll: no poll "best-color"`; !strings.Contains(out.String(), want) {
