@@ -238,8 +238,9 @@ func TestLocalStackEndToEnd(t *testing.T) {
 	if err != nil || out.FunctionError != nil {
 		t.Fatalf("invoke rotator: %v %v", err, out)
 	}
-	if got := invocations(env.Runner, "RotatorFunction"); got != before+1 {
-		t.Errorf("rotator invocations %d, want %d", got, before+1)
+	// At least one more: its daily schedule (00:15 UTC) may run it too.
+	if got := invocations(env.Runner, "RotatorFunction"); got < before+1 {
+		t.Errorf("rotator invocations %d, want at least %d", got, before+1)
 	}
 	if _, err := lc.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String("NoSuchFunction")}); err == nil {
 		t.Error("invoking an unknown function succeeded")

@@ -132,7 +132,9 @@ func startRunner(t *testing.T, r *runner.Runner) {
 func TestRunnerSQSPartialBatchFailure(t *testing.T) {
 	needStack(t)
 	c := newClients(t, nil)
-	url, arn, dlq := testQueue(t, c, 1, 3)
+	// A visibility timeout well past the batching window (1 s): a message
+	// held in a window must not come back before its batch is done.
+	url, arn, dlq := testQueue(t, c, 3, 3)
 	var d deliveries
 	poison := map[string]bool{"m3": true, "m7": true}
 	r := runner.New(runner.WithLogger(testLogger(t)))
@@ -209,7 +211,7 @@ func TestRunnerSQSWholeBatchFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClients(t, nil)
-			url, arn, _ := testQueue(t, c, 1, 0)
+			url, arn, _ := testQueue(t, c, 3, 0) // past the 1 s window: see TestRunnerSQSPartialBatchFailure
 			var d deliveries
 			var mu sync.Mutex
 			failedOnce := false
@@ -239,7 +241,7 @@ func TestRunnerSQSWholeBatchFailures(t *testing.T) {
 				}
 				return true
 			})
-			time.Sleep(1500 * time.Millisecond) // past the visibility timeout: nothing more may come
+			time.Sleep(3500 * time.Millisecond) // past the visibility timeout: nothing more may come
 			for _, b := range []string{"a", "b", "c", "d", "e"} {
 				if got := d.count(b); got != 2 {
 					t.Errorf("%s delivered %d times, want 2 (once failed with the whole batch, once ok)", b, got)
