@@ -98,7 +98,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 			continue
 		}
 		now := s.results(ctx, store)
-		if queued == 0 && len(now) == len(polls) && sameCounts(now, got) {
+		if queued == 0 && len(now) == len(polls) && sameCounts(now, got) && s.uncounted(ctx) == 0 {
 			stable++
 		} else {
 			stable = 0
@@ -271,6 +271,33 @@ func sameCounts(a, b map[string]votes.Totals) bool {
 
 // queueDepth is a queue's visible plus in-flight messages (-1 when it
 // cannot be read).
+// uncounted is how many records the open ledger streams hold past the
+// tally's checkpoints (-1 when they cannot be read): the counts settle
+// only at 0, not merely when they stop moving for a while.
+func (s *soak) uncounted(ctx context.Context) int {
+	r := s.rotator(s.rotatorNow())
+	tables, err := r.Tables.List(ctx, s.env.Vars["LEDGER_TABLE_PREFIX"])
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, t := range tables {
+		if t.StreamARN == "" || !t.StreamEnabled {
+			continue
+		}
+		recs, err := r.Streams.Records(ctx, t.StreamARN)
+		if err != nil {
+			return -1
+		}
+		left, err := r.Counted.Uncounted(ctx, t.Name, recs)
+		if err != nil {
+			return -1
+		}
+		n += len(left)
+	}
+	return n
+}
+
 func queueDepth(ctx context.Context, c *sqs.Client, url string) int {
 	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
 		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
