@@ -45,6 +45,7 @@ type Result struct {
 	Config     Config
 	Began      time.Time
 	LoadEnded  time.Time
+	Crossing   time.Duration // from Began to the month's turn on the virtual clock
 	Took       time.Duration
 	Drained    time.Duration // from the load's end until the queues were empty and the counts settled
 	Invariants []Invariant

@@ -106,7 +106,7 @@ func (r *Result) writePNG(path string, objectsPerSec []int) error {
 		}
 		chart.Marks = append(chart.Marks, pngchart.Mark{At: e.At.Seconds(), Kind: e.Kind})
 	}
-	chart.Marks = append(chart.Marks, pngchart.Mark{At: (r.Config.Duration / 2).Seconds(), Kind: "month boundary"})
+	chart.Marks = append(chart.Marks, pngchart.Mark{At: r.Crossing.Seconds(), Kind: "month boundary"})
 	for _, rot := range r.Rotations {
 		for _, t := range rot.Retired {
 			if t != "" {
@@ -156,8 +156,8 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 	p("- Documents: %.1f requests/s (paced at %g/s, `-object-rate`) by %d object and %d shared workers: %s.\n", l.ObjectsPerSecond, r.Config.ObjectsPerSecond, r.Config.ObjectWorkers, r.Config.SharedWorkers, counts(l.ObjectOps))
 	p("- Placements of the documents written: %s.\n", counts(l.Placements))
 	p("- Every clock (the producers' and the functions') crossed from %s into %s at %s and jumped past %s's grace at %s; the rotator ran %d times:\n\n",
-		coldMonth, liveMonth, (r.Config.Duration / 2).Round(time.Second), coldMonth, (r.Config.Duration/2 + r.Config.Duration/20).Round(time.Second), len(r.Rotations))
-	p("| at | rotator clock | why | created | outcomes | took | error |\n|---|---|---|---|---|---|---|\n")
+		coldMonth, liveMonth, r.Crossing.Round(time.Second), coldMonth, (r.Crossing + r.Config.Duration/20).Round(time.Second), len(r.Rotations))
+	p("| started at | rotator clock | why | created | outcomes | took | error |\n|---|---|---|---|---|---|---|\n")
 	for _, rot := range r.Rotations {
 		p("| %s | %s | %s | %s | %s | %s | %s |\n", rot.At.Round(time.Second), rot.Clock.Format("2006-01-02 15:04"), rot.Why,
 			strings.Join(rot.Created, ", "), counts(rot.Outcome), rot.Took.Round(10*time.Millisecond), short(rot.Err))

@@ -254,7 +254,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		wg.Go(func() { s.sharedWorker(loadCtx) })
 	}
 	wg.Go(func() { s.sample(loadCtx) })
-	wg.Go(func() { s.rotateDuringLoad(loadCtx) })
+	wg.Go(func() { s.rotateDuringLoad(loadCtx, ctx) })
 	wg.Go(func() { s.jumpPastTheGrace(loadCtx) })
 	if cfg.Faults {
 		wg.Go(func() { s.injectFaults(loadCtx) })
@@ -270,7 +270,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.progress("load done: %d votes sent (%d distinct accepted, %d bad), %d object operations; faults off, draining",
 		s.load.votesSent(), s.load.distinctAccepted(), s.load.badSent(), s.load.objectOps())
 
-	res := &Result{Config: cfg, Began: s.began, LoadEnded: time.Now()}
+	res := &Result{Config: cfg, Began: s.began, LoadEnded: time.Now(), Crossing: s.clock.crossing.Sub(s.began)}
 	s.check(ctx, res, base)
 	res.Faults = s.faults.summary(s.env)
 	res.Timeline = s.samples
@@ -400,7 +400,7 @@ func (s *soak) rotatorNow() time.Time { return s.clock.Now() }
 
 // rotationRun is one rotator run as the report lists it.
 type rotationRun struct {
-	At      time.Duration // since the soak began
+	At      time.Duration // when the run started, since the soak began
 	Clock   time.Time     // the rotator's clock
 	Why     string
 	Created []string
@@ -421,7 +421,7 @@ func (s *soak) rotate(ctx context.Context, why string) rotationRun {
 	r := s.rotator(now)
 	start := time.Now()
 	rep := r.Run(ctx)
-	run := rotationRun{At: time.Since(s.began), Clock: now, Why: why, Created: rep.Created,
+	run := rotationRun{At: start.Sub(s.began), Clock: now, Why: why, Created: rep.Created,
 		Outcome: map[string]string{}, Counters: map[string]archive.CountersCheck{}, Took: time.Since(start)}
 	for _, t := range rep.Retirements {
 		run.Outcome[t.Table] = string(t.Outcome)
@@ -442,14 +442,15 @@ func (s *soak) rotate(ctx context.Context, why string) rotationRun {
 	return run
 }
 
-// rotateDuringLoad runs the rotator every tenth of the run, as its daily
-// schedule would on the moving clock.
-func (s *soak) rotateDuringLoad(ctx context.Context) {
+// rotateDuringLoad runs the rotator every tenth of the load, as its daily
+// schedule would on the moving clock. A run started under load finishes
+// on ctx, not load: the load's end does not cut a retirement short.
+func (s *soak) rotateDuringLoad(load, ctx context.Context) {
 	t := time.NewTicker(max(5*time.Second, s.cfg.Duration/10))
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-load.Done():
 			return
 		case <-t.C:
 			s.rotate(ctx, "under load")

@@ -84,7 +84,7 @@ func TestSoakHoldsUnderFaults(t *testing.T) {
 		retired = retired || len(r.Retired) > 0 && r.At < res.LoadEnded.Sub(res.Began)
 	}
 	if !retired {
-		t.Error("the cold month did not retire under load")
+		t.Error("no rotator run started under load retired the cold month")
 	}
 	if res.Load.DistinctAccepted < 800 || res.Load.Bad == 0 || res.Load.ObjectOps["get verified"] == 0 ||
 		res.Load.ObjectOps["shared put ok"] == 0 || res.Load.ObjectOps["shared delete ok"] == 0 {
