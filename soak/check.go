@@ -92,7 +92,9 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	store := votesddb.New(s.env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
 	redriven, stable := 0, 0
 	var got map[string]votes.Totals
-	for deadline := time.Now().Add(4 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+	// 8 minutes: on a slow DynamoDB Local the 10-minute soak redrives
+	// thousands of dead letters (batches that ran out of time), which takes minutes.
+	for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
 		queued := queueDepth(ctx, sq, v["VOTES_QUEUE_URL"])
 		if dl := queueDepth(ctx, sq, v["VOTES_DEAD_LETTER_QUEUE_URL"]); dl > 0 {
 			redriven += s.redrive(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"], v["VOTES_QUEUE_URL"])
