@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 )
 
 // The shell examples of README.md and docs/*.md are tests (docs/local.md,
@@ -292,13 +294,8 @@ func TestDocs(t *testing.T) {
 			t.Skipf("the docs' examples need %s", tool)
 		}
 	}
-	// The pages name "this month" (date -u) and expect its tables: a run
-	// that would straddle the turn of a UTC month starts after it instead.
-	now := time.Now().UTC()
-	if turn := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC); turn.Sub(now) < 3*time.Minute {
-		t.Logf("waiting %s for the month to turn", turn.Sub(now).Round(time.Second))
-		time.Sleep(turn.Sub(now) + time.Second)
-	}
+	// The pages name "this month" (date -u) and expect its tables.
+	stacktest.AfterMonthTurn(t, 3*time.Minute)
 	root := repoRoot(t)
 	tmp := t.TempDir()
 	bin := docsBinary(t, root, tmp)

@@ -404,8 +404,11 @@ func TestRunnerStreamTumblingWindow(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	seen := 0
+	seen, window := 0, "" // the records of the current (shard, window) so far
 	for i, ev := range got {
+		if w := ev.ShardID + "@" + ev.Window.Start.String(); w != window {
+			seen, window = 0, w // a new window (an hour turned) starts with no state
+		}
 		if ev.ShardID == "" || ev.EventSourceARN != arn {
 			t.Fatalf("event %d: shard %q, source %q; want a shard id and %s", i, ev.ShardID, ev.EventSourceARN, arn)
 		}

@@ -33,6 +33,7 @@ import (
 // api-invoke), and every call it makes is one that policy allows.
 func TestCommandsSignAsTheirIdentity(t *testing.T) {
 	st := stacktest.Need(t)
+	stacktest.AfterMonthTurn(t, 3*time.Minute) // it names this month's ledger and archive
 	ctx := context.Background()
 	root, err := servers.FindRoot(".")
 	if err != nil {

@@ -83,3 +83,16 @@ func Config(tb testing.TB, st *servers.Stack, extra map[string]string) aws.Confi
 	}
 	return cfg
 }
+
+// AfterMonthTurn waits past the turn of the UTC month when it is less than
+// within away: a test that expects this month's ledger tables, or names
+// this month with its votes, must not straddle it.
+func AfterMonthTurn(tb testing.TB, within time.Duration) {
+	tb.Helper()
+	now := time.Now().UTC()
+	turn := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	if wait := turn.Sub(now); wait < within {
+		tb.Logf("waiting %s for the month to turn", wait.Round(time.Second))
+		time.Sleep(wait + time.Second)
+	}
+}
