@@ -83,7 +83,6 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 	sections := []*section{stacks}
 
 	var env *stack.Env
-	var first string
 	closeStack := func() {
 		if env == nil {
 			return
@@ -106,12 +105,12 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 			if err != nil {
 				return err
 			}
-			env, first = e, b.name
+			env = e
 			if err := env.Start(ctx); err != nil {
 				return err
 			}
 			rss, _ := env.Servers.RSSBytes()
-			stacks.printf("| %s and after | %s | %d | %.0f MB |", first, time.Since(start).Round(10*time.Millisecond), len(env.Stack.Resources), float64(rss)/(1<<20))
+			stacks.printf("| %s and after | %s | %d | %.0f MB |", b.name, time.Since(start).Round(10*time.Millisecond), len(env.Stack.Resources), float64(rss)/(1<<20))
 		}
 		fmt.Fprintf(log, "bench %s…\n", b.name)
 		s, err := b.run(ctx, env, scale)

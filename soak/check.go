@@ -92,6 +92,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	store := votesddb.New(s.env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
 	redriven, stable := 0, 0
 	var got map[string]votes.Totals
+	rot := s.rotator(s.rotatorNow())
 	// 8 minutes: on a slow DynamoDB Local the 10-minute soak redrives
 	// thousands of dead letters (batches that ran out of time), which takes minutes.
 	for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
@@ -101,7 +102,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 			continue
 		}
 		now := s.results(ctx, store)
-		if queued == 0 && len(now) == len(polls) && sameCounts(now, got) && s.uncounted(ctx) == 0 {
+		if queued == 0 && len(now) == len(polls) && sameCounts(now, got) && uncounted(ctx, rot) == 0 {
 			stable++
 		} else {
 			stable = 0
@@ -272,35 +273,23 @@ func sameCounts(a, b map[string]votes.Totals) bool {
 	return true
 }
 
-// queueDepth is a queue's visible plus in-flight messages (-1 when it
-// cannot be read).
 // uncounted is how many records the open ledger streams hold past the
 // tally's checkpoints (-1 when they cannot be read): the counts settle
 // only at 0, not merely when they stop moving for a while.
-func (s *soak) uncounted(ctx context.Context) int {
-	r := s.rotator(s.rotatorNow())
-	tables, err := r.Tables.List(ctx, s.env.Vars["LEDGER_TABLE_PREFIX"])
+func uncounted(ctx context.Context, r *archive.Rotator) int {
+	lags, err := r.StreamLags(ctx, false, true)
 	if err != nil {
 		return -1
 	}
 	n := 0
-	for _, t := range tables {
-		if t.StreamARN == "" || !t.StreamEnabled {
-			continue
-		}
-		recs, err := r.Streams.Records(ctx, t.StreamARN)
-		if err != nil {
-			return -1
-		}
-		left, err := r.Counted.Uncounted(ctx, t.Name, recs)
-		if err != nil {
-			return -1
-		}
-		n += len(left)
+	for _, l := range lags {
+		n += l.Uncounted
 	}
 	return n
 }
 
+// queueDepth is a queue's visible plus in-flight messages (-1 when it
+// cannot be read).
 func queueDepth(ctx context.Context, c *sqs.Client, url string) int {
 	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
 		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})

@@ -28,12 +28,18 @@ type archiveFlags struct {
 }
 
 func (a *archiveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.root, "root", "", "repository root")
-	fs.StringVar(&a.state, "state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
-	fs.StringVar(&a.bucket, "bucket", "", "archive bucket (default: $ARCHIVE_BUCKET_NAME or the local stack's)")
+	a.registerStack(fs)
 	fs.StringVar(&a.table, "table", "", "only this table: a base name (ddbpipe-votes) or its view name (votes)")
 	fs.StringVar(&a.month, "month", "", "only this month, YYYY-MM")
 	fs.DurationVar(&a.wait, "wait", 0, "first wait, up to this long (e.g. 1m), until the archive holds every record of the open months' ledger streams")
+}
+
+// registerStack registers the flags that find the stack and its archive
+// (what votes audit shares with the archive commands).
+func (a *archiveFlags) registerStack(fs *flag.FlagSet) {
+	fs.StringVar(&a.root, "root", "", "repository root")
+	fs.StringVar(&a.state, "state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
+	fs.StringVar(&a.bucket, "bucket", "", "archive bucket (default: $ARCHIVE_BUCKET_NAME or the local stack's)")
 }
 
 // archiveEnv is what the archive commands need from the environment.

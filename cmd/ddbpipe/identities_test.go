@@ -22,7 +22,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
 
@@ -108,7 +107,7 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 	if out := cli("votes", "audit", "-poll", poll, "-wait", "1m"); !strings.Contains(out, "agree") {
 		t.Errorf("votes audit: %q, want the counters and the archive to agree", out)
 	}
-	if _, err := awsenv.DynamoDB(env.AWS).UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(env.Vars["COUNTERS_TABLE_NAME"]),
+	if _, err := env.Clients.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(env.Vars["COUNTERS_TABLE_NAME"]),
 		Key:              map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "count#" + poll + "#0"}, "sk": &ddbtypes.AttributeValueMemberS{Value: "a"}},
 		UpdateExpression: aws.String("ADD votes :one"), ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":one": &ddbtypes.AttributeValueMemberN{Value: "1"}},
 	}); err != nil {

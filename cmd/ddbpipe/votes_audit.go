@@ -20,9 +20,7 @@ func votesAudit(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("votes audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	af := archiveFlags{identity: asOperator}
-	fs.StringVar(&af.root, "root", "", "repository root")
-	fs.StringVar(&af.state, "state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
-	fs.StringVar(&af.bucket, "bucket", "", "archive bucket (default: $ARCHIVE_BUCKET_NAME or the local stack's)")
+	af.registerStack(fs)
 	fs.DurationVar(&af.wait, "wait", 0, "first wait, up to this long (e.g. 1m), until the votes queue is empty and the tally and the archive hold every ledger record")
 	table := fs.String("table", "", "counters table (default: $COUNTERS_TABLE_NAME or the local stack's)")
 	poll := fs.String("poll", "", "only this poll (default: every poll)")

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
@@ -34,7 +33,7 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 	if limit <= 0 {
 		return nil
 	}
-	r, rc, err := stackRotation(ctx, root, state, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r, _, err := stackRotation(ctx, root, state, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err
 	}
@@ -57,7 +56,7 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 	pause := 250 * time.Millisecond
 	said := false
 	for {
-		behind, err := pipelineBehind(ctx, r, rc, q, queueURL, getenv("OBJECTS_TABLE_NAME"), getenv("OBJECTS_TABLE_STREAM_ARN"), c)
+		behind, err := pipelineBehind(ctx, r, q, queueURL, getenv("OBJECTS_TABLE_NAME"), getenv("OBJECTS_TABLE_STREAM_ARN"), c)
 		if err != nil {
 			return fmt.Errorf("-wait: %w", err)
 		}
@@ -81,7 +80,7 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 }
 
 // pipelineBehind says what has not caught up yet ("" when all has).
-func pipelineBehind(ctx context.Context, r *archive.Rotator, rc archivelambda.RotatorConfig, q *sqs.Client, queueURL, objectsTable, objectsStream string, c catchUp) (string, error) {
+func pipelineBehind(ctx context.Context, r *archive.Rotator, q *sqs.Client, queueURL, objectsTable, objectsStream string, c catchUp) (string, error) {
 	if c.queue {
 		visible, inFlight, err := queueDepth(ctx, q, queueURL)
 		if err != nil {
@@ -95,43 +94,17 @@ func pipelineBehind(ctx context.Context, r *archive.Rotator, rc archivelambda.Ro
 	if !c.archived && !c.counted {
 		return "", nil
 	}
-	tables, err := r.Tables.List(ctx, rc.LedgerPrefix)
+	lags, err := r.StreamLags(ctx, c.archived, c.counted)
 	if err != nil {
 		return "", err
 	}
 	var behind []string
-	for _, t := range tables {
-		if t.StreamARN == "" || !t.StreamEnabled {
-			continue
+	for _, l := range lags {
+		if l.Unarchived > 0 {
+			behind = append(behind, fmt.Sprintf("%d stream records of %s not archived yet", l.Unarchived, l.Table))
 		}
-		_, month, ok := archive.MonthlyTable(t.Name)
-		if !ok {
-			continue
-		}
-		recs, err := r.Streams.Records(ctx, t.StreamARN)
-		if err != nil && !errors.Is(err, archive.ErrNotFound) {
-			return "", err
-		}
-		if len(recs) == 0 {
-			continue
-		}
-		if c.archived {
-			contents, err := r.Archive.Read(ctx, archive.Partition{Table: rc.LedgerPrefix, Month: month})
-			if err != nil {
-				return "", err
-			}
-			if n := len(archive.Unarchived(recs, contents)); n > 0 {
-				behind = append(behind, fmt.Sprintf("%d stream records of %s not archived yet", n, t.Name))
-			}
-		}
-		if c.counted && r.Counted != nil {
-			pending, err := r.Counted.Uncounted(ctx, t.Name, recs)
-			if err != nil {
-				return "", err
-			}
-			if len(pending) > 0 {
-				behind = append(behind, fmt.Sprintf("%d stream records of %s not counted yet", len(pending), t.Name))
-			}
+		if l.Uncounted > 0 {
+			behind = append(behind, fmt.Sprintf("%d stream records of %s not counted yet", l.Uncounted, l.Table))
 		}
 	}
 	if c.archived && objectsTable != "" && objectsStream != "" {

@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -456,6 +457,47 @@ func TestRetirementComparesTheCounters(t *testing.T) {
 			}
 			if want := []Step{StepEnsure, StepDrain, StepVerify, StepCounters, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}; !reflect.DeepEqual(steps, want) {
 				t.Errorf("steps %v, want %v", steps, want)
+			}
+		})
+	}
+}
+
+// countedUpTo is a reader that has counted the first n of any records.
+type countedUpTo struct{ memCounted }
+
+func (countedUpTo) Uncounted(_ context.Context, _ string, recs []StreamRecord) ([]StreamRecord, error) {
+	return recs[min(58, len(recs)):], nil
+}
+
+// StreamLags says, per owned table with its stream on, what the archive
+// and the other reader have not caught up with; look-alike tables are not
+// read.
+func TestStreamLags(t *testing.T) {
+	w := novemberWorld(t) // 60 records, all archived
+	w.deliver = false     // the archiver stops: the next 3 are not archived
+	for i := range 3 {
+		w.put("app-votes-2026-11", "poll#p", fmt.Sprint("late-", i), 1, date(2026, 11, 21, 10))
+	}
+	if _, _, err := (memTables{w}).Ensure(context.Background(), Spec{Name: "app-votes-staging-2026-11"}); err != nil {
+		t.Fatal(err)
+	}
+	w.put("app-votes-staging-2026-11", "poll#p", "x", 1, date(2026, 11, 21, 10))
+	r := w.rotator(date(2026, 11, 21, 12))
+	r.Counted = countedUpTo{}
+	tests := []struct {
+		name              string
+		archived, counted bool
+		want              []StreamLag
+	}{
+		{"both", true, true, []StreamLag{{Table: "app-votes-2026-11", Unarchived: 3, Uncounted: 5}}},
+		{"archive only", true, false, []StreamLag{{Table: "app-votes-2026-11", Unarchived: 3}}},
+		{"counters only", false, true, []StreamLag{{Table: "app-votes-2026-11", Uncounted: 5}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := r.StreamLags(context.Background(), tt.archived, tt.counted)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("StreamLags = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}
