@@ -121,6 +121,9 @@ type Counts struct {
 	UpstreamErrors int64
 	// Denied counts requests the Authorizer refused.
 	Denied int64
+	// Conflicts counts requests refused by the transaction conflict rules
+	// (WithTransactionConflicts).
+	Conflicts int64
 }
 
 // Stats is a snapshot of the counters, in total and per Action ("" is
@@ -203,6 +206,8 @@ type config struct {
 	dynamoThrottle string
 	transport      http.RoundTripper
 	authorize      Authorizer
+	streamShards   *StreamShards
+	conflicts      bool
 }
 
 // Authorizer decides, before any fault or forwarding, whether a request
@@ -344,6 +349,8 @@ type Proxy struct {
 	dynamoThrottle string
 	limiter        *keyLimiter
 	authorize      Authorizer
+	shards         *shardEmulator
+	conflicts      *conflictTracker
 	requestSeq     atomic.Uint64
 
 	mu       sync.Mutex // guards faults, failNext, rng, counts, byAction
@@ -393,6 +400,9 @@ func New(service Service, upstream string, opts ...Option) (*Proxy, error) {
 	if cfg.keyLimit > 0 && service != DynamoDB {
 		return nil, fmt.Errorf("%w: WithKeyWriteLimit applies to DynamoDB only, not %s", ErrBadOption, service)
 	}
+	if (cfg.streamShards != nil || cfg.conflicts) && service != DynamoDB {
+		return nil, fmt.Errorf("%w: WithStreamShards and WithTransactionConflicts apply to DynamoDB only, not %s", ErrBadOption, service)
+	}
 	if cfg.rng == nil {
 		cfg.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
@@ -422,6 +432,12 @@ func New(service Service, upstream string, opts ...Option) (*Proxy, error) {
 	}
 	if cfg.keyLimit > 0 {
 		p.limiter = newKeyLimiter(cfg.keyLimit, p.clock, p.describeTable)
+	}
+	if cfg.streamShards != nil {
+		p.shards = &shardEmulator{cfg: *cfg.streamShards, call: p.callUpstream, streams: map[string]*vstream{}}
+	}
+	if cfg.conflicts {
+		p.conflicts = newConflictTracker(p.keySchema)
 	}
 	return p, nil
 }
@@ -692,6 +708,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if p.serveStreams(w, r, op, body) {
+		return
+	}
 	if p.limiter != nil && body != nil && isDynamoWrite(op.Action) {
 		if e, throttled := p.limitKeys(r, op, body); throttled {
 			p.count(op.Action, func(c *Counts) { c.KeyThrottled++ })
@@ -707,6 +726,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// its 100 Continue already; the upstream need not send another.
 		r.Header.Del("Expect")
 	}
+	release, refusal := p.admitConflicts(r, op, body)
+	if refusal != nil {
+		p.count(op.Action, func(c *Counts) { c.Conflicts++ })
+		p.logger.Debug("faultproxy: transaction conflict", "action", op.Action, "table", op.Table)
+		p.writeError(w, r, *refusal)
+		return
+	}
+	defer release()
 	p.forward(w, r, op, start)
 }
 

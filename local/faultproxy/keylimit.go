@@ -399,15 +399,25 @@ func (l *keyLimiter) forget(table string) {
 // describeTable asks the upstream for table's partition key attribute,
 // with the client's credentials.
 func (p *Proxy) describeTable(ctx context.Context, table string, h http.Header) (string, error) {
+	names, err := p.keySchema(ctx, table, h)
+	if err != nil {
+		return "", err
+	}
+	return names[0], nil
+}
+
+// keySchema asks the upstream for table's key attributes, the partition
+// key first, with the client's credentials.
+func (p *Proxy) keySchema(ctx context.Context, table string, h http.Header) ([]string, error) {
 	body, err := json.Marshal(struct{ TableName string }{table})
 	if err != nil {
-		return "", fmt.Errorf("encode request: %w", err)
+		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.upstream.String()+"/", bytes.NewReader(body))
 	if err != nil {
-		return "", fmt.Errorf("build request: %w", err)
+		return nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.DescribeTable")
@@ -418,12 +428,12 @@ func (p *Proxy) describeTable(ctx context.Context, table string, h http.Header) 
 	}
 	resp, err := p.transport.RoundTrip(req)
 	if err != nil {
-		return "", fmt.Errorf("call upstream: %w", err)
+		return nil, fmt.Errorf("call upstream: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return "", fmt.Errorf("upstream status %d: %s", resp.StatusCode, msg)
+		return nil, fmt.Errorf("upstream status %d: %s", resp.StatusCode, msg)
 	}
 	var out struct {
 		Table struct {
@@ -431,14 +441,21 @@ func (p *Proxy) describeTable(ctx context.Context, table string, h http.Header) 
 		}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return "", fmt.Errorf("decode response: %w", err)
+		return nil, fmt.Errorf("decode response: %w", err)
 	}
+	var hash, rng []string
 	for _, k := range out.Table.KeySchema {
-		if k.KeyType == "HASH" {
-			return k.AttributeName, nil
+		switch k.KeyType {
+		case "HASH":
+			hash = append(hash, k.AttributeName)
+		case "RANGE":
+			rng = append(rng, k.AttributeName)
 		}
 	}
-	return "", errors.New("no HASH key in key schema")
+	if len(hash) != 1 {
+		return nil, errors.New("no HASH key in key schema")
+	}
+	return append(hash, rng...), nil
 }
 
 // keyValue returns the type and value of a key attribute value
