@@ -431,7 +431,9 @@ func (e *shardEmulator) readUpstream(ctx context.Context, h http.Header, v *vstr
 		}
 		if status != http.StatusOK {
 			switch {
-			case bytes.Contains(body, []byte("ExpiredIteratorException")):
+			case bytes.Contains(body, []byte("ExpiredIteratorException")) || bytes.Contains(body, []byte("TrimmedDataAccessException")):
+				// DynamoDB Local answers both for an iterator it no longer
+				// holds: a new one from after the last record read.
 				u.iter = ""
 				continue
 			case bytes.Contains(body, []byte("ResourceNotFoundException")):
