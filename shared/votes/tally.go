@@ -39,6 +39,11 @@ type StreamShard struct {
 // invocation counted those records meanwhile.
 var ErrCheckpointMoved = errors.New("votes: the stream shard's checkpoint moved")
 
+// ErrConflict is a tally commit DynamoDB cancelled because another
+// request was writing one of its items (TransactionConflict): retried
+// after a jittered pause until the deadline.
+var ErrConflict = errors.New("votes: transaction conflict")
+
 // TallyCommit is one transaction of the tally: the increments that count
 // a run of a shard's records, and the checkpoint after them.
 type TallyCommit struct {
@@ -77,6 +82,8 @@ type TallyResult struct {
 	Commits   int
 	Moved     int // commits refused because the checkpoint had moved
 	Throttles int
+	// Conflicts counts commits cancelled by a TransactionConflict.
+	Conflicts int
 	Deadline  bool
 	// Lags are, per commit, the time from the last vote's ledger write to
 	// the commit that counted it.
@@ -90,16 +97,20 @@ type TallyResult struct {
 // Lambda's acknowledgement count nothing twice.
 type Tally struct {
 	Store TallyStore
-	Pick  ShardPicker
+	// Pick places each increment on one of its poll's counter shards
+	// (default StreamPick: derived from the stream shard).
+	Pick CounterPick
 	// Now is the tally's clock (lags); Wall the real one, which the
 	// invocation's deadline is on (both time.Now by default).
 	Now  func() time.Time
 	Wall func() time.Time
-	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s).
+	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s);
+	// a conflict waits a uniformly random part of it (full jitter), so
+	// two tallies that collided do not collide again in step.
 	Backoff func(attempt int) time.Duration
-	// MaxAttempts bounds retries of errors other than throttling and a
-	// moved checkpoint (default 8); throttling is retried until the
-	// deadline margin.
+	// MaxAttempts bounds retries of errors other than throttling, a
+	// conflict and a moved checkpoint (default 8); throttling and
+	// conflicts are retried until the deadline margin.
 	MaxAttempts int
 	// Margin is the time left before the deadline at which the tally
 	// stops (at most 5 s, never more than a quarter of the invocation).
@@ -114,7 +125,7 @@ type Tally struct {
 func (t *Tally) defaults() {
 	t.once.Do(func() {
 		if t.Pick == nil {
-			t.Pick = DeckPicker(rand.IntN)
+			t.Pick = StreamPick(time.Second)
 		}
 		if t.Now == nil {
 			t.Now = time.Now
@@ -190,17 +201,25 @@ func (t *Tally) Count(ctx context.Context, s StreamShard, recs []LedgerRecord) T
 			continue // counted meanwhile by another invocation: read it again
 		}
 		throttled := errors.Is(err, ErrThrottled)
+		conflict := errors.Is(err, ErrConflict)
 		if throttled {
 			res.Throttles++
 		}
+		if conflict {
+			res.Conflicts++
+		}
 		_, bounded := ctx.Deadline()
-		if attempt >= t.MaxAttempts && !(throttled && bounded) || ctx.Err() != nil {
+		if attempt >= t.MaxAttempts && !((throttled || conflict) && bounded) || ctx.Err() != nil {
 			t.Log.WarnContext(ctx, "tally commit failed; the shard's records will be delivered again", "err", err,
 				"table", s.Table, "shard", s.Shard, "attempts", attempt)
 			res.RetryFrom = firstAfter(recs, ckpt)
 			return res
 		}
-		_ = retry.Sleep(ctx, t.Backoff(attempt))
+		pause := t.Backoff(attempt)
+		if conflict && pause > 0 {
+			pause = time.Duration(rand.Int64N(int64(pause))) + 1
+		}
+		_ = retry.Sleep(ctx, pause)
 	}
 }
 
@@ -215,7 +234,7 @@ func (t *Tally) countFrom(ctx context.Context, s StreamShard, ckpt *string, pend
 		if !timeLeft(ctx, t.Wall) {
 			return context.DeadlineExceeded
 		}
-		c := t.fold(part, shards)
+		c := t.fold(s, part, shards)
 		if err := t.Store.CommitTally(ctx, s, *ckpt, c); err != nil {
 			return err
 		}
@@ -256,7 +275,8 @@ func Split(recs []LedgerRecord, maxKeys int) [][]LedgerRecord {
 
 // fold sums a run's votes per (poll, option) into increments, each on a
 // shard picked among the poll's shards.
-func (t *Tally) fold(part []LedgerRecord, shards map[string]int) TallyCommit {
+func (t *Tally) fold(s StreamShard, part []LedgerRecord, shards map[string]int) TallyCommit {
+	now := t.Now()
 	c := TallyCommit{Seq: part[len(part)-1].Seq}
 	idx := map[[2]string]int{}
 	for _, r := range part {
@@ -272,7 +292,7 @@ func (t *Tally) fold(part []LedgerRecord, shards map[string]int) TallyCommit {
 		if !ok {
 			i = len(c.Increments)
 			idx[k] = i
-			c.Increments = append(c.Increments, Increment{PollID: r.PollID, OptionID: r.OptionID, Shard: t.Pick(max(shards[r.PollID], 1))})
+			c.Increments = append(c.Increments, Increment{PollID: r.PollID, OptionID: r.OptionID, Shard: t.Pick(s, r.PollID, max(shards[r.PollID], 1), now)})
 		}
 		c.Increments[i].N++
 	}

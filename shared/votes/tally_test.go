@@ -296,33 +296,117 @@ func TestFence(t *testing.T) {
 	}
 }
 
-// Increments spread over a poll's shards: with a random picker no shard
-// takes more than about 1.5/N of the poll's counter writes.
+// Increments spread over a poll's shards: with either pick no shard takes
+// more than about 1.5/N of the poll's counter writes, even from one stream
+// shard (the stream pick moves on each second; here a batch a second).
 func TestTallySpreadsOverShards(t *testing.T) {
 	const shards = 8
 	opts := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
-	store := newMemTally(Poll{ID: "p", Options: opts, Shards: shards})
-	writes := map[string]int{}
-	tl := newTally(&countingTally{memTally: store, writes: writes})
 	seed := uint64(1)
-	tl.Pick = func(n int) int { seed = seed*6364136223846793005 + 1442695040888963407; return int(seed>>33) % n }
-	for b := 0; b < 400; b++ {
-		if res := tl.Count(context.Background(), shard, records(b*100, 100, "p", opts...)); res.RetryFrom != "" {
-			t.Fatalf("batch %d: %+v", b, res)
+	picks := map[string]CounterPick{
+		"random": func(StreamShard, string, int, time.Time) int {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			return int(seed>>33) % shards
+		},
+		"stream": StreamPick(time.Second),
+	}
+	for name, pick := range picks {
+		t.Run(name, func(t *testing.T) {
+			store := newMemTally(Poll{ID: "p", Options: opts, Shards: shards})
+			writes := map[string]int{}
+			tl := newTally(&countingTally{memTally: store, writes: writes})
+			tl.Pick = pick
+			clock := now
+			tl.Now = func() time.Time { return clock }
+			for b := 0; b < 400; b++ {
+				clock = clock.Add(time.Second)
+				if res := tl.Count(context.Background(), shard, records(b*100, 100, "p", opts...)); res.RetryFrom != "" {
+					t.Fatalf("batch %d: %+v", b, res)
+				}
+			}
+			total := 0
+			for _, n := range writes {
+				total += n
+			}
+			for k, n := range writes {
+				if share := float64(n) / float64(total); share > 1.5/shards {
+					t.Errorf("shard %s took %.3f of %d writes, above 1.5/%d", k, share, total, shards)
+				}
+			}
+			if len(writes) != shards || store.total("p") != 40000 {
+				t.Errorf("%d shards written, %d counted: want %d and 40000", len(writes), store.total("p"), shards)
+			}
+		})
+	}
+}
+
+// The stream pick keeps concurrent tallies apart: at any moment the 16
+// tallies of 16 stream shards write a poll of 8 counter shards as 8 slots
+// of about 2 tallies, where a pick per option makes nearly every pair
+// share an item. Over 8 periods each tally visits every shard once.
+func TestStreamPickSeparatesConcurrentTallies(t *testing.T) {
+	const k, n, options = 16, 8, 10
+	pick := StreamPick(time.Second)
+	var sharing, pairs int
+	for sec := range 60 {
+		at := now.Add(time.Duration(sec) * time.Second)
+		slots := make([]int, k)
+		for i := range k {
+			slots[i] = pick(StreamShard{Table: "ddbpipe-votes-2026-11", Shard: fmt.Sprintf("shardId-%05d-9f3a2c1e", i)}, "p", n, at)
+		}
+		for i := range k {
+			for j := i + 1; j < k; j++ {
+				pairs++
+				if slots[i] == slots[j] {
+					sharing++
+				}
+			}
 		}
 	}
-	total := 0
-	for _, n := range writes {
-		total += n
+	// Random slots would share for 1/n of the pairs; a pick per option
+	// for 1-(7/8)^10 = 74 % of them.
+	if frac := float64(sharing) / float64(pairs); frac > 2.0/n {
+		t.Errorf("%.3f of concurrent tally pairs share a counter shard, want about 1/%d", frac, n)
 	}
-	for k, n := range writes {
-		if share := float64(n) / float64(total); share > 1.5/shards {
-			t.Errorf("shard %s took %.3f of %d writes, above 1.5/%d", k, share, total, shards)
-		}
+	s := StreamShard{Table: "t", Shard: "shardId-00003"}
+	seen := map[int]bool{}
+	for sec := range n {
+		seen[pick(s, "p", n, now.Add(time.Duration(sec)*time.Second))] = true
 	}
-	if len(writes) != shards || store.total("p") != 40000 {
-		t.Errorf("%d shards written, %d counted: want %d and 40000", len(writes), store.total("p"), shards)
+	if len(seen) != n {
+		t.Errorf("over %d periods one tally wrote %d of the %d shards", n, len(seen), n)
 	}
+	if got := pick(s, "p", 1, now); got != 0 {
+		t.Errorf("a poll of 1 shard: pick %d", got)
+	}
+}
+
+// A commit cancelled by a conflict is retried until it lands, and
+// counted once; the conflicts are reported.
+func TestTallyRetriesConflicts(t *testing.T) {
+	opts := []string{"a", "b"}
+	store := newMemTally(Poll{ID: "p", Options: opts, Shards: 4})
+	tl := newTally(&conflictingTally{memTally: store, conflicts: 3})
+	res := tl.Count(context.Background(), shard, records(1, 50, "p", opts...))
+	if res.RetryFrom != "" || res.Counted != 50 || res.Conflicts != 3 {
+		t.Errorf("Count = %+v, want 50 counted after 3 conflicts", res)
+	}
+	if got := store.total("p"); got != 50 {
+		t.Errorf("counters hold %d votes, want 50", got)
+	}
+}
+
+type conflictingTally struct {
+	*memTally
+	conflicts int
+}
+
+func (c *conflictingTally) CommitTally(ctx context.Context, s StreamShard, from string, tc TallyCommit) error {
+	if c.conflicts > 0 {
+		c.conflicts--
+		return fmt.Errorf("commit: %w", ErrConflict)
+	}
+	return c.memTally.CommitTally(ctx, s, from, tc)
 }
 
 // countingTally counts the counter writes per shard key.

@@ -104,6 +104,8 @@ func (s *Votes) CommitTally(ctx context.Context, sh votes.StreamShard, from stri
 				return fmt.Errorf("votesddb: commit tally of %s/%s at %s: %w", sh.Table, sh.Shard, c.Seq, votes.ErrCheckpointMoved)
 			case code == "ThrottlingError" || code == "ProvisionedThroughputExceeded":
 				return fmt.Errorf("votesddb: commit tally of %s/%s: %w: %w", sh.Table, sh.Shard, votes.ErrThrottled, err)
+			case code == "TransactionConflict":
+				return fmt.Errorf("votesddb: commit tally of %s/%s: %w: %w", sh.Table, sh.Shard, votes.ErrConflict, err)
 			}
 		}
 	}

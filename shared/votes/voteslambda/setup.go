@@ -2,6 +2,7 @@ package voteslambda
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -65,6 +66,10 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	return h.Handle, nil
 }
 
+// CounterPickVar names how the tally places its increments on a poll's
+// counter shards: stream (default) or random.
+const CounterPickVar = "TALLY_COUNTER_PICK"
+
 // SetupTally wires the tally function: subscribed to every ledger table's
 // stream, it adds each vote written to the poll's sharded counters.
 func SetupTally(_ context.Context, env lambdafn.Env) (any, error) {
@@ -74,6 +79,17 @@ func SetupTally(_ context.Context, env lambdafn.Env) (any, error) {
 		return nil, err
 	}
 	tally := &votes.Tally{Store: sv.store(env), Now: sv.now, Log: env.Log}
+	// TALLY_COUNTER_PICK: "stream" (the default) derives each commit's
+	// counter shard from the stream shard; "random" picks one per option,
+	// the bench's comparison.
+	switch pick := env.Getenv(CounterPickVar); pick {
+	case "", "stream":
+		tally.Pick = votes.StreamPick(time.Second)
+	case "random":
+		tally.Pick = votes.RandomPick()
+	default:
+		return nil, fmt.Errorf("voteslambda: %s=%q: want stream or random", CounterPickVar, pick)
+	}
 	h := &Stream{Tally: tally, Metrics: lambdafn.NewMetrics(env, "tally"), Log: env.Log}
 	return h.Handle, nil
 }

@@ -117,7 +117,7 @@ func (h *Stream) record(ctx context.Context, table, shard string, records, inval
 	}
 	attrs := []any{"table", table, "shard", shard, "records", records, "counted", res.Counted, "replayed", res.Replayed,
 		"ignored", res.Ignored, "notVotes", invalid, "commits", res.Commits, "checkpointMoved", res.Moved,
-		"throttles", res.Throttles, "retryFrom", res.RetryFrom, "stoppedForDeadline", res.Deadline, "lagSeconds", lag}
+		"throttles", res.Throttles, "conflicts", res.Conflicts, "retryFrom", res.RetryFrom, "stoppedForDeadline", res.Deadline, "lagSeconds", lag}
 	if invalid > 0 {
 		h.Log.WarnContext(ctx, "ledger records that are not votes were skipped", attrs...)
 	} else {
@@ -132,6 +132,7 @@ func (h *Stream) record(ctx context.Context, table, shard string, records, inval
 		{Name: "TallyCommits", Unit: emf.Count, Value: float64(res.Commits)},
 		{Name: "TallyCheckpointMoved", Unit: emf.Count, Value: float64(res.Moved)},
 		{Name: "Throttles", Unit: emf.Count, Value: float64(res.Throttles)},
+		{Name: "TallyConflicts", Unit: emf.Count, Value: float64(res.Conflicts)},
 		{Name: "LedgerRecordsNotVotes", Unit: emf.Count, Value: float64(invalid)},
 	}
 	if len(res.Lags) > 0 {
