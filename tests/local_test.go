@@ -42,7 +42,7 @@ func upLocalWith(t *testing.T, params map[string]string) *stack.Env {
 // with the many stream-enabled tables the other tests leave on the shared
 // servers (the 20,000-vote proof took 72 s alone, 151 s after the package's
 // other tests, and stalled past its 8-minute limit after every package's).
-func upLocalAlone(t *testing.T, params map[string]string) *stack.Env {
+func upLocalAlone(t *testing.T, params map[string]string, tune ...func(*stack.Options)) *stack.Env {
 	t.Helper()
 	stacktest.Need(t) // skips, or fails under DDBPIPE_REQUIRE_STACK, as the others do
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -56,7 +56,7 @@ func upLocalAlone(t *testing.T, params map[string]string) *stack.Env {
 			t.Error(err)
 		}
 	})
-	return upLocalOn(t, st, params, 0)
+	return upLocalOn(t, st, params, 0, tune...)
 }
 
 // upLocalAt runs the template on the shared servers with every function's
@@ -68,13 +68,17 @@ func upLocalAt(t *testing.T, at time.Time) *stack.Env {
 
 // upLocalOn runs the template on st, with every function's clock moved by
 // offset (0: the real clock).
-func upLocalOn(t *testing.T, st *servers.Stack, params map[string]string, offset time.Duration) *stack.Env {
+func upLocalOn(t *testing.T, st *servers.Stack, params map[string]string, offset time.Duration, tune ...func(*stack.Options)) *stack.Env {
 	t.Helper()
-	env, err := stack.Up(context.Background(), stack.Options{
+	o := stack.Options{
 		Servers: st, ClockOffset: offset,
 		Root: repoRoot(t), Setups: registry.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
 		KeyWriteLimit: 1000, // AWS: 1,000 write units per second per partition
-	})
+	}
+	for _, f := range tune {
+		f(&o)
+	}
+	env, err := stack.Up(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -20,6 +22,18 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
+
+// ledgerStream is the stream of this month's ledger table.
+func ledgerStream(t *testing.T, env *stack.Env) string {
+	t.Helper()
+	out, err := env.Clients.DynamoDB.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{
+		TableName: aws.String(env.Vars["LEDGER_TABLE_PREFIX"] + "-" + time.Now().UTC().Format("2006-01")),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.Table.LatestStreamArn)
+}
 
 // createPoll creates a poll through the HTTP API.
 func createPoll(t *testing.T, env *stack.Env, body string) {
@@ -93,9 +107,12 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("20,000 votes")
 	}
+	// As on AWS: the ledger's stream in 4 shards that split after 1,500
+	// records (about 13 shards by the end), one tally per shard at once,
+	// and transactions that overlap cancelled with TransactionConflict.
 	env := upLocalAlone(t, map[string]string{
 		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
-	})
+	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, 1500, true })
 	ctx := context.Background()
 	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
 	createPoll(t, env, `{"pollId":"big","options":["o0","o1","o2","o3","o4","o5","o6","o7","o8","o9"],"shards":8}`)
@@ -141,8 +158,16 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	if st := env.Proxies[faultproxy.DynamoDB].Stats(); st.Throttled == 0 || stats.Crashes == 0 {
 		t.Errorf("faults did not happen: %d throttles, %d crashes", st.Throttled, stats.Crashes)
 	}
-	t.Logf("counter: %d invocations, %d records, %d crashes, %d duplicate deliveries; DynamoDB throttles %d",
-		stats.Invocations, stats.Records, stats.Crashes, stats.Duplicates, env.Proxies[faultproxy.DynamoDB].Stats().Throttled)
+	ddb := env.Proxies[faultproxy.DynamoDB].Stats()
+	t.Logf("counter: %d invocations, %d records, %d crashes, %d duplicate deliveries; DynamoDB throttles %d, transaction conflicts %d of %d transactions",
+		stats.Invocations, stats.Records, stats.Crashes, stats.Duplicates, ddb.Throttled, ddb.ByAction["TransactWriteItems"].Conflicts, ddb.ByAction["TransactWriteItems"].Requests)
+	shards, err := env.Streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(ledgerStream(t, env))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(shards.StreamDescription.Shards); n <= 4 {
+		t.Errorf("the ledger's stream has %d shards after 22,000 records, want splits past 4", n)
+	}
 
 	// Spread: no shard key takes more than about 1.5/N of the poll's counter writes.
 	writes := map[string]int64{}

@@ -54,6 +54,8 @@ type upFlags struct {
 	params                           paramFlags
 	keyLimit                         float64
 	apiPort, lambdaPort              int
+	streamShards, splitAfter         int
+	conflicts                        bool
 	iam                              bool
 }
 
@@ -65,6 +67,9 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&u.logFile, "log-file", "", "functions' JSON logs (default: <state-dir>/functions.log)")
 	fs.Var(u.params, "param", "template parameter override Name=Value (repeatable)")
 	fs.Float64Var(&u.keyLimit, "key-write-limit", 0, "per-partition-key write units/s enforced by the DynamoDB proxy (AWS: 1000; 0: off)")
+	fs.IntVar(&u.streamShards, "stream-shards", 1, "present each DynamoDB stream as this many shards, routed by item key, as a busy table's stream is on AWS (1: DynamoDB Local's one shard)")
+	fs.IntVar(&u.splitAfter, "stream-split-after", 0, "with -stream-shards: records after which a shard closes and two children open (0: never)")
+	fs.BoolVar(&u.conflicts, "conflicts", false, "cancel overlapping transactions and writes with TransactionConflict as DynamoDB does (DynamoDB Local alone never does)")
 	fs.IntVar(&u.apiPort, "api-port", 0, "HTTP API port (default: a free port)")
 	fs.IntVar(&u.lambdaPort, "lambda-port", 0, "Lambda API port (default: a free port)")
 	fs.BoolVar(&u.iam, "iam", true, "judge every AWS call against its caller's role in the transformed template (local/iam; needs python3 with aws-sam-translator and node); -iam=false allows every call")
@@ -74,6 +79,12 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 	dir, err := findRoot(u.root)
 	if err != nil {
 		return stack.Options{}, nil, err
+	}
+	if u.streamShards < 1 || u.streamShards > 1024 {
+		return stack.Options{}, nil, fmt.Errorf("-stream-shards %d: want 1 to 1024", u.streamShards)
+	}
+	if u.splitAfter < 0 {
+		return stack.Options{}, nil, fmt.Errorf("-stream-split-after %d: want 0 (never) or more", u.splitAfter)
 	}
 	if u.stateDir == "" {
 		u.stateDir = filepath.Join(dir, ".ddbpipe")
@@ -91,6 +102,7 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 	return stack.Options{
 		Root: dir, DataDir: u.dataDir, Params: u.params, Setups: registry.All,
 		Progress: stdout, FunctionLog: logf, KeyWriteLimit: u.keyLimit,
+		StreamShards: u.streamShards, StreamSplitAfter: u.splitAfter, Conflicts: u.conflicts,
 		APIPort: u.apiPort, LambdaPort: u.lambdaPort, NoIAM: !u.iam, StateDir: u.stateDir,
 	}, logf, nil
 }

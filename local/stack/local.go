@@ -55,6 +55,17 @@ type Options struct {
 	// KeyWriteLimit turns on the DynamoDB proxy's per-partition-key write
 	// limit (write units per second, AWS: 1000); 0 leaves it off.
 	KeyWriteLimit float64
+	// StreamShards presents every DynamoDB stream as this many shards
+	// that split as records arrive (faultproxy.WithStreamShards), as a
+	// busy table's stream is on AWS; 0 or 1 leaves DynamoDB Local's one
+	// shard. StreamSplitAfter is the records after which a shard splits
+	// in two (0: never).
+	StreamShards     int
+	StreamSplitAfter int
+	// Conflicts cancels overlapping transactions and writes as DynamoDB
+	// does (faultproxy.WithTransactionConflicts); DynamoDB Local alone
+	// runs one request at a time and never does.
+	Conflicts bool
 	// JWKSClient fetches the JWT authorizers' discovery documents and keys
 	// (nil: a client with a 10 s timeout); tests give their TLS issuer's.
 	JWKSClient *http.Client
@@ -96,6 +107,21 @@ type Options struct {
 	// IAMRecords is where the record of judged calls goes (default:
 	// $DDBPIPE_IAM_RECORDS, else StateDir/iam).
 	IAMRecords string
+}
+
+// dynamoDBOptions are the DynamoDB proxy's emulations of AWS.
+func (o Options) dynamoDBOptions() []faultproxy.Option {
+	var opts []faultproxy.Option
+	if o.KeyWriteLimit > 0 {
+		opts = append(opts, faultproxy.WithKeyWriteLimit(o.KeyWriteLimit))
+	}
+	if o.StreamShards > 1 {
+		opts = append(opts, faultproxy.WithStreamShards(faultproxy.StreamShards{Shards: o.StreamShards, SplitAfter: o.StreamSplitAfter}))
+	}
+	if o.Conflicts {
+		opts = append(opts, faultproxy.WithTransactionConflicts())
+	}
+	return opts
 }
 
 func (o Options) stateDir() string {
@@ -187,8 +213,8 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	upstream := map[faultproxy.Service]string{faultproxy.DynamoDB: e.Servers.DynamoDB, faultproxy.SQS: e.Servers.SQS, faultproxy.S3: e.Servers.S3}
 	for _, svc := range []faultproxy.Service{faultproxy.DynamoDB, faultproxy.SQS, faultproxy.S3} {
 		opts := []faultproxy.Option{faultproxy.WithLogger(e.log)}
-		if svc == faultproxy.DynamoDB && o.KeyWriteLimit > 0 {
-			opts = append(opts, faultproxy.WithKeyWriteLimit(o.KeyWriteLimit))
+		if svc == faultproxy.DynamoDB {
+			opts = append(opts, o.dynamoDBOptions()...)
 		}
 		if enforceIAM {
 			opts = append(opts, faultproxy.WithAuthorizer(e.gate.authorizer(iam.Service(svc))))
