@@ -103,6 +103,11 @@ func stackRotation(ctx context.Context, root, state string, grace int, log *slog
 		TallyWindowSeconds:  num(60, "TALLY_WINDOW_SECONDS"),
 		TallyBatchWindow:    num(1, "TALLY_BATCHING_WINDOW_SECONDS"),
 		CountersTable:       first(getenv, "COUNTERS_TABLE", "COUNTERS_TABLE_NAME"),
+		// Unset: the rotation's defaults, as the template's.
+		WarmWriteMin: num(0, "LEDGER_WARM_WRITE_UNITS_MIN"),
+		WarmWriteMax: num(0, "LEDGER_WARM_WRITE_UNITS_MAX"),
+		WarmReadMin:  num(0, "LEDGER_WARM_READ_UNITS_MIN"),
+		WarmReadMax:  num(0, "LEDGER_WARM_READ_UNITS_MAX"),
 	}
 	if grace > 0 {
 		rc.GraceDays = grace
@@ -238,10 +243,11 @@ func reportJSON(rep archive.RotationReport) any {
 	out := struct {
 		Now         time.Time        `json:"now"`
 		Created     []string         `json:"created"`
+		Warmed      []string         `json:"warmed"`
 		Subscribed  []string         `json:"subscribed"`
 		Retirements []retirementJSON `json:"retirements"`
 		Errors      []string         `json:"errors,omitempty"`
-	}{Now: rep.Now, Created: append([]string{}, rep.Created...), Subscribed: append([]string{}, rep.Subscribed...), Retirements: []retirementJSON{}}
+	}{Now: rep.Now, Created: append([]string{}, rep.Created...), Warmed: append([]string{}, rep.Warmed...), Subscribed: append([]string{}, rep.Subscribed...), Retirements: []retirementJSON{}}
 	for _, e := range rep.Errors {
 		out.Errors = append(out.Errors, e.Error())
 	}

@@ -44,6 +44,12 @@
 // drained into the archive, verified against the table, compacted with a
 // manifest — before it deletes the table.
 //
+// Each month's table starts warm: it is given the warm throughput of the
+// month before's table (what that one serves at once, raised by its
+// peaks), at least RotationPolicy.WarmFloor and at most WarmCeiling
+// (RotationPolicy.WarmFor). A table created is asked for it at creation;
+// one that exists is raised to it, never lowered, every run (step warm).
+//
 // Month arithmetic, the retirement state machine and its decisions are
 // plain values; the ports it needs (Tables, Streams, Subscriptions,
 // Partitions) are declared here and implemented by archiveddb, archiveesm

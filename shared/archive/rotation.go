@@ -41,7 +41,17 @@ type RotationPolicy struct {
 	Compaction CompactionPolicy
 	// Tags are put on every table created or kept.
 	Tags map[string]string
+	// WarmFloor and WarmCeiling bound the warm throughput each month's
+	// table is given (WarmFor), read and write each: at least WarmFloor
+	// (default DefaultWarm: no more than a new table has) and at most
+	// WarmCeiling (default DefaultWarmCeiling; never below the floor).
+	WarmFloor, WarmCeiling Warm
 }
+
+// DefaultWarmCeiling is the most warm throughput a month's table is given
+// unless the policy says otherwise: DynamoDB's default quota of an
+// on-demand table, 40,000 read and 40,000 write units per second.
+var DefaultWarmCeiling = Warm{Read: 40000, Write: 40000}
 
 func (p RotationPolicy) withDefaults() RotationPolicy {
 	if p.Ahead <= 0 {
@@ -65,7 +75,63 @@ func (p RotationPolicy) withDefaults() RotationPolicy {
 	if p.Compaction.TargetBytes <= 0 {
 		p.Compaction = DefaultCompactionPolicy
 	}
+	if p.WarmFloor.Read <= 0 {
+		p.WarmFloor.Read = DefaultWarm.Read
+	}
+	if p.WarmFloor.Write <= 0 {
+		p.WarmFloor.Write = DefaultWarm.Write
+	}
+	if p.WarmCeiling.Read <= 0 {
+		p.WarmCeiling.Read = DefaultWarmCeiling.Read
+	}
+	if p.WarmCeiling.Write <= 0 {
+		p.WarmCeiling.Write = DefaultWarmCeiling.Write
+	}
+	p.WarmCeiling.Read = max(p.WarmCeiling.Read, p.WarmFloor.Read)
+	p.WarmCeiling.Write = max(p.WarmCeiling.Write, p.WarmFloor.Write)
 	return p
+}
+
+// WarmPlan is the warm throughput a month's table should have, and why.
+type WarmPlan struct {
+	Target Warm
+	// Why says where the figures come from: the month before's table, the
+	// floor or the ceiling.
+	Why string
+}
+
+// WarmFor plans the warm throughput of a month's table from the table of
+// the month before (prevTable, whose warm throughput is prev; nil when it
+// does not exist or reports none): prev's, at least the floor and at most
+// the ceiling, read and write each. A new month then starts able to take at
+// once what the month before took at its peak (DynamoDB raises a table's
+// warm throughput with its traffic), where a new table would throttle
+// above 4,000 writes a second.
+func (p RotationPolicy) WarmFor(prevTable string, prev *Warm) WarmPlan {
+	p = p.withDefaults()
+	units := func(prev *int64, floor, ceiling int64) (int64, string) {
+		switch {
+		case prev == nil || *prev <= floor:
+			return floor, "the floor"
+		case *prev > ceiling:
+			return ceiling, fmt.Sprintf("the ceiling (%s has %d/s)", prevTable, *prev)
+		default:
+			return *prev, prevTable + "'s"
+		}
+	}
+	var pr, pw *int64
+	if prev != nil {
+		pr, pw = &prev.Read, &prev.Write
+	}
+	var wp WarmPlan
+	var whyRead, whyWrite string
+	wp.Target.Read, whyRead = units(pr, p.WarmFloor.Read, p.WarmCeiling.Read)
+	wp.Target.Write, whyWrite = units(pw, p.WarmFloor.Write, p.WarmCeiling.Write)
+	wp.Why = whyWrite
+	if whyRead != whyWrite {
+		wp.Why = "writes: " + whyWrite + "; reads: " + whyRead
+	}
+	return wp
 }
 
 // Owns reports whether name is one of the policy's monthly tables, exactly
@@ -171,6 +237,7 @@ type Step string
 // The steps, in order (see the package documentation).
 const (
 	StepCreate      Step = "create"
+	StepWarm        Step = "warm"
 	StepSubscribe   Step = "subscribe"
 	StepEnsure      Step = "ensure"
 	StepDrain       Step = "drain"
@@ -255,8 +322,11 @@ func (c CountersCheck) String() string {
 
 // RotationReport is what a run did.
 type RotationReport struct {
-	Now        time.Time
-	Created    []string
+	Now     time.Time
+	Created []string
+	// Warmed are tables created with, or raised to, a warm throughput above
+	// what they had (a new table's default).
+	Warmed     []string
 	Subscribed []string
 	Ensured    []string
 	// Kept are tables cold by the run's time but not by the counters' clock.
@@ -357,6 +427,10 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 	for _, name := range plan.Ensure {
 		m, _ := strings.CutPrefix(name, pol.Prefix+"-")
 		spec := Spec{Name: name, Month: m, Capacity: pol.Capacity, Tags: tagsFor(pol.Tags, m)}
+		wp := warmPlan(pol, m, byName)
+		if up, ok := wp.Target.Above(DefaultWarm); ok {
+			spec.Warm = &up
+		}
 		start := time.Now()
 		if _, exists := byName[name]; !exists {
 			// A month retired is retired for good: its archive's manifest
@@ -383,7 +457,15 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 		}
 		rep.Ensured = append(rep.Ensured, name)
 		r.step(name, StepResult{Step: StepCreate, Detail: detail, Took: time.Since(start)})
-		byName[name] = t
+		res, warmed := r.warm(ctx, &t, created, spec.Warm, wp)
+		byName[name] = t // with its warm throughput raised: the next month plans from it
+		r.step(name, res)
+		if res.Err != nil {
+			rep.Errors = append(rep.Errors, res.Err)
+		}
+		if warmed {
+			rep.Warmed = append(rep.Warmed, name)
+		}
 	}
 	for _, name := range append(append([]string{}, plan.Ensure...), plan.Keep...) {
 		t, ok := byName[name]
@@ -410,6 +492,76 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 		rep.Retirements = append(rep.Retirements, r.Retire(ctx, byName[name]))
 	}
 	return rep
+}
+
+// warmPlan plans month's warm throughput from the table of the month
+// before, if it exists (byName holds the tables listed and those ensured
+// so far, in order).
+func warmPlan(pol RotationPolicy, month string, byName map[string]Table) WarmPlan {
+	pm, err := AddMonths(month, -1)
+	if err != nil {
+		return pol.WarmFor("", nil)
+	}
+	prev, ok := byName[TableName(pol.Prefix, pm)]
+	if !ok {
+		return pol.WarmFor("", nil)
+	}
+	return pol.WarmFor(prev.Name, prev.Warm)
+}
+
+// warm is the step that gives an ensured table its planned warm
+// throughput. A table just created was asked for it (asked: the figures
+// above a new table's default, nil when none); one that exists and has
+// less is raised, by the figures it lacks only: DynamoDB refuses a value
+// below the table's, and bills each raise once. warmed says the table now
+// has more than it had; t.Warm is updated to it.
+func (r *Rotator) warm(ctx context.Context, t *Table, created bool, asked *Warm, wp WarmPlan) (res StepResult, warmed bool) {
+	start := time.Now()
+	res = StepResult{Step: StepWarm}
+	say := func(format string, a ...any) {
+		res.Detail = fmt.Sprintf("%s (%s): ", wp.Target, wp.Why) + fmt.Sprintf(format, a...)
+		res.Took = time.Since(start)
+	}
+	switch {
+	case created && asked == nil:
+		say("a new table's default")
+		return res, false
+	case created && t.Warm == nil:
+		say("asked at creation; the server reports no warm throughput")
+		return res, false
+	case created:
+		say("created with it")
+		return res, true
+	}
+	cur, reported := DefaultWarm, t.Warm != nil
+	if reported {
+		cur = *t.Warm
+	}
+	up, below := wp.Target.Above(cur)
+	switch {
+	case !below && reported:
+		say("has %s already", cur)
+		return res, false
+	case !below:
+		say("a new table's default; the server reports none")
+		return res, false
+	case t.WarmUpdating:
+		say("a raise is under way (%s so far); the next run looks again", cur)
+		return res, false
+	}
+	raised, err := r.Tables.RaiseWarm(ctx, t.Name, up)
+	switch {
+	case err != nil:
+		say("raising it from %s failed", cur)
+		res.Err = fmt.Errorf("rotation: %s: warm throughput: %w", t.Name, err)
+		return res, false
+	case !raised:
+		say("the server has no warm throughput: skipped")
+		return res, false
+	}
+	say("raised from %s", cur)
+	t.Warm = &Warm{Read: max(cur.Read, up.Read), Write: max(cur.Write, up.Write)}
+	return res, true
 }
 
 func tagsFor(base map[string]string, month string) map[string]string {

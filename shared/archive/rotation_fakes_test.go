@@ -27,8 +27,12 @@ type world struct {
 	deliver bool
 	calls   []string
 	// fail makes an operation fail by name: "scan", "read", "compact",
-	// "write", "remove" (a subscription), "protect".
+	// "write", "remove" (a subscription), "protect", "warm".
 	fail map[string]error
+	// noWarm: the tables have no warm throughput, as DynamoDB Local:
+	// asked at creation, it is ignored; none is reported; a raise is
+	// skipped.
+	noWarm bool
 }
 
 type memTable struct {
@@ -151,8 +155,37 @@ func (m memTables) Ensure(_ context.Context, s Spec) (Table, bool, error) {
 	m.w.call("create %s", s.Name)
 	t := &memTable{Table: Table{Name: s.Name, Status: "ACTIVE", StreamARN: "arn:stream/" + s.Name, StreamEnabled: true,
 		DeletionProtection: true, Capacity: s.Capacity}, items: map[string]Item{}}
+	if !m.w.noWarm {
+		warm := DefaultWarm
+		if s.Warm != nil {
+			m.w.call("create %s warm %s", s.Name, *s.Warm)
+			warm.Read, warm.Write = max(warm.Read, s.Warm.Read), max(warm.Write, s.Warm.Write)
+		}
+		t.Warm = &warm
+	}
 	m.w.tables[s.Name] = t
 	return t.Table, true, nil
+}
+
+// RaiseWarm raises as DynamoDB does: a figure below the table's is refused.
+func (m memTables) RaiseWarm(_ context.Context, name string, w Warm) (bool, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	if err := m.w.fail["warm"]; err != nil {
+		return false, err
+	}
+	if m.w.noWarm {
+		return false, nil
+	}
+	t := m.w.tables[name]
+	if w.Read > 0 && w.Read < t.Warm.Read || w.Write > 0 && w.Write < t.Warm.Write {
+		return false, fmt.Errorf("ValidationException: warm throughput %s of %s is below its %s", w, name, *t.Warm)
+	}
+	m.w.call("raise %s warm %s", name, w)
+	warm := *t.Warm
+	warm.Read, warm.Write = max(warm.Read, w.Read), max(warm.Write, w.Write)
+	t.Warm = &warm
+	return true, nil
 }
 
 func (m memTables) SetCapacity(_ context.Context, name string, c Capacity) error {

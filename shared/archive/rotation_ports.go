@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -22,11 +23,52 @@ type Table struct {
 	CreatedAt time.Time
 	// Capacity is set for provisioned tables; nil for on-demand ones.
 	Capacity *Capacity
+	// Warm is the table's warm throughput; nil when the server reports
+	// none (DynamoDB Local). WarmUpdating: a raise is under way.
+	Warm         *Warm
+	WarmUpdating bool
 }
 
 // Capacity is a provisioned table's throughput.
 type Capacity struct {
 	Read, Write int64
+}
+
+// Warm is a table's warm throughput: the read and write units per second
+// it serves at once. DynamoDB raises it as the table's traffic peaks and
+// never lowers it; a raise asked for is billed once. In a request, a zero
+// field is left as it is.
+type Warm struct {
+	Read, Write int64
+}
+
+// DefaultWarm is what a new on-demand table serves at once, at no charge.
+var DefaultWarm = Warm{Read: 12000, Write: 4000}
+
+// Above returns the fields of w that exceed base (the others zero), and
+// whether there is any: what a request must ask to bring base up to w.
+func (w Warm) Above(base Warm) (Warm, bool) {
+	var up Warm
+	if w.Read > base.Read {
+		up.Read = w.Read
+	}
+	if w.Write > base.Write {
+		up.Write = w.Write
+	}
+	return up, up != Warm{}
+}
+
+// String says the figures, leaving out a zero one (a request's "as it is").
+func (w Warm) String() string {
+	switch {
+	case w.Read == 0 && w.Write == 0:
+		return "none"
+	case w.Read == 0:
+		return fmt.Sprintf("%d writes/s", w.Write)
+	case w.Write == 0:
+		return fmt.Sprintf("%d reads/s", w.Read)
+	}
+	return fmt.Sprintf("%d writes/s, %d reads/s", w.Write, w.Read)
 }
 
 // Spec is a table to create or bring up to date.
@@ -36,6 +78,9 @@ type Spec struct {
 	Tags  map[string]string
 	// Capacity makes a provisioned table; nil is on-demand (PAY_PER_REQUEST).
 	Capacity *Capacity
+	// Warm is the warm throughput to create the table with (nil: a new
+	// table's default; a zero field likewise).
+	Warm *Warm
 }
 
 // Tables is the control plane of the ledger tables.
@@ -49,6 +94,11 @@ type Tables interface {
 	Ensure(ctx context.Context, s Spec) (t Table, created bool, err error)
 	// SetCapacity changes a provisioned table's throughput.
 	SetCapacity(ctx context.Context, name string, c Capacity) error
+	// RaiseWarm raises the table's warm throughput to w's non-zero fields
+	// (DynamoDB refuses a value below the table's). raised is false when
+	// the server has no warm throughput (DynamoDB Local): the adapter noted
+	// the skip.
+	RaiseWarm(ctx context.Context, name string, w Warm) (raised bool, err error)
 	// DisableStream turns the table's stream off: its shards close, and
 	// what they hold stays readable for 24 hours.
 	DisableStream(ctx context.Context, name string) error

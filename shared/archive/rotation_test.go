@@ -502,3 +502,189 @@ func TestStreamLags(t *testing.T) {
 		})
 	}
 }
+
+// A month's table is planned the warm throughput of the month before's
+// table, at least the floor and at most the ceiling, read and write each.
+func TestWarmFor(t *testing.T) {
+	pol := RotationPolicy{Prefix: "app-votes", WarmFloor: Warm{Read: 12000, Write: 4000}, WarmCeiling: Warm{Read: 40000, Write: 40000}}
+	const prev = "app-votes-2026-11"
+	tests := []struct {
+		name string
+		pol  RotationPolicy
+		prev *Warm
+		want WarmPlan
+	}{
+		{"no month before: the floor", pol, nil, WarmPlan{Warm{Read: 12000, Write: 4000}, "the floor"}},
+		{"the month before above the floor: its", pol, &Warm{Read: 30000, Write: 20000},
+			WarmPlan{Warm{Read: 30000, Write: 20000}, prev + "'s"}},
+		{"the month before at a new table's default: the floor", pol, &Warm{Read: 12000, Write: 4000},
+			WarmPlan{Warm{Read: 12000, Write: 4000}, "the floor"}},
+		{"the month before below a raised floor: the floor", RotationPolicy{Prefix: "app-votes", WarmFloor: Warm{Read: 12000, Write: 10000}},
+			&Warm{Read: 12000, Write: 6000}, WarmPlan{Warm{Read: 12000, Write: 10000}, "the floor"}},
+		{"writes above the floor, reads not", pol, &Warm{Read: 12000, Write: 20000},
+			WarmPlan{Warm{Read: 12000, Write: 20000}, "writes: " + prev + "'s; reads: the floor"}},
+		{"above the ceiling: the ceiling", pol, &Warm{Read: 12000, Write: 55000},
+			WarmPlan{Warm{Read: 12000, Write: 40000}, "writes: the ceiling (" + prev + " has 55000/s); reads: the floor"}},
+		{"defaults: a new table's floor, DynamoDB's quota as the ceiling", RotationPolicy{Prefix: "app-votes"}, &Warm{Read: 90000, Write: 3000},
+			WarmPlan{Warm{Read: 40000, Write: 4000}, "writes: the floor; reads: the ceiling (" + prev + " has 90000/s)"}},
+		{"a ceiling below the floor is the floor", RotationPolicy{Prefix: "app-votes", WarmFloor: Warm{Read: 12000, Write: 8000}, WarmCeiling: Warm{Read: 12000, Write: 5000}},
+			&Warm{Read: 12000, Write: 9000}, WarmPlan{Warm{Read: 12000, Write: 8000}, "writes: the ceiling (" + prev + " has 9000/s); reads: the floor"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.pol.WarmFor(prev, tt.prev); got != tt.want {
+				t.Errorf("WarmFor(%v) = %+v, want %+v", tt.prev, got, tt.want)
+			}
+		})
+	}
+}
+
+// Each ensured month's table gets the warm throughput planned from the
+// month before's: a new one is created with it (asked only above a new
+// table's default), an existing one below it is raised by the figures it
+// lacks, one at or above it is left alone, and a run again changes nothing.
+func TestRunWarmsTheNextMonth(t *testing.T) {
+	floor, ceiling := Warm{Read: 12000, Write: 4000}, Warm{Read: 40000, Write: 40000}
+	tests := []struct {
+		name    string
+		floor   Warm
+		current Warm  // November's, the current month's
+		next    *Warm // December's, when it exists already
+		noWarm  bool  // the server has no warm throughput (DynamoDB Local)
+		fail    error // the raise fails
+		want    Warm  // December's afterwards
+		calls   []string
+		detail  string // December's warm step says
+		warmed  bool
+	}{
+		{name: "current above the floor: the next is created with it", floor: floor, current: Warm{Read: 12000, Write: 20000},
+			want:   Warm{Read: 12000, Write: 20000},
+			calls:  []string{"create app-votes-2026-12", "create app-votes-2026-12 warm 20000 writes/s"},
+			detail: "20000 writes/s, 12000 reads/s (writes: app-votes-2026-11's; reads: the floor): created with it", warmed: true},
+		{name: "current below the floor: the floor", floor: Warm{Read: 12000, Write: 10000}, current: Warm{Read: 12000, Write: 6000},
+			want: Warm{Read: 12000, Write: 10000},
+			// The current month is brought up to the floor too.
+			calls:  []string{"raise app-votes-2026-11 warm 10000 writes/s", "create app-votes-2026-12", "create app-votes-2026-12 warm 10000 writes/s"},
+			detail: "10000 writes/s, 12000 reads/s (the floor): created with it", warmed: true},
+		{name: "current above the ceiling: the ceiling", floor: floor, current: Warm{Read: 60000, Write: 70000},
+			want:   ceiling,
+			calls:  []string{"create app-votes-2026-12", "create app-votes-2026-12 warm 40000 writes/s, 40000 reads/s"},
+			detail: "40000 writes/s, 40000 reads/s (writes: the ceiling (app-votes-2026-11 has 70000/s); reads: the ceiling (app-votes-2026-11 has 60000/s)): created with it", warmed: true},
+		{name: "current at the default: the next created plain", floor: floor, current: DefaultWarm,
+			want: DefaultWarm, calls: []string{"create app-votes-2026-12"},
+			detail: "4000 writes/s, 12000 reads/s (the floor): a new table's default"},
+		{name: "next exists below: raised by what it lacks", floor: floor, current: Warm{Read: 12000, Write: 20000}, next: &DefaultWarm,
+			want: Warm{Read: 12000, Write: 20000}, calls: []string{"raise app-votes-2026-12 warm 20000 writes/s"},
+			detail: "20000 writes/s, 12000 reads/s (writes: app-votes-2026-11's; reads: the floor): raised from 4000 writes/s, 12000 reads/s", warmed: true},
+		{name: "next exists at the target: nothing", floor: floor, current: Warm{Read: 12000, Write: 20000}, next: &Warm{Read: 12000, Write: 20000},
+			want:   Warm{Read: 12000, Write: 20000},
+			detail: "20000 writes/s, 12000 reads/s (writes: app-votes-2026-11's; reads: the floor): has 20000 writes/s, 12000 reads/s already"},
+		{name: "next exists above: never lowered", floor: floor, current: Warm{Read: 12000, Write: 20000}, next: &Warm{Read: 30000, Write: 35000},
+			want:   Warm{Read: 30000, Write: 35000},
+			detail: "20000 writes/s, 12000 reads/s (writes: app-votes-2026-11's; reads: the floor): has 35000 writes/s, 30000 reads/s already"},
+		{name: "next exists, reads below, writes above: only reads raised", floor: Warm{Read: 20000, Write: 4000}, current: Warm{Read: 12000, Write: 20000},
+			next: &Warm{Read: 12000, Write: 30000}, want: Warm{Read: 20000, Write: 30000},
+			calls:  []string{"raise app-votes-2026-11 warm 20000 reads/s", "raise app-votes-2026-12 warm 20000 reads/s"},
+			detail: "20000 writes/s, 20000 reads/s (writes: app-votes-2026-11's; reads: the floor): raised from 30000 writes/s, 12000 reads/s", warmed: true},
+		{name: "no warm throughput on the server: noted, the run goes on", floor: Warm{Read: 12000, Write: 10000}, noWarm: true,
+			calls:  []string{"create app-votes-2026-12"},
+			detail: "10000 writes/s, 12000 reads/s (the floor): asked at creation; the server reports no warm throughput"},
+		{name: "the raise fails: an error of the run", floor: floor, current: Warm{Read: 12000, Write: 20000}, next: &DefaultWarm,
+			fail: errors.New("throttled"), want: DefaultWarm,
+			detail: "20000 writes/s, 12000 reads/s (writes: app-votes-2026-11's; reads: the floor): raising it from 4000 writes/s, 12000 reads/s failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld()
+			w.noWarm = tt.noWarm
+			ctx := context.Background()
+			months := []string{"app-votes-2026-11"}
+			if tt.next != nil {
+				months = append(months, "app-votes-2026-12")
+			}
+			for _, name := range months {
+				if _, _, err := (memTables{w}).Ensure(ctx, Spec{Name: name}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !tt.noWarm {
+				cur := tt.current
+				w.tables["app-votes-2026-11"].Warm = &cur
+			}
+			if tt.next != nil {
+				next := *tt.next
+				w.tables["app-votes-2026-12"].Warm = &next
+			}
+			w.calls, w.fail["warm"] = nil, tt.fail
+			r := w.rotator(date(2026, 11, 20, 10))
+			r.Policy.WarmFloor, r.Policy.WarmCeiling = tt.floor, ceiling
+			var detail string
+			r.OnStep = func(table string, s StepResult) {
+				if table == "app-votes-2026-12" && s.Step == StepWarm {
+					detail = s.Detail
+				}
+			}
+			rep := r.Run(ctx)
+			if err := rep.Err(); (err != nil) != (tt.fail != nil) || tt.fail != nil && !errors.Is(err, tt.fail) {
+				t.Fatalf("run: %v, want %v", err, tt.fail)
+			}
+			var calls []string
+			for _, c := range w.calls {
+				if !strings.HasPrefix(c, "subscribe") {
+					calls = append(calls, c)
+				}
+			}
+			if !slices.Equal(calls, tt.calls) {
+				t.Errorf("calls %q, want %q", calls, tt.calls)
+			}
+			if got := w.table("app-votes-2026-12").Warm; !tt.noWarm && (got == nil || *got != tt.want) {
+				t.Errorf("December's warm throughput %v, want %v", got, tt.want)
+			}
+			if detail != tt.detail {
+				t.Errorf("warm step says %q,\nwant %q", detail, tt.detail)
+			}
+			if warmed := slices.Contains(rep.Warmed, "app-votes-2026-12"); warmed != tt.warmed {
+				t.Errorf("warmed %v, want December %v", rep.Warmed, tt.warmed)
+			}
+			// A run again asks nothing more.
+			w.calls = nil
+			again := r.Run(ctx)
+			if tt.fail == nil && (len(w.calls) != 0 || len(again.Warmed) != 0) {
+				t.Errorf("second run: calls %q, warmed %v; want none", w.calls, again.Warmed)
+			}
+		})
+	}
+}
+
+// At the month turn the run after midnight finds the month that ended
+// (in its grace) warmer than the month that began, created a month ago at
+// a new table's default: the new month is raised to the old one's, and
+// the month after is created from it.
+func TestWarmAtTheMonthTurn(t *testing.T) {
+	w := newWorld()
+	ctx := context.Background()
+	for _, name := range []string{"app-votes-2026-11", "app-votes-2026-12"} {
+		if _, _, err := (memTables{w}).Ensure(ctx, Spec{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.tables["app-votes-2026-11"].Warm = &Warm{Read: 12000, Write: 22000}
+	w.calls = nil
+	rep := w.rotator(time.Date(2026, 12, 1, 0, 15, 0, 0, time.UTC)).Run(ctx)
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"raise app-votes-2026-12 warm 22000 writes/s", "create app-votes-2027-01", "create app-votes-2027-01 warm 22000 writes/s"}
+	var calls []string
+	for _, c := range w.calls {
+		if !strings.HasPrefix(c, "subscribe") {
+			calls = append(calls, c)
+		}
+	}
+	if !slices.Equal(calls, want) {
+		t.Errorf("calls %q, want %q", calls, want)
+	}
+	if want := []string{"app-votes-2026-12", "app-votes-2027-01"}; !slices.Equal(rep.Warmed, want) {
+		t.Errorf("warmed %v, want %v", rep.Warmed, want)
+	}
+}

@@ -8,10 +8,14 @@
 //
 // DynamoDB Local has no point-in-time recovery (Describe/Update
 // ContinuousBackups) and no tagging (TagResource): it answers both with
-// UnknownOperationException. Against a local server (Local set: the
-// configuration overrides the DynamoDB endpoint, see awsenv.Overridden)
-// exactly that answer to exactly those calls is skipped with a logged note
-// kept in Notes; every other error, locally as against AWS, is returned.
+// UnknownOperationException. Nor has it warm throughput: CreateTable takes
+// WarmThroughput and ignores it, DescribeTable reports none, and an
+// UpdateTable of the warm throughput alone is refused with a
+// ValidationException "Nothing to update". Against a local server (Local
+// set: the configuration overrides the DynamoDB endpoint, see
+// awsenv.Overridden) exactly those answers to exactly those calls are
+// skipped with a logged note kept in Notes; every other error, locally as
+// against AWS, is returned.
 package archiveddb
 
 import (
@@ -28,6 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
@@ -57,8 +62,8 @@ var (
 type Tables struct {
 	DB API
 	// Local: the endpoint is a local server (DynamoDB Local), which has no
-	// PITR and no tagging; those two are skipped with a note (see
-	// localLacks). Nothing else is.
+	// PITR, no tagging and no warm throughput; those are skipped with a
+	// note (see localLacks). Nothing else is.
 	Local bool
 	Log   *slog.Logger
 	// Segments of the parallel Scan (default 4).
@@ -88,22 +93,41 @@ func (t *Tables) log() *slog.Logger {
 	return slog.Default()
 }
 
-// Features DynamoDB Local does not implement (it answers their operations
-// with UnknownOperationException; see TestLocalServerLacksPITRAndTagging).
+// Features DynamoDB Local does not implement: it answers the operations
+// of the first two with UnknownOperationException (see
+// TestLocalServerLacksPITRAndTagging) and ignores the third (see
+// TestLocalServerIgnoresWarmThroughput).
 const (
 	featurePITR = "point-in-time recovery (ContinuousBackups)"
 	featureTags = "tagging (TagResource)"
+	featureWarm = "warm throughput (WarmThroughput)"
 )
 
 // localLacks reports whether err is a local server saying it does not
 // implement feature: only when Local is set, and only for
-// UnknownOperationException. It notes the skip, once per feature. Every
-// other error — throttling, validation, a missing table — is not a lack
-// and must be returned.
+// UnknownOperationException — or, for warm throughput, the
+// ValidationException "Nothing to update" that answers an UpdateTable of
+// the warm throughput alone. It notes the skip, once per feature. Every
+// other error — throttling, another validation, a missing table — is not
+// a lack and must be returned.
 func (t *Tables) localLacks(err error, feature string) bool {
-	if err == nil || !t.Local || !awserr.Is(err, "UnknownOperationException") {
+	if err == nil || !t.Local {
 		return false
 	}
+	if feature == featureWarm {
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" || ae.ErrorMessage() != "Nothing to update" {
+			return false
+		}
+	} else if !awserr.Is(err, "UnknownOperationException") {
+		return false
+	}
+	t.note(feature, "err", err)
+	return true
+}
+
+// note records, once per feature, that the local server lacks it.
+func (t *Tables) note(feature string, attrs ...any) {
 	note := "local DynamoDB has no " + feature + "; skipped"
 	t.mu.Lock()
 	seen := slices.Contains(t.notes, note)
@@ -112,9 +136,8 @@ func (t *Tables) localLacks(err error, feature string) bool {
 	}
 	t.mu.Unlock()
 	if !seen {
-		t.log().Warn(note, "err", err)
+		t.log().Warn(note, attrs...)
 	}
-	return true
 }
 
 // IsNotFound reports whether err says the table does not exist.
@@ -158,7 +181,27 @@ func tableOf(d *types.TableDescription) archive.Table {
 	if pt := d.ProvisionedThroughput; provisioned && pt != nil && aws.ToInt64(pt.ReadCapacityUnits) > 0 {
 		tb.Capacity = &archive.Capacity{Read: aws.ToInt64(pt.ReadCapacityUnits), Write: aws.ToInt64(pt.WriteCapacityUnits)}
 	}
+	if w := d.WarmThroughput; w != nil && (w.ReadUnitsPerSecond != nil || w.WriteUnitsPerSecond != nil) {
+		tb.Warm = &archive.Warm{Read: aws.ToInt64(w.ReadUnitsPerSecond), Write: aws.ToInt64(w.WriteUnitsPerSecond)}
+		tb.WarmUpdating = w.Status != "" && w.Status != types.TableStatusActive
+	}
 	return tb
+}
+
+// warmInput is the WarmThroughput of a request for w: its non-zero
+// fields; nil when it has none.
+func warmInput(w *archive.Warm) *types.WarmThroughput {
+	if w == nil || *w == (archive.Warm{}) {
+		return nil
+	}
+	in := &types.WarmThroughput{}
+	if w.Read > 0 {
+		in.ReadUnitsPerSecond = aws.Int64(w.Read)
+	}
+	if w.Write > 0 {
+		in.WriteUnitsPerSecond = aws.Int64(w.Write)
+	}
+	return in
 }
 
 // List describes the monthly tables of base: those named base-YYYY-MM
@@ -234,6 +277,7 @@ func CreateInput(s archive.Spec) *dynamodb.CreateTableInput {
 		StreamSpecification:       &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 		DeletionProtectionEnabled: aws.Bool(true),
 		Tags:                      tagList(s.Tags),
+		WarmThroughput:            warmInput(s.Warm),
 	}
 	if c := s.Capacity; c != nil {
 		in.BillingMode = types.BillingModeProvisioned
@@ -279,6 +323,10 @@ func (t *Tables) Ensure(ctx context.Context, s archive.Spec) (archive.Table, boo
 	}
 	if d, err = t.describe(ctx, s.Name); err != nil {
 		return archive.Table{}, created, err
+	}
+	if created && t.Local && warmInput(s.Warm) != nil && d.WarmThroughput == nil {
+		// DynamoDB Local took the table's warm throughput and ignored it.
+		t.note(featureWarm, "table", s.Name, "asked", s.Warm.String())
 	}
 	return tableOf(d), created, nil
 }
@@ -355,6 +403,31 @@ var activePoll = retry.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Secon
 func (t *Tables) SetCapacity(ctx context.Context, name string, c archive.Capacity) error {
 	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name),
 		ProvisionedThroughput: &types.ProvisionedThroughput{ReadCapacityUnits: aws.Int64(c.Read), WriteCapacityUnits: aws.Int64(c.Write)}}, "capacity")
+}
+
+// RaiseWarm raises the table's warm throughput to w's non-zero fields. It
+// does not wait for the raise: DynamoDB applies it in the background (the
+// table's warm throughput is UPDATING meanwhile) and the table stays
+// usable. raised is false when the local server has no warm throughput
+// (noted; see localLacks).
+func (t *Tables) RaiseWarm(ctx context.Context, name string, w archive.Warm) (bool, error) {
+	in := warmInput(&w)
+	if in == nil {
+		return false, fmt.Errorf("archiveddb: warm throughput of %s: nothing to raise", name)
+	}
+	if _, err := t.waitActive(ctx, name); err != nil {
+		return false, err
+	}
+	_, err := t.DB.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), WarmThroughput: in})
+	switch {
+	case t.localLacks(err, featureWarm):
+		return false, nil
+	case IsNotFound(err):
+		return false, fmt.Errorf("archiveddb: %s: %w", name, archive.ErrNotFound)
+	case err != nil:
+		return false, fmt.Errorf("archiveddb: raise the warm throughput of %s: %w", name, err)
+	}
+	return true, nil
 }
 
 // DisableStream turns the table's stream off.

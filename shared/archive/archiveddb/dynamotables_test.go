@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/smithy-go"
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
@@ -248,5 +250,66 @@ func TestLocalServerLacksPITRAndTagging(t *testing.T) {
 		if err := c.call(); !awserr.Is(err, "UnknownOperationException") {
 			t.Errorf("%s: %v, want UnknownOperationException", c.name, err)
 		}
+	}
+}
+
+// What DynamoDB Local does with warm throughput, asked directly: CreateTable
+// takes WarmThroughput and ignores it, DescribeTable reports none, and an
+// UpdateTable of the warm throughput alone is refused with a
+// ValidationException "Nothing to update" — the only answer RaiseWarm
+// skips when Local. If a new DynamoDB Local implements warm throughput,
+// this fails and the skip goes.
+func TestLocalServerIgnoresWarmThroughput(t *testing.T) {
+	_, _, db := localTables(t)
+	ctx := t.Context()
+	name := fmt.Sprintf("dt-%d-%d-warm-probe", time.Now().UnixNano()%1e7, seq.Add(1))
+	in := CreateInput(archive.Spec{Name: name, Warm: &archive.Warm{Read: 30000, Write: 20000}})
+	in.DeletionProtectionEnabled = aws.Bool(false)
+	if _, err := db.CreateTable(ctx, in); err != nil {
+		t.Fatalf("CreateTable with warm throughput: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	d, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := d.Table.WarmThroughput; w != nil {
+		t.Errorf("DescribeTable reports warm throughput %+v; the local server has some now", w)
+	}
+	_, err = db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), WarmThroughput: warmInput(&archive.Warm{Write: 30000})})
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationException" || ae.ErrorMessage() != "Nothing to update" {
+		t.Errorf("UpdateTable of the warm throughput: %v, want ValidationException: Nothing to update", err)
+	}
+}
+
+// Against DynamoDB Local the rotator's warm throughput is noted and
+// skipped: a table created asking for it is created (without it), a
+// raise is not an error, and neither is a second.
+func TestWarmThroughputSkippedLocally(t *testing.T) {
+	tables, _, db := localTables(t)
+	ctx := t.Context()
+	name := fmt.Sprintf("dt-%d-%d-votes-2026-12", time.Now().UnixNano()%1e7, seq.Add(1))
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(false)})
+		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	tb, created, err := tables.Ensure(ctx, archive.Spec{Name: name, Month: "2026-12", Warm: &archive.Warm{Write: 20000}})
+	if err != nil || !created {
+		t.Fatalf("ensure: %v created=%v", err, created)
+	}
+	if tb.Warm != nil {
+		t.Errorf("table reports warm throughput %v locally", tb.Warm)
+	}
+	for range 2 {
+		if raised, err := tables.RaiseWarm(ctx, name, archive.Warm{Write: 30000}); err != nil || raised {
+			t.Errorf("RaiseWarm: raised %v, %v; want skipped", raised, err)
+		}
+	}
+	if want := "local DynamoDB has no " + featureWarm + "; skipped"; !slices.Contains(tables.Notes(), want) {
+		t.Errorf("notes %q, want %q", tables.Notes(), want)
 	}
 }

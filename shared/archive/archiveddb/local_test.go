@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,6 +25,11 @@ type fakeDB struct {
 	// turning it on.
 	pitr      bool
 	pitrAsked int
+	// warm is the table's warm throughput as DescribeTable reports it (nil:
+	// none, as DynamoDB Local); created and updates are the requests.
+	warm    *types.TableWarmThroughputDescription
+	created *dynamodb.CreateTableInput
+	updates []*dynamodb.UpdateTableInput
 }
 
 var _ API = (*fakeDB)(nil)
@@ -33,20 +39,25 @@ func (f *fakeDB) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInpu
 		return nil, &types.ResourceNotFoundException{Message: aws.String("no table")}
 	}
 	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableName: in.TableName, TableStatus: types.TableStatusActive,
-		TableArn: aws.String("arn:aws:dynamodb:us-east-1:1:table/" + aws.ToString(in.TableName)), DeletionProtectionEnabled: aws.Bool(f.dp)}}, nil
+		TableArn: aws.String("arn:aws:dynamodb:us-east-1:1:table/" + aws.ToString(in.TableName)), DeletionProtectionEnabled: aws.Bool(f.dp),
+		WarmThroughput: f.warm}}, nil
 }
 
 func (f *fakeDB) CreateTable(_ context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	if err := f.errs["CreateTable"]; err != nil {
 		return nil, err
 	}
-	f.exists, f.dp = true, aws.ToBool(in.DeletionProtectionEnabled)
+	f.exists, f.dp, f.created = true, aws.ToBool(in.DeletionProtectionEnabled), in
 	return &dynamodb.CreateTableOutput{}, nil
 }
 
 func (f *fakeDB) UpdateTable(_ context.Context, in *dynamodb.UpdateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error) {
+	f.updates = append(f.updates, in)
 	if err := f.errs["UpdateTable"]; err != nil {
 		return nil, err
+	}
+	if !f.exists {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("no table")}
 	}
 	if in.DeletionProtectionEnabled != nil {
 		f.dp = *in.DeletionProtectionEnabled
@@ -168,6 +179,84 @@ func TestEnsureTurnsOnPITRAndProtection(t *testing.T) {
 			}
 			if len(tables.Notes()) != 0 {
 				t.Errorf("notes %q against a server with PITR", tables.Notes())
+			}
+		})
+	}
+}
+
+// The warm throughput DynamoDB reports is the table's (UPDATING while a
+// raise is under way); a table created with one above the default asks
+// for it, and only for its figures above the default.
+func TestWarmThroughputRequests(t *testing.T) {
+	warm := &types.TableWarmThroughputDescription{ReadUnitsPerSecond: aws.Int64(12000), WriteUnitsPerSecond: aws.Int64(20000), Status: types.TableStatusUpdating}
+	db := &fakeDB{warm: warm}
+	tables := &Tables{DB: db}
+	tb, created, err := tables.Ensure(t.Context(), archive.Spec{Name: "ddbpipe-votes-2026-12", Warm: &archive.Warm{Write: 20000}})
+	if err != nil || !created {
+		t.Fatalf("Ensure: %v created=%v", err, created)
+	}
+	if got := db.created.WarmThroughput; got == nil || got.ReadUnitsPerSecond != nil || aws.ToInt64(got.WriteUnitsPerSecond) != 20000 {
+		t.Errorf("CreateTable's warm throughput %+v, want 20000 write units only", got)
+	}
+	if tb.Warm == nil || *tb.Warm != (archive.Warm{Read: 12000, Write: 20000}) || !tb.WarmUpdating {
+		t.Errorf("table's warm throughput %v (updating %v), want 20000 writes/s, 12000 reads/s, updating", tb.Warm, tb.WarmUpdating)
+	}
+	if len(tables.Notes()) != 0 {
+		t.Errorf("notes %q against a server with warm throughput", tables.Notes())
+	}
+	if in := CreateInput(archive.Spec{Name: "x"}); in.WarmThroughput != nil {
+		t.Errorf("a table at the default asks for warm throughput %+v", in.WarmThroughput)
+	}
+}
+
+// RaiseWarm asks exactly the figures given; only DynamoDB Local's "Nothing
+// to update" (it ignores the warm throughput, the only change asked) is
+// skipped, and only when Local.
+func TestRaiseWarmSkipsOnlyWhatTheLocalServerLacks(t *testing.T) {
+	nothing := &smithy.GenericAPIError{Code: "ValidationException", Message: "Nothing to update"}
+	warmNote := "local DynamoDB has no " + featureWarm + "; skipped"
+	tests := []struct {
+		name       string
+		local      bool
+		missing    bool
+		warm       archive.Warm
+		err        error
+		wantRaised bool
+		wantErr    string // what the error says; "" for none
+		wantNotes  []string
+	}{
+		{name: "AWS: writes raised", warm: archive.Warm{Write: 20000}, wantRaised: true},
+		{name: "AWS: both raised", warm: archive.Warm{Read: 30000, Write: 20000}, wantRaised: true},
+		{name: "local: nothing to update, as DynamoDB Local answers", local: true, warm: archive.Warm{Write: 20000}, err: nothing, wantNotes: []string{warmNote}},
+		{name: "AWS: nothing to update surfaces", warm: archive.Warm{Write: 20000}, err: nothing, wantErr: "Nothing to update"},
+		{name: "local: another validation surfaces", local: true, warm: archive.Warm{Write: 20000},
+			err: &smithy.GenericAPIError{Code: "ValidationException", Message: "warm throughput lower than the table's"}, wantErr: "lower than the table's"},
+		{name: "local: throttled surfaces", local: true, warm: archive.Warm{Write: 20000}, err: apiErr("LimitExceededException"), wantErr: "LimitExceededException"},
+		{name: "a missing table", missing: true, warm: archive.Warm{Write: 20000}, wantErr: archive.ErrNotFound.Error()},
+		{name: "nothing asked", warm: archive.Warm{}, wantErr: "nothing to raise"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := &fakeDB{exists: !tt.missing, errs: map[string]error{"UpdateTable": tt.err}}
+			tables := &Tables{DB: db, Local: tt.local}
+			raised, err := tables.RaiseWarm(t.Context(), "ddbpipe-votes-2026-12", tt.warm)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("RaiseWarm: %v, want error %q", err, tt.wantErr)
+			}
+			if raised != tt.wantRaised {
+				t.Errorf("raised %v, want %v", raised, tt.wantRaised)
+			}
+			if tt.wantRaised {
+				want := &dynamodb.UpdateTableInput{TableName: aws.String("ddbpipe-votes-2026-12"), WarmThroughput: warmInput(&tt.warm)}
+				if len(db.updates) != 1 || !reflect.DeepEqual(db.updates[0], want) {
+					t.Errorf("requests %+v, want only %+v", db.updates, want)
+				}
+				if w := db.updates[0].WarmThroughput; (w.ReadUnitsPerSecond != nil) != (tt.warm.Read > 0) || aws.ToInt64(w.WriteUnitsPerSecond) != tt.warm.Write {
+					t.Errorf("warm throughput asked %+v, want %v (zero figures left out)", w, tt.warm)
+				}
+			}
+			if got := tables.Notes(); !reflect.DeepEqual(got, tt.wantNotes) {
+				t.Errorf("notes %q, want %q", got, tt.wantNotes)
 			}
 		})
 	}

@@ -70,8 +70,9 @@ func (noSubs) Remove(context.Context, string) (int, error)  { return 0, nil }
 // month whose archive is incomplete stays, protected (DeleteTable refused);
 // tables named like the rotator's but not <prefix>-YYYY-MM — a copy,
 // another stack's — stay protected with their streams on, however cold.
-// The new months' tables are created protected, PITR asked for (the local
-// server lacks it: noted, as on AWS it would be on).
+// The new months' tables are created protected, PITR and a warm
+// throughput above the default asked for (the local server lacks both:
+// noted, as on AWS they would be on).
 func TestRotatorUnprotectsOnlyVerifiedOwnMonths(t *testing.T) {
 	tables, streams, db := localTables(t)
 	ctx := context.Background()
@@ -133,7 +134,8 @@ func TestRotatorUnprotectsOnlyVerifiedOwnMonths(t *testing.T) {
 	}
 
 	r := &archive.Rotator{
-		Policy: archive.RotationPolicy{Prefix: prefix, GraceDays: 1, DrainWait: 10 * time.Second, DrainPoll: 100 * time.Millisecond},
+		Policy: archive.RotationPolicy{Prefix: prefix, GraceDays: 1, DrainWait: 10 * time.Second, DrainPoll: 100 * time.Millisecond,
+			WarmFloor: archive.Warm{Write: 10000}},
 		Tables: tables, Streams: streams, Subscriptions: noSubs{}, Archive: parts,
 		Now: func() time.Time { return time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC) },
 	}
@@ -176,7 +178,9 @@ func TestRotatorUnprotectsOnlyVerifiedOwnMonths(t *testing.T) {
 			t.Errorf("new month %s: %v, protected %v; want protected", name, err, d != nil && aws.ToBool(d.DeletionProtectionEnabled))
 		}
 	}
-	if want := "local DynamoDB has no " + featurePITR + "; skipped"; !strings.Contains(strings.Join(tables.Notes(), "\n"), want) {
-		t.Errorf("notes %q, want PITR asked for and the local lack noted", tables.Notes())
+	for _, feature := range []string{featurePITR, featureWarm} {
+		if want := "local DynamoDB has no " + feature + "; skipped"; !strings.Contains(strings.Join(tables.Notes(), "\n"), want) {
+			t.Errorf("notes %q, want %s asked for and the local lack noted", tables.Notes(), feature)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package archivelambda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -35,7 +36,17 @@ type RotatorConfig struct {
 	MaxRetryAttempts    int    // STREAM_MAX_RETRY_ATTEMPTS
 	MaxRecordAgeSeconds int    // STREAM_MAX_RECORD_AGE_SECONDS
 	WindowSeconds       int    // ARCHIVE_BATCHING_WINDOW_SECONDS: the subscriptions' batching window
+	// The bounds of a month's table's warm throughput (units per second;
+	// zero: archive.RotationPolicy's defaults).
+	WarmWriteMin int // LEDGER_WARM_WRITE_UNITS_MIN
+	WarmWriteMax int // LEDGER_WARM_WRITE_UNITS_MAX
+	WarmReadMin  int // LEDGER_WARM_READ_UNITS_MIN
+	WarmReadMax  int // LEDGER_WARM_READ_UNITS_MAX
 }
+
+// maxWarmUnits bounds the warm throughput variables: far above DynamoDB's
+// default table quota (40,000), a guard against a typo's extra digits.
+const maxWarmUnits = 1_000_000
 
 func rotatorConfig(getenv func(string) string) (RotatorConfig, error) {
 	v := lambdafn.NewVars(getenv)
@@ -52,16 +63,34 @@ func rotatorConfig(getenv func(string) string) (RotatorConfig, error) {
 		MaxRetryAttempts:    v.Int("STREAM_MAX_RETRY_ATTEMPTS", 0, 10000),
 		MaxRecordAgeSeconds: v.Int("STREAM_MAX_RECORD_AGE_SECONDS", 60, 604800),
 		WindowSeconds:       v.Int("ARCHIVE_BATCHING_WINDOW_SECONDS", 0, 300),
+		WarmWriteMin:        v.Int("LEDGER_WARM_WRITE_UNITS_MIN", 1, maxWarmUnits),
+		WarmWriteMax:        v.Int("LEDGER_WARM_WRITE_UNITS_MAX", 1, maxWarmUnits),
+		WarmReadMin:         v.Int("LEDGER_WARM_READ_UNITS_MIN", 1, maxWarmUnits),
+		WarmReadMax:         v.Int("LEDGER_WARM_READ_UNITS_MAX", 1, maxWarmUnits),
 	}
-	return c, v.Err()
+	if err := v.Err(); err != nil {
+		return c, err
+	}
+	var errs []error
+	if c.WarmWriteMax < c.WarmWriteMin {
+		errs = append(errs, fmt.Errorf("rotator: LEDGER_WARM_WRITE_UNITS_MAX=%d is below LEDGER_WARM_WRITE_UNITS_MIN=%d", c.WarmWriteMax, c.WarmWriteMin))
+	}
+	if c.WarmReadMax < c.WarmReadMin {
+		errs = append(errs, fmt.Errorf("rotator: LEDGER_WARM_READ_UNITS_MAX=%d is below LEDGER_WARM_READ_UNITS_MIN=%d", c.WarmReadMax, c.WarmReadMin))
+	}
+	return c, errors.Join(errs...)
 }
 
 // NewRotation wires the rotation domain to DynamoDB, DynamoDB Streams,
 // Lambda and S3. A local DynamoDB endpoint (awsenv.Overridden) lets the
-// table adapter skip what DynamoDB Local refuses (PITR, tags), with a note.
+// table adapter skip what DynamoDB Local lacks (PITR, tags, warm
+// throughput), with a note.
 func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *archive.Rotator {
 	return &archive.Rotator{
-		Policy:  archive.RotationPolicy{Prefix: c.LedgerPrefix, GraceDays: c.GraceDays},
+		Policy: archive.RotationPolicy{Prefix: c.LedgerPrefix, GraceDays: c.GraceDays,
+			WarmFloor:   archive.Warm{Read: int64(c.WarmReadMin), Write: int64(c.WarmWriteMin)},
+			WarmCeiling: archive.Warm{Read: int64(c.WarmReadMax), Write: int64(c.WarmWriteMax)},
+		},
 		Tables:  &archiveddb.Tables{DB: awsenv.DynamoDB(cfg), Local: awsenv.Overridden(cfg, "DynamoDB"), Log: log},
 		Streams: &archiveddb.Streams{API: dynamodbstreams.NewFromConfig(cfg)},
 		Subscriptions: archiveesm.Readers{
@@ -161,7 +190,7 @@ func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, 
 			log.InfoContext(ctx, "retirement", attrs...)
 		}
 	}
-	log.InfoContext(ctx, "rotation done", "now", rep.Now, "created", rep.Created, "subscribed", rep.Subscribed,
+	log.InfoContext(ctx, "rotation done", "now", rep.Now, "created", rep.Created, "warmed", rep.Warmed, "subscribed", rep.Subscribed,
 		"retired", rep.Retired(), "alarms", rep.Alarms(), "notDrained", notDrained, "errors", len(rep.Errors))
 	if metrics == nil {
 		return

@@ -110,6 +110,10 @@ func TestSetupRotatorConfig(t *testing.T) {
 		"TALLY_WINDOW_SECONDS":            "60",
 		"TALLY_BATCHING_WINDOW_SECONDS":   "1",
 		"COUNTERS_TABLE":                  "ddbpipe-counters",
+		"LEDGER_WARM_WRITE_UNITS_MIN":     "4000",
+		"LEDGER_WARM_WRITE_UNITS_MAX":     "40000",
+		"LEDGER_WARM_READ_UNITS_MIN":      "12000",
+		"LEDGER_WARM_READ_UNITS_MAX":      "40000",
 	}
 	set := func(k, v string) map[string]string { return with(valid, map[string]string{k: v}) }
 	outOfRange := func(k, v, bounds string) string { return k + `="` + v + `" is not an integer in ` + bounds }
@@ -126,7 +130,8 @@ func TestSetupRotatorConfig(t *testing.T) {
 			"LEDGER_TABLE_PREFIX is not set", "ARCHIVE_BUCKET is not set", "ARCHIVE_GRACE_DAYS is not set", "ARCHIVER_FUNCTION is not set",
 			"STREAM_FAILURES_QUEUE_ARN is not set", "STREAM_MAX_RETRY_ATTEMPTS is not set", "STREAM_MAX_RECORD_AGE_SECONDS is not set",
 			"ARCHIVE_BATCHING_WINDOW_SECONDS is not set", "TALLY_FUNCTION is not set", "TALLY_WINDOW_SECONDS is not set",
-			"TALLY_BATCHING_WINDOW_SECONDS is not set", "COUNTERS_TABLE is not set"}},
+			"TALLY_BATCHING_WINDOW_SECONDS is not set", "COUNTERS_TABLE is not set", "LEDGER_WARM_WRITE_UNITS_MIN is not set",
+			"LEDGER_WARM_WRITE_UNITS_MAX is not set", "LEDGER_WARM_READ_UNITS_MIN is not set", "LEDGER_WARM_READ_UNITS_MAX is not set"}},
 		{name: "prefix missing", vars: set("LEDGER_TABLE_PREFIX", ""), wants: []string{"LEDGER_TABLE_PREFIX is not set"}},
 		{name: "bucket missing", vars: set("ARCHIVE_BUCKET", ""), wants: []string{"ARCHIVE_BUCKET is not set"}},
 		{name: "archiver missing", vars: set("ARCHIVER_FUNCTION", ""), wants: []string{"ARCHIVER_FUNCTION is not set"}},
@@ -143,6 +148,11 @@ func TestSetupRotatorConfig(t *testing.T) {
 		{name: "record age 604801", vars: set("STREAM_MAX_RECORD_AGE_SECONDS", "604801"), wants: []string{outOfRange("STREAM_MAX_RECORD_AGE_SECONDS", "604801", "[60, 604800]")}},
 		{name: "window 301", vars: set("ARCHIVE_BATCHING_WINDOW_SECONDS", "301"), wants: []string{outOfRange("ARCHIVE_BATCHING_WINDOW_SECONDS", "301", "[0, 300]")}},
 		{name: "window -1", vars: set("ARCHIVE_BATCHING_WINDOW_SECONDS", "-1"), wants: []string{outOfRange("ARCHIVE_BATCHING_WINDOW_SECONDS", "-1", "[0, 300]")}},
+		{name: "warm floor equal to the ceiling", vars: with(valid, map[string]string{"LEDGER_WARM_WRITE_UNITS_MIN": "40000", "LEDGER_WARM_READ_UNITS_MAX": "12000"})},
+		{name: "warm write units 0", vars: set("LEDGER_WARM_WRITE_UNITS_MIN", "0"), wants: []string{outOfRange("LEDGER_WARM_WRITE_UNITS_MIN", "0", "[1, 1000000]")}},
+		{name: "warm read units 1000001", vars: set("LEDGER_WARM_READ_UNITS_MAX", "1000001"), wants: []string{outOfRange("LEDGER_WARM_READ_UNITS_MAX", "1000001", "[1, 1000000]")}},
+		{name: "warm ceilings below the floors", vars: with(valid, map[string]string{"LEDGER_WARM_WRITE_UNITS_MAX": "3999", "LEDGER_WARM_READ_UNITS_MIN": "40001"}),
+			wants: []string{"LEDGER_WARM_WRITE_UNITS_MAX=3999 is below LEDGER_WARM_WRITE_UNITS_MIN=4000", "LEDGER_WARM_READ_UNITS_MAX=40000 is below LEDGER_WARM_READ_UNITS_MIN=40001"}},
 		{name: "two problems, both named", vars: with(valid, map[string]string{"ARCHIVE_BUCKET": "", "ARCHIVE_GRACE_DAYS": "99"}),
 			wants: []string{"ARCHIVE_BUCKET is not set", outOfRange("ARCHIVE_GRACE_DAYS", "99", "[1, 27]")}},
 	}
