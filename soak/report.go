@@ -139,6 +139,10 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 		verdict, r.Config.Duration, r.Drained.Round(time.Second), r.Took.Round(time.Second), r.Config.Seed)
 	p("All three flows ran at once on one local stack: the counter, the tally, the archiver, the objects API and the reaper in processes of their own\n" +
 		"behind a Lambda Runtime API (killed with SIGKILL in turn), the other functions in the runner; every AWS call through the fault proxies.\n\n")
+	if c := r.Config; c.StreamShards > 1 || c.Conflicts {
+		p("As on AWS: every DynamoDB stream in %d shards (`-stream-shards`), each splitting in two after %d records (`-stream-split-after`, 0: never), one reader per shard at once; transaction conflicts %s (`-conflicts`).\n\n",
+			max(c.StreamShards, 1), c.StreamSplitAfter, map[bool]string{true: "on", false: "off"}[c.Conflicts])
+	}
 
 	p("## Invariants\n\n| invariant | holds | figures |\n|---|---|---|\n")
 	for _, i := range r.Invariants {

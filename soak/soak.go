@@ -61,8 +61,13 @@ type Config struct {
 	// compared with the soak's (default 15 s).
 	LeakBurst time.Duration
 	Seed      uint64
-	Progress  io.Writer // human progress lines
-	FnLog     io.Writer // the functions' and runner's JSON logs
+	// StreamShards presents every stream as this many shards, split after
+	// StreamSplitAfter records (stack.Options); Conflicts cancels
+	// overlapping transactions as DynamoDB does. make soak runs with both.
+	StreamShards, StreamSplitAfter int
+	Conflicts                      bool
+	Progress                       io.Writer // human progress lines
+	FnLog                          io.Writer // the functions' and runner's JSON logs
 }
 
 // DefaultRate is the producers' votes per second. DynamoDB Local slows
@@ -216,6 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.env, err = stack.Up(ctx, stack.Options{
 		Root: cfg.Root, Params: params(cfg), Setups: setups, Servers: s.servers,
 		Processes: bins, FunctionLog: cfg.FnLog, Progress: io.Discard, ClockOffset: s.clock.offset(),
+		StreamShards: cfg.StreamShards, StreamSplitAfter: cfg.StreamSplitAfter, Conflicts: cfg.Conflicts,
 	})
 	if err != nil {
 		return nil, err

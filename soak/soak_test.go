@@ -50,7 +50,8 @@ func invariant(res *Result, prefix string) (Invariant, bool) {
 // month's retirement under load), so the run proves something.
 func TestSoakHoldsUnderFaults(t *testing.T) {
 	c := soakConfig(t, Config{Duration: 30 * time.Second, VotesPerSecond: 60, Faults: true, DuplicateRate: 0.2,
-		KillEvery: 3 * time.Second, PhaseEvery: 3 * time.Second, LeakBurst: 6 * time.Second, Seed: 7})
+		KillEvery: 3 * time.Second, PhaseEvery: 3 * time.Second, LeakBurst: 6 * time.Second, Seed: 7,
+		StreamShards: 4, StreamSplitAfter: 300, Conflicts: true})
 	res, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
