@@ -134,6 +134,9 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 		sections = append(sections, s)
 	}
 	closeStack()
+	if !strings.Contains(stacks.text.String(), "| MB") && !strings.Contains(stacks.text.String(), " MB |") {
+		sections = sections[1:] // every benchmark run brought its own stacks
+	}
 	return write(out, sections)
 }
 

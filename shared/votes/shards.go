@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -16,7 +17,11 @@ type Increment struct {
 	PollID   string
 	OptionID string
 	Shard    int
-	N        int64
+	// Slot, when set, is the writer's own part of the option's count on
+	// the shard: an item of its own (sort key <option>#<slot>), which no
+	// other tally writes. Reads sum an option's slots.
+	Slot string
+	N    int64
 }
 
 // ShardPicker returns a shard in [0, n): the seeds' random-suffix sharding.
@@ -49,42 +54,61 @@ func DeckPicker(rng func(n int) int) ShardPicker {
 	}
 }
 
-// CounterPick places the increments of one tally commit: the counter
-// shard, in [0, n), that the tally of stream shard s writes a poll's
-// votes to at time now.
-type CounterPick func(s StreamShard, pollID string, n int, now time.Time) int
+// Place is where a tally commit puts a poll's increments: a counter
+// shard in [0, n) (the partition key) and a slot in the item's sort key
+// ("" for none).
+type Place struct {
+	Shard int
+	Slot  string
+}
 
-// StreamPick derives the counter shard from the stream shard, so that
-// tallies running at once (one per stream shard) do not contend for the
-// same counter items: each stream shard holds its own slot among the
-// poll's shards, and every slot moves on by one each period, so that over
-// a few periods each tally spreads its writes over all n shards evenly,
-// even when the stream has one shard. Two tallies share items only when
-// their slots are equal, which happens for about (K-1)/n of K stream
-// shards, against every pair of concurrent commits sharing some of their
-// items with a pick per option (RandomPick); a commit writes all its
-// options to one shard.
+// CounterPick places the increments of one tally commit of stream shard s
+// on one of a poll's n counter shards at time now.
+type CounterPick func(s StreamShard, pollID string, n int, now time.Time) Place
+
+// SlotsPerShard is the number of slots StreamPick spreads stream shards
+// over, in each counter shard's sort keys.
+const SlotsPerShard = 4096
+
+// StreamPick derives a commit's place from the stream shard, so that
+// tallies running at once (one per stream shard) never contend for the
+// same counter items: the item's sort key holds a slot of the stream
+// shard's own (one of SlotsPerShard, by a hash of table and shard: two of
+// 16 stream shards share one with odds of 1 in 34), so its count of an
+// option is an item no other tally writes. The counter shard (the
+// partition key) moves on by one each period from a start of the stream
+// shard's own, so that over a few periods each tally spreads its writes
+// over all n shards evenly, even when the stream has one shard. The price
+// is on reads: a shard holds an item per option and slot written, not
+// per option.
 func StreamPick(period time.Duration) CounterPick {
 	if period <= 0 {
 		period = time.Second
 	}
-	return func(s StreamShard, pollID string, n int, now time.Time) int {
-		if n <= 1 {
-			return 0
-		}
+	return func(s StreamShard, pollID string, n int, now time.Time) Place {
 		h := fnv.New64a()
-		_, _ = io.WriteString(h, s.Table+"\x00"+s.Shard+"\x00"+pollID)
-		slot := h.Sum64() % uint64(n)
-		step := uint64(now.UnixNano()/int64(period)) % uint64(n)
-		return int((slot + step) % uint64(n))
+		_, _ = io.WriteString(h, s.Table+"\x00"+s.Shard)
+		x := h.Sum64()
+		x ^= x >> 31
+		x *= 0x9e3779b97f4a7c15
+		x ^= x >> 29
+		place := Place{Slot: strconv.FormatUint(x%SlotsPerShard, 36)}
+		if n > 1 {
+			h.Reset()
+			_, _ = io.WriteString(h, s.Table+"\x00"+s.Shard+"\x00"+pollID)
+			step := uint64(now.UnixNano()/int64(period)) % uint64(n)
+			place.Shard = int((h.Sum64()%uint64(n) + step) % uint64(n))
+		}
+		return place
 	}
 }
 
 // RandomPick places each (poll, option) of a commit on a shard dealt by a
-// DeckPicker, whatever the stream shard: the seeds' random suffixes. Two
-// tallies committing at once on one poll share an item with probability
-// 1 - (1-1/n)^options; the bench keeps it as the comparison.
+// DeckPicker, whatever the stream shard, with no slot: the seeds' random
+// suffixes, as the tally did before StreamPick. Two tallies committing at
+// once on one poll share an item with probability 1 - (1-1/n)^options; the
+// bench keeps it as the comparison.
 func RandomPick() CounterPick {
 	deck := DeckPicker(rand.IntN)
-	return func(_ StreamShard, _ string, n int, _ time.Time) int { return deck(n) }
+	return func(_ StreamShard, _ string, n int, _ time.Time) Place { return Place{Shard: deck(n)} }
 }

@@ -292,7 +292,8 @@ func (t *Tally) fold(s StreamShard, part []LedgerRecord, shards map[string]int) 
 		if !ok {
 			i = len(c.Increments)
 			idx[k] = i
-			c.Increments = append(c.Increments, Increment{PollID: r.PollID, OptionID: r.OptionID, Shard: t.Pick(s, r.PollID, max(shards[r.PollID], 1), now)})
+			pl := t.Pick(s, r.PollID, max(shards[r.PollID], 1), now)
+			c.Increments = append(c.Increments, Increment{PollID: r.PollID, OptionID: r.OptionID, Shard: pl.Shard, Slot: pl.Slot})
 		}
 		c.Increments[i].N++
 	}

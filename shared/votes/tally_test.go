@@ -304,9 +304,9 @@ func TestTallySpreadsOverShards(t *testing.T) {
 	opts := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
 	seed := uint64(1)
 	picks := map[string]CounterPick{
-		"random": func(StreamShard, string, int, time.Time) int {
+		"random": func(StreamShard, string, int, time.Time) Place {
 			seed = seed*6364136223846793005 + 1442695040888963407
-			return int(seed>>33) % shards
+			return Place{Shard: int(seed>>33) % shards}
 		},
 		"stream": StreamPick(time.Second),
 	}
@@ -340,44 +340,43 @@ func TestTallySpreadsOverShards(t *testing.T) {
 	}
 }
 
-// The stream pick keeps concurrent tallies apart: at any moment the 16
-// tallies of 16 stream shards write a poll of 8 counter shards as 8 slots
-// of about 2 tallies, where a pick per option makes nearly every pair
-// share an item. Over 8 periods each tally visits every shard once.
+// The stream pick keeps concurrent tallies apart: the 16 tallies of 16
+// stream shards, writing a poll of 8 counter shards at the same moments,
+// never write the same item (the same shard and slot), where a pick per
+// option makes nearly every pair share one. Over 8 periods each tally
+// visits every shard once, always in its own slot.
 func TestStreamPickSeparatesConcurrentTallies(t *testing.T) {
-	const k, n, options = 16, 8, 10
+	const k, n = 16, 8
 	pick := StreamPick(time.Second)
-	var sharing, pairs int
 	for sec := range 60 {
 		at := now.Add(time.Duration(sec) * time.Second)
-		slots := make([]int, k)
+		owner := map[Place]int{}
 		for i := range k {
-			slots[i] = pick(StreamShard{Table: "ddbpipe-votes-2026-11", Shard: fmt.Sprintf("shardId-%05d-9f3a2c1e", i)}, "p", n, at)
-		}
-		for i := range k {
-			for j := i + 1; j < k; j++ {
-				pairs++
-				if slots[i] == slots[j] {
-					sharing++
-				}
+			pl := pick(StreamShard{Table: "ddbpipe-votes-2026-11", Shard: fmt.Sprintf("shardId-%05d-9f3a2c1e", i)}, "p", n, at)
+			if j, taken := owner[pl]; taken {
+				t.Fatalf("at %s stream shards %d and %d both write %+v", at, j, i, pl)
+			}
+			owner[pl] = i
+			if pl.Shard < 0 || pl.Shard >= n || pl.Slot == "" {
+				t.Fatalf("place %+v: want a shard in [0, %d) and a slot", pl, n)
 			}
 		}
 	}
-	// Random slots would share for 1/n of the pairs; a pick per option
-	// for 1-(7/8)^10 = 74 % of them.
-	if frac := float64(sharing) / float64(pairs); frac > 2.0/n {
-		t.Errorf("%.3f of concurrent tally pairs share a counter shard, want about 1/%d", frac, n)
-	}
 	s := StreamShard{Table: "t", Shard: "shardId-00003"}
 	seen := map[int]bool{}
+	slot := pick(s, "p", n, now).Slot
 	for sec := range n {
-		seen[pick(s, "p", n, now.Add(time.Duration(sec)*time.Second))] = true
+		pl := pick(s, "p", n, now.Add(time.Duration(sec)*time.Second))
+		seen[pl.Shard] = true
+		if pl.Slot != slot {
+			t.Errorf("the slot moved from %q to %q", slot, pl.Slot)
+		}
 	}
 	if len(seen) != n {
 		t.Errorf("over %d periods one tally wrote %d of the %d shards", n, len(seen), n)
 	}
-	if got := pick(s, "p", 1, now); got != 0 {
-		t.Errorf("a poll of 1 shard: pick %d", got)
+	if got := pick(s, "p", 1, now); got.Shard != 0 {
+		t.Errorf("a poll of 1 shard: pick %+v", got)
 	}
 }
 

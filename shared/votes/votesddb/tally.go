@@ -128,9 +128,13 @@ func (s *Votes) checkpointExpiry(table string) time.Time {
 }
 
 func (s *Votes) increment(inc votes.Increment) *types.Update {
+	sk := inc.OptionID
+	if inc.Slot != "" {
+		sk += "#" + inc.Slot // option ids hold no '#'
+	}
 	return &types.Update{
 		TableName:                 aws.String(s.counters),
-		Key:                       map[string]types.AttributeValue{"pk": str(shardPK(inc.PollID, inc.Shard)), "sk": str(inc.OptionID)},
+		Key:                       map[string]types.AttributeValue{"pk": str(shardPK(inc.PollID, inc.Shard)), "sk": str(sk)},
 		UpdateExpression:          aws.String("ADD votes :n"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(inc.N)},
 	}

@@ -6,7 +6,8 @@
 // Counters table items:
 //
 //	poll     pk = poll#<pollId>             sk = meta        options, shards, oneVotePerVoter, opensAt, closesAt, pollCatalog
-//	shard    pk = count#<pollId>#<shard>    sk = <optionId>  votes (ADD)
+//	shard    pk = count#<pollId>#<shard>    sk = <optionId>[#<slot>]  votes (ADD); a slot is one
+//	                                        stream shard's tally's own (votes.StreamPick)
 //	claim    pk = voter#<pollId>#<voterId>  sk = voter       voteId, castAt (one-vote-per-voter polls)
 //	ckpt     pk = ckpt#<ledger table>       sk = <shard id>  seq, at, lastWrittenAt, votes, ttl (tally.go)
 //
@@ -25,6 +26,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -268,7 +270,8 @@ func (s *Votes) ShardCounts(ctx context.Context, pollID string, shard int) (map[
 		}
 		for _, it := range items {
 			if it.Votes != nil {
-				counts[it.Option] += *it.Votes
+				option, _, _ := strings.Cut(it.Option, "#") // <option> or <option>#<slot>
+				counts[option] += *it.Votes
 			}
 		}
 	}

@@ -232,7 +232,8 @@ func TestCommitTally(t *testing.T) {
 	if err := s.CommitTally(ctx, sh, "", wide); !errors.Is(err, votes.ErrCheckpointMoved) {
 		t.Errorf("replay: %v, want ErrCheckpointMoved", err)
 	}
-	next := votes.TallyCommit{Seq: "000000000000000000200", Votes: 5, Increments: []votes.Increment{{PollID: "p", OptionID: "o0", Shard: 1, N: 5}}}
+	// A stream shard's own slot: an item of its own, summed with the rest.
+	next := votes.TallyCommit{Seq: "000000000000000000200", Votes: 5, Increments: []votes.Increment{{PollID: "p", OptionID: "o0", Shard: 1, Slot: "a1", N: 5}}}
 	if err := s.CommitTally(ctx, sh, "000000000000000000050", next); !errors.Is(err, votes.ErrCheckpointMoved) {
 		t.Errorf("from a wrong checkpoint: %v, want ErrCheckpointMoved", err)
 	}
@@ -241,6 +242,11 @@ func TestCommitTally(t *testing.T) {
 	}
 	if ck, err := s.Checkpoint(ctx, sh); err != nil || ck != next.Seq {
 		t.Errorf("checkpoint %q, %v; want %s", ck, err, next.Seq)
+	}
+	slotted, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "count#p#1"}, "sk": &types.AttributeValueMemberS{Value: "o0#a1"}}})
+	if err != nil || slotted.Item == nil {
+		t.Errorf("the slot's item count#p#1 / o0#a1: %v, %v", slotted, err)
 	}
 	tot, err := votes.Results(ctx, s, "p", func() time.Time { return clock })
 	if err != nil {
