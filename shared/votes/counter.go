@@ -82,6 +82,9 @@ type Result struct {
 	// given back), "" when none did: what a batch that failed messages back
 	// or stopped for its deadline was waiting on.
 	LastError string
+	// Parallel is the bound on puts in flight when the batch ended: below
+	// Counter.Parallel while the store is shed load.
+	Parallel int
 }
 
 // Counter validates batches of vote messages and writes each valid vote
@@ -99,7 +102,9 @@ type Counter struct {
 	// Wall is the real clock, the one the invocation's deadline is on
 	// (time.Now by default): the deadline margin is measured with it.
 	Wall func() time.Time
-	// Parallel bounds the puts of a batch in flight at once (default 16).
+	// Parallel bounds the puts in flight at once (default 16). The counter
+	// sheds below it while its puts are throttled or fail, and grows back
+	// as they succeed (shedding.go); Result.Parallel is the bound it ended at.
 	Parallel int
 	// MaxAttempts bounds the writes of one vote that fail for another
 	// reason than throttling (default 8); a throttled write is retried,
@@ -114,6 +119,7 @@ type Counter struct {
 	Log    *slog.Logger
 
 	once sync.Once
+	shed *shedder
 }
 
 // defaults fills unset fields once; Count runs concurrently.
@@ -129,6 +135,7 @@ func (c *Counter) setDefaults() {
 	if c.Parallel <= 0 {
 		c.Parallel = 16
 	}
+	c.shed = newShedder(c.Parallel)
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 8
 	}
@@ -197,6 +204,7 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 		}
 	}
 	sort.Strings(res.Failed)
+	res.Parallel = c.shed.bound()
 	return res
 }
 
@@ -353,9 +361,14 @@ func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, erro
 				st.deadline = true
 				return failed, nil
 			}
+			if c.shed.acquire(ctx) != nil {
+				st.deadline = true
+				return failed, nil
+			}
 			err := step(ctx, e)
-			st.puts++
 			var ex *ExistsError
+			c.shed.release(err != nil && !errors.As(err, &ex) && !errors.Is(err, ErrNoLedger))
+			st.puts++
 			switch {
 			case err == nil:
 			case errors.As(err, &ex) && claim:

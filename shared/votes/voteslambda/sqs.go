@@ -52,7 +52,7 @@ func (h *SQS) record(ctx context.Context, messages int, res votes.Result) {
 	}
 	attrs := []any{"messages", messages, "accepted", res.Accepted, "duplicates", res.Duplicates,
 		"rejected", rejected, "rejectReasons", reasons, "failed", len(res.Failed), "puts", res.Puts,
-		"retries", res.Retries, "throttles", res.Throttles, "stoppedForDeadline", res.Deadline}
+		"retries", res.Retries, "throttles", res.Throttles, "stoppedForDeadline", res.Deadline, "parallel", res.Parallel}
 	if res.LastError != "" {
 		attrs = append(attrs, "lastError", res.LastError)
 	}
@@ -68,6 +68,7 @@ func (h *SQS) record(ctx context.Context, messages int, res votes.Result) {
 		{Name: "LedgerPuts", Unit: emf.Count, Value: float64(res.Puts)},
 		{Name: "LedgerRetries", Unit: emf.Count, Value: float64(res.Retries)},
 		{Name: "Throttles", Unit: emf.Count, Value: float64(res.Throttles)},
+		{Name: "CounterParallel", Unit: emf.Count, Value: float64(res.Parallel)},
 	}
 	if err := h.Metrics.Emit(metrics, map[string]any{"rejectReasons": reasons}); err != nil {
 		h.Log.WarnContext(ctx, "metrics not written", "err", err)

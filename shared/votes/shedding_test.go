@@ -1,0 +1,88 @@
+package votes
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A store that throttles every write makes the counter shed to one put in
+// flight, and give back what it could not write, losing nothing; once the
+// store serves again the bound grows back and the next batch is written.
+func TestCountShedsItsPutsWhileTheStoreThrottles(t *testing.T) {
+	store := newMem(Poll{ID: "p", Options: []string{"a"}, Shards: 1})
+	throttle := true
+	store.fail = func(Entry, bool) error {
+		if throttle {
+			return fmt.Errorf("%w: slow down", ErrThrottled)
+		}
+		return nil
+	}
+	c := newCounter(store, &memRejects{})
+	c.Margin = time.Millisecond
+	batch := func(from int) []Message {
+		var msgs []Message
+		for i := from; i < from+100; i++ {
+			msgs = append(msgs, msg(fmt.Sprint("m", i), vote(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i))))
+		}
+		return msgs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res := c.Count(ctx, batch(0))
+	if res.Parallel != 1 || len(res.Failed) != 100 || res.Accepted != 0 {
+		t.Fatalf("throttled batch: parallel %d, %d failed back, %d accepted; want 1, 100, 0", res.Parallel, len(res.Failed), res.Accepted)
+	}
+	// After the first throttles, one put at a time: far fewer writes than
+	// 16 workers retrying together would have sent.
+	store.mu.Lock()
+	store.maxInFlight, store.inFlight = 0, 0
+	store.mu.Unlock()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	c.Count(ctx2, batch(100))
+	if store.maxInFlight > 1 {
+		t.Errorf("while shed: %d puts in flight at once, want 1", store.maxInFlight)
+	}
+
+	throttle = false
+	res = c.Count(context.Background(), batch(200))
+	if res.Accepted != 100 || len(res.Failed) != 0 {
+		t.Fatalf("the store serves again: %d accepted, %d failed back", res.Accepted, len(res.Failed))
+	}
+	if res.Parallel <= 1 {
+		t.Errorf("after 100 writes that landed the bound is still %d", res.Parallel)
+	}
+	for i := range 5 {
+		res = c.Count(context.Background(), batch(300+100*i))
+	}
+	if res.Parallel != c.Parallel {
+		t.Errorf("after 600 writes that landed the bound is %d, want back at %d", res.Parallel, c.Parallel)
+	}
+}
+
+func TestShedderHalvesAndGrows(t *testing.T) {
+	s := newShedder(16)
+	ctx := context.Background()
+	for _, want := range []int{8, 4, 2, 1, 1} {
+		if err := s.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.release(true)
+		if got := s.bound(); got != want {
+			t.Fatalf("bound %d after a failure, want %d", got, want)
+		}
+	}
+	// At a bound of 1, a second acquire waits until the first ends.
+	_ = s.acquire(ctx)
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := s.acquire(short); err == nil {
+		t.Fatal("a second write got in past a bound of 1")
+	}
+	s.release(false)
+	if got := s.bound(); got != 2 {
+		t.Errorf("bound %d after a success at 1, want 2", got)
+	}
+}
