@@ -124,6 +124,9 @@ type Counts struct {
 	// Conflicts counts requests refused by the transaction conflict rules
 	// (WithTransactionConflicts).
 	Conflicts int64
+	// TableThrottled counts writes refused by the table write limit
+	// (WithTableWriteLimit).
+	TableThrottled int64
 }
 
 // Stats is a snapshot of the counters, in total and per Action ("" is
@@ -208,6 +211,7 @@ type config struct {
 	authorize      Authorizer
 	streamShards   *StreamShards
 	conflicts      bool
+	tableLimit     *TableWriteLimit
 }
 
 // Authorizer decides, before any fault or forwarding, whether a request
@@ -351,6 +355,7 @@ type Proxy struct {
 	authorize      Authorizer
 	shards         *shardEmulator
 	conflicts      *conflictTracker
+	tableLimit     *tableLimiter
 	requestSeq     atomic.Uint64
 
 	mu       sync.Mutex // guards faults, failNext, rng, counts, byAction
@@ -400,8 +405,8 @@ func New(service Service, upstream string, opts ...Option) (*Proxy, error) {
 	if cfg.keyLimit > 0 && service != DynamoDB {
 		return nil, fmt.Errorf("%w: WithKeyWriteLimit applies to DynamoDB only, not %s", ErrBadOption, service)
 	}
-	if (cfg.streamShards != nil || cfg.conflicts) && service != DynamoDB {
-		return nil, fmt.Errorf("%w: WithStreamShards and WithTransactionConflicts apply to DynamoDB only, not %s", ErrBadOption, service)
+	if (cfg.streamShards != nil || cfg.conflicts || cfg.tableLimit != nil) && service != DynamoDB {
+		return nil, fmt.Errorf("%w: WithStreamShards, WithTransactionConflicts and WithTableWriteLimit apply to DynamoDB only, not %s", ErrBadOption, service)
 	}
 	if cfg.rng == nil {
 		cfg.rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
@@ -438,6 +443,9 @@ func New(service Service, upstream string, opts ...Option) (*Proxy, error) {
 	}
 	if cfg.conflicts {
 		p.conflicts = newConflictTracker(p.keySchema)
+	}
+	if cfg.tableLimit != nil {
+		p.tableLimit = newTableLimiter(*cfg.tableLimit, p.clock)
 	}
 	return p, nil
 }
@@ -717,6 +725,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.writeError(w, r, e)
 			return
 		}
+	}
+	if p.tableLimit != nil && body != nil {
+		if isDynamoWrite(op.Action) {
+			if e, throttled := p.limitTables(r, op, body); throttled {
+				p.count(op.Action, func(c *Counts) { c.TableThrottled++ })
+				p.writeError(w, r, e)
+				return
+			}
+		}
+		p.tableLimit.observe(op, body)
 	}
 	if p.limiter != nil && (op.Action == "CreateTable" || op.Action == "DeleteTable") {
 		p.limiter.forget(op.Table)
