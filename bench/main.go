@@ -54,6 +54,7 @@ func benches() []bench {
 		{name: "objects-retries", run: benchRetries},
 		{name: "votes", fresh: true, run: benchVotes},
 		{name: "votes-shards", own: true, run: benchShards},
+		{name: "votes-overload", own: true, run: benchOverload},
 		{name: "runner-sqs", fresh: true, run: benchSQS},
 		{name: "proxy", run: benchProxy},
 		{name: "runner-streams", run: benchStreams},

@@ -52,7 +52,7 @@ func localInstall(ctx context.Context, args []string, stdout, stderr io.Writer) 
 type upFlags struct {
 	root, dataDir, stateDir, logFile string
 	params                           paramFlags
-	keyLimit                         float64
+	keyLimit, tableScale             float64
 	apiPort, lambdaPort              int
 	streamShards, splitAfter         int
 	conflicts                        bool
@@ -70,6 +70,7 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&u.streamShards, "stream-shards", 1, "present each DynamoDB stream as this many shards, routed by item key, as a busy table's stream is on AWS (1: DynamoDB Local's one shard)")
 	fs.IntVar(&u.splitAfter, "stream-split-after", 0, "with -stream-shards: records after which a shard closes and two children open (0: never)")
 	fs.BoolVar(&u.conflicts, "conflicts", false, "cancel overlapping transactions and writes with TransactionConflict as DynamoDB does (DynamoDB Local alone never does)")
+	fs.Float64Var(&u.tableScale, "table-write-scale", 0, "limit each table's writes to this share of a new on-demand table's 4,000 units/s, or of its warm throughput (0: off)")
 	fs.IntVar(&u.apiPort, "api-port", 0, "HTTP API port (default: a free port)")
 	fs.IntVar(&u.lambdaPort, "lambda-port", 0, "Lambda API port (default: a free port)")
 	fs.BoolVar(&u.iam, "iam", true, "judge every AWS call against its caller's role in the transformed template (local/iam; needs python3 with aws-sam-translator and node); -iam=false allows every call")
@@ -82,6 +83,9 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 	}
 	if u.streamShards < 1 || u.streamShards > 1024 {
 		return stack.Options{}, nil, fmt.Errorf("-stream-shards %d: want 1 to 1024", u.streamShards)
+	}
+	if u.tableScale < 0 || u.tableScale > 1 {
+		return stack.Options{}, nil, fmt.Errorf("-table-write-scale %g: want 0 (off) to 1", u.tableScale)
 	}
 	if u.splitAfter < 0 {
 		return stack.Options{}, nil, fmt.Errorf("-stream-split-after %d: want 0 (never) or more", u.splitAfter)
@@ -102,7 +106,7 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 	return stack.Options{
 		Root: dir, DataDir: u.dataDir, Params: u.params, Setups: registry.All,
 		Progress: stdout, FunctionLog: logf, KeyWriteLimit: u.keyLimit,
-		StreamShards: u.streamShards, StreamSplitAfter: u.splitAfter, Conflicts: u.conflicts,
+		StreamShards: u.streamShards, StreamSplitAfter: u.splitAfter, Conflicts: u.conflicts, TableWriteScale: u.tableScale,
 		APIPort: u.apiPort, LambdaPort: u.lambdaPort, NoIAM: !u.iam, StateDir: u.stateDir,
 	}, logf, nil
 }

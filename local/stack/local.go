@@ -66,6 +66,11 @@ type Options struct {
 	// does (faultproxy.WithTransactionConflicts); DynamoDB Local alone
 	// runs one request at a time and never does.
 	Conflicts bool
+	// TableWriteScale turns on the table-level write limit
+	// (faultproxy.WithTableWriteLimit): each table takes this share of
+	// AWS's 4,000 write units a second of a new on-demand table, or of
+	// its warm throughput; 0 leaves it off.
+	TableWriteScale float64
 	// JWKSClient fetches the JWT authorizers' discovery documents and keys
 	// (nil: a client with a 10 s timeout); tests give their TLS issuer's.
 	JWKSClient *http.Client
@@ -120,6 +125,9 @@ func (o Options) dynamoDBOptions() []faultproxy.Option {
 	}
 	if o.Conflicts {
 		opts = append(opts, faultproxy.WithTransactionConflicts())
+	}
+	if o.TableWriteScale > 0 {
+		opts = append(opts, faultproxy.WithTableWriteLimit(faultproxy.TableWriteLimit{Scale: o.TableWriteScale}))
 	}
 	return opts
 }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+	"github.com/ddbpipe/ddbpipe/tools/votesload"
+)
+
+// benchOverload sends votes for a while at twice what the month's ledger
+// table takes (its write limit set to half the arrival rate), as a cold
+// table or a slow store would, and measures where the backlog waits: the
+// votes queue (good) or the dead-letter queue (bad), and how long the
+// drain takes against backlog ÷ the table's rate.
+func benchOverload(ctx context.Context, _ *stack.Env, scale float64) (*section, error) {
+	root, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	const arrival = 100.0 // votes a second
+	limit := arrival / 2
+	load := time.Duration(max(scale, 0.2) * float64(3*time.Minute))
+	s := &section{title: "Votes: overload, the ledger taking half the arrival rate"}
+	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: io.Discard, FunctionLog: io.Discard,
+		KeyWriteLimit: awsKeyLimit(), StreamShards: 4, Conflicts: true, TableWriteScale: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	if err := env.Start(ctx); err != nil {
+		return nil, err
+	}
+	proxy := env.Proxies[faultproxy.DynamoDB]
+	ledger := env.Vars["LEDGER_TABLE_PREFIX"] + "-" + time.Now().UTC().Format("2006-01")
+	if err := proxy.SetTableWriteLimit(ledger, limit); err != nil {
+		return nil, err
+	}
+	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
+	poll := "overload"
+	if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: allOptions, Shards: 8}); err != nil {
+		return nil, err
+	}
+	producer := votessqs.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"])
+	n := int(arrival * load.Seconds())
+	res, err := votesload.Run(ctx, producer, votesload.Options{PollID: poll, Options: allOptions, Count: n, Rate: arrival, Concurrency: 4, Seed: 5})
+	if err != nil || res.Failed > 0 {
+		return nil, fmt.Errorf("load: %v (%d failed)", err, res.Failed)
+	}
+	loaded := time.Now()
+	atEnd, _ := votes.Results(ctx, store, poll, time.Now)
+	deadline := loaded.Add(20 * time.Minute)
+	var counted int64
+	for {
+		t, err := votes.Results(ctx, store, poll, time.Now)
+		if err == nil {
+			counted = t.Total
+		}
+		if counted >= int64(n) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	drained := time.Since(loaded)
+	dlq, err := queueDepth(ctx, env.Clients.SQS, env.Vars["VOTES_DEAD_LETTER_QUEUE_URL"])
+	if err != nil {
+		return nil, err
+	}
+	backlog := float64(int64(n) - atEnd.Total)
+	ideal := time.Duration(backlog / limit * float64(time.Second))
+	counter := functionStats(env.Runner, "CounterFunction")
+	var ledgerStat faultproxy.TableStat
+	for _, t := range proxy.TableStats() {
+		if t.Table == ledger {
+			ledgerStat = t
+		}
+	}
+	s.printf("A fresh stack (4 stream shards, conflicts on, the template's counter mapping: BatchSize, window, concurrency,\n"+
+		"a %s s visibility timeout and %s receives) takes %.0f votes a second for %s while the month's ledger table takes %.0f\n"+
+		"write units a second (`SetTableWriteLimit`, as a cold or slow table would). Ideal drain: the backlog when the load\n"+
+		"ends ÷ the table's rate.\n\n", visibility(env), receives(env), arrival, load.Round(time.Second), limit)
+	s.printf("| votes sent | counted | dead letters | backlog at the load's end | drain | ideal drain | ledger writes throttled | counter invocations, messages delivered |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	s.printf("| %d | %d | %d | %.0f | %s | %s | %d | %d, %d |\n\n", n, counted, dlq, backlog, drained.Round(time.Second), ideal.Round(time.Second),
+		ledgerStat.Throttled, counter.Invocations, counter.Records)
+	s.printf("Goals: 0 dead letters: %s; every vote counted: %s; drain within 20 %% of the ideal: %s (%.2f×).\n\n",
+		metIf(dlq == 0), metIf(counted == int64(n)), metIf(drained.Seconds() <= 1.2*ideal.Seconds()), drained.Seconds()/max(ideal.Seconds(), 0.001))
+	return s, nil
+}
+
+func queueDepth(ctx context.Context, c *sqs.Client, url string) (int, error) {
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		k, _ := strconv.Atoi(v)
+		n += k
+	}
+	return n, nil
+}
+
+// visibility and receives are the votes queue's, from the template's
+// parameters as the stack resolved them.
+func visibility(env *stack.Env) string { return param(env, "VotesVisibilityTimeoutSeconds") }
+func receives(env *stack.Env) string   { return param(env, "VotesMaxReceiveCount") }
+
+func param(env *stack.Env, name string) string {
+	if v, ok := env.Stack.Context.Params[name]; ok {
+		return v
+	}
+	return "?"
+}
