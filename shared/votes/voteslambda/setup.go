@@ -51,18 +51,24 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	sv := readStoreVars(v)
 	grace := v.Int("ARCHIVE_GRACE_DAYS", 1, 27)
 	rejectsURL := v.String("REJECTS_QUEUE_URL")
+	votesURL := env.Getenv("VOTES_QUEUE_URL") // optional: without it, given-back votes wait the queue's timeout
+	retryMax := v.Int("VOTES_VISIBILITY_TIMEOUT", 1, 43200)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
+	client := sqs.NewFromConfig(env.AWS)
 	counter := &votes.Counter{
 		Store:   sv.store(env),
-		Rejects: votessqs.NewRejects(sqs.NewFromConfig(env.AWS), rejectsURL),
+		Rejects: votessqs.NewRejects(client, rejectsURL),
 		Fence:   votes.Fence{Grace: time.Duration(grace) * 24 * time.Hour},
 		Now:     sv.now,
 		Log:     env.Log,
 	}
 	metrics := lambdafn.NewMetrics(env, "counter")
-	h := &SQS{Counter: counter, Metrics: metrics, Log: env.Log}
+	h := &SQS{Counter: counter, Metrics: metrics, Log: env.Log, RetryMax: time.Duration(retryMax) * time.Second}
+	if votesURL != "" {
+		h.Requeue = votessqs.NewRequeue(client, votesURL)
+	}
 	return h.Handle, nil
 }
 

@@ -6,11 +6,14 @@ package voteslambda
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 // Counter counts a batch; *votes.Counter satisfies it.
@@ -20,11 +23,24 @@ type Counter interface {
 
 var _ Counter = (*votes.Counter)(nil)
 
+// Requeuer sets when messages given back are delivered again;
+// *votessqs.Requeue satisfies it.
+type Requeuer interface {
+	Delay(ctx context.Context, msgs []votessqs.Delayed) error
+}
+
+var _ Requeuer = (*votessqs.Requeue)(nil)
+
 // SQS is the counter function's handler.
 type SQS struct {
 	Counter Counter
-	Metrics *emf.Writer
-	Log     *slog.Logger
+	// Requeue, when set, has a message given back delivered again after
+	// votes.RetryDelay (its receive count, at most RetryMax) rather than
+	// the queue's whole visibility timeout.
+	Requeue  Requeuer
+	RetryMax time.Duration
+	Metrics  *emf.Writer
+	Log      *slog.Logger
 }
 
 // Handle counts the batch and reports the messages to deliver again.
@@ -38,8 +54,34 @@ func (h *SQS) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventRe
 	for _, id := range res.Failed {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 	}
+	h.requeue(ctx, ev, res.Failed)
 	h.record(ctx, len(msgs), res)
 	return resp, nil
+}
+
+// requeue sets when the messages given back come again: soon after a first
+// failure, later after each next one (votes.RetryDelay).
+func (h *SQS) requeue(ctx context.Context, ev events.SQSEvent, failed []string) {
+	if h.Requeue == nil || len(failed) == 0 {
+		return
+	}
+	back := make(map[string]bool, len(failed))
+	for _, id := range failed {
+		back[id] = true
+	}
+	var msgs []votessqs.Delayed
+	for _, r := range ev.Records {
+		if !back[r.MessageId] || r.ReceiptHandle == "" {
+			continue
+		}
+		receives, _ := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
+		msgs = append(msgs, votessqs.Delayed{ReceiptHandle: r.ReceiptHandle, Delay: votes.RetryDelay(max(receives, 1), h.RetryMax)})
+	}
+	// On the invocation's own context, past the counter's margin: a few
+	// calls at most. A failure leaves the queue's timeout, nothing lost.
+	if err := h.Requeue.Delay(ctx, msgs); err != nil {
+		h.Log.WarnContext(ctx, "messages given back keep the queue's visibility timeout", "err", err)
+	}
 }
 
 // record is the one place a batch's outcome is logged and measured.

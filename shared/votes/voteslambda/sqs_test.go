@@ -1,0 +1,64 @@
+package voteslambda
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+)
+
+type failing struct{ failed []string }
+
+func (f failing) Count(context.Context, []votes.Message) votes.Result {
+	return votes.Result{Failed: f.failed, Rejected: map[votes.Reason]int{}}
+}
+
+type delays struct {
+	got []votessqs.Delayed
+	err error
+}
+
+func (d *delays) Delay(_ context.Context, msgs []votessqs.Delayed) error {
+	d.got = append(d.got, msgs...)
+	return d.err
+}
+
+// Only the messages given back are delayed, each by its receive count.
+func TestHandleDelaysWhatItGivesBack(t *testing.T) {
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "a", ReceiptHandle: "ra", Attributes: map[string]string{"ApproximateReceiveCount": "1"}},
+		{MessageId: "b", ReceiptHandle: "rb", Attributes: map[string]string{"ApproximateReceiveCount": "4"}},
+		{MessageId: "c", ReceiptHandle: "rc", Attributes: map[string]string{"ApproximateReceiveCount": "30"}},
+		{MessageId: "d", ReceiptHandle: "rd"},
+	}}
+	for _, tt := range []struct {
+		name string
+		err  error
+	}{{"delayed", nil}, {"SQS refuses: the response is the same", errors.New("boom")}} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &delays{err: tt.err}
+			h := &SQS{Counter: failing{failed: []string{"b", "c", "d"}}, Requeue: d, RetryMax: 360 * time.Second,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			resp, err := h.Handle(context.Background(), ev)
+			if err != nil || len(resp.BatchItemFailures) != 3 {
+				t.Fatalf("Handle: %v, %d failures", err, len(resp.BatchItemFailures))
+			}
+			want := map[string]time.Duration{"rb": 80 * time.Second, "rc": 360 * time.Second, "rd": 10 * time.Second}
+			if len(d.got) != len(want) {
+				t.Fatalf("delayed %v, want %v", d.got, want)
+			}
+			for _, m := range d.got {
+				if want[m.ReceiptHandle] != m.Delay {
+					t.Errorf("%s delayed %s, want %s", m.ReceiptHandle, m.Delay, want[m.ReceiptHandle])
+				}
+			}
+		})
+	}
+}
