@@ -55,6 +55,7 @@ func benches() []bench {
 		{name: "votes", fresh: true, run: benchVotes},
 		{name: "votes-shards", own: true, run: benchShards},
 		{name: "votes-overload", own: true, run: benchOverload},
+		{name: "votes-ceiling", own: true, run: benchCeiling},
 		{name: "runner-sqs", fresh: true, run: benchSQS},
 		{name: "proxy", run: benchProxy},
 		{name: "runner-streams", run: benchStreams},
