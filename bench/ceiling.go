@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
-	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
@@ -33,19 +30,11 @@ const goalCeilingRatio = 0.9
 // beside it. The loader runs before and after the flood (DynamoDB Local
 // slows as stream records pile up) and the ceiling is their mean.
 func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, error) {
-	root, err := os.Getwd()
-	if err != nil {
-		return nil, err
-	}
-	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: io.Discard, FunctionLog: io.Discard,
-		KeyWriteLimit: awsKeyLimit(), StreamShards: 4, Conflicts: true, TableWriteScale: 1})
+	env, err := awsShaped(ctx, func(o *stack.Options) { o.TableWriteScale = 1 })
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
-	if err := env.Start(ctx); err != nil {
-		return nil, err
-	}
 	d, err := deployed(ctx, env)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
-	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
@@ -27,23 +24,15 @@ import (
 // votes queue (good) or the dead-letter queue (bad), and how long the
 // drain takes against backlog ÷ the table's rate.
 func benchOverload(ctx context.Context, _ *stack.Env, scale float64) (*section, error) {
-	root, err := os.Getwd()
-	if err != nil {
-		return nil, err
-	}
 	const arrival = 100.0 // votes a second
 	limit := arrival / 2
 	load := time.Duration(max(scale, 0.2) * float64(3*time.Minute))
 	s := &section{title: "Votes: overload, the ledger taking half the arrival rate"}
-	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: io.Discard, FunctionLog: io.Discard,
-		KeyWriteLimit: awsKeyLimit(), StreamShards: 4, Conflicts: true, TableWriteScale: 1})
+	env, err := awsShaped(ctx, func(o *stack.Options) { o.TableWriteScale = 1 })
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
-	if err := env.Start(ctx); err != nil {
-		return nil, err
-	}
 	proxy := env.Proxies[faultproxy.DynamoDB]
 	ledger := env.Vars["LEDGER_TABLE_PREFIX"] + "-" + time.Now().UTC().Format("2006-01")
 	if err := proxy.SetTableWriteLimit(ledger, limit); err != nil {

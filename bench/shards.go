@@ -47,10 +47,6 @@ type shardRun struct {
 // have 1, 4 and 16 shards, with DynamoDB's transaction conflicts on, and at
 // 16 shards once more with the random pick the tally used before.
 func benchShards(ctx context.Context, _ *stack.Env, scale float64) (*section, error) {
-	root, err := os.Getwd()
-	if err != nil {
-		return nil, err
-	}
 	n := max(int(6000*scale), 1000)
 	s := &section{title: "Votes at AWS's shape: many stream shards, transaction conflicts"}
 	s.printf("Each row is a fresh local stack with DynamoDB's transaction conflicts on (a transaction touching an item another\n"+
@@ -67,7 +63,7 @@ func benchShards(ctx context.Context, _ *stack.Env, scale float64) (*section, er
 		k    int
 		pick string
 	}{{1, "stream"}, {4, "stream"}, {16, "stream"}, {16, "random"}} {
-		r, err := floodShards(ctx, root, c.k, c.pick, n)
+		r, err := floodShards(ctx, c.k, c.pick, n)
 		if err != nil {
 			return nil, fmt.Errorf("K=%d %s: %w", c.k, c.pick, err)
 		}
@@ -109,7 +105,7 @@ func share(a, b int64) float64 {
 // n votes at K = 4.
 func shardSplitAfter(n int) int { return max(n/8, 100) }
 
-func floodShards(ctx context.Context, root string, k int, pick string, n int) (shardRun, error) {
+func floodShards(ctx context.Context, k int, pick string, n int) (shardRun, error) {
 	r := shardRun{k: k, pick: pick, n: n}
 	setups := map[string]lambdafn.Setup{}
 	for id, f := range registry.All {
@@ -126,16 +122,13 @@ func floodShards(ctx context.Context, root string, k int, pick string, n int) (s
 		return voteslambda.SetupTally(ctx, env)
 	}
 	flog := &functionLog{}
-	env, err := stack.Up(ctx, stack.Options{Root: root, Setups: setups, Progress: io.Discard, FunctionLog: flog,
-		KeyWriteLimit: awsKeyLimit(), StreamShards: k, StreamSplitAfter: shardSplitAfter(n), Conflicts: true,
-		Params: map[string]string{"CounterShards": "8"}})
+	env, err := awsShaped(ctx, func(o *stack.Options) {
+		o.Setups, o.FunctionLog, o.StreamShards, o.StreamSplitAfter = setups, flog, k, shardSplitAfter(n)
+	})
 	if err != nil {
 		return r, err
 	}
 	defer env.Close()
-	if err := env.Start(ctx); err != nil {
-		return r, err
-	}
 	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
 	poll := fmt.Sprintf("shards-%d-%s", k, pick)
 	if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: allOptions, Shards: 8}); err != nil {
@@ -197,4 +190,26 @@ func ledgerShards(ctx context.Context, env *stack.Env) (int, error) {
 		}
 		in.ExclusiveStartShardId = d.StreamDescription.LastEvaluatedShardId
 	}
+}
+
+// awsShaped starts a local stack of its own for a benchmark, shaped as a
+// busy stack on AWS: streams in shards, transaction conflicts, AWS's
+// per-key write limit; tune sets the rest. The caller closes it.
+func awsShaped(ctx context.Context, tune func(*stack.Options)) (*stack.Env, error) {
+	root, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	o := stack.Options{Root: root, Setups: registry.All, Progress: io.Discard, FunctionLog: io.Discard,
+		KeyWriteLimit: awsKeyLimit(), StreamShards: 4, Conflicts: true}
+	tune(&o)
+	env, err := stack.Up(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := env.Start(ctx); err != nil {
+		env.Close()
+		return nil, err
+	}
+	return env, nil
 }

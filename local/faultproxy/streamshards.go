@@ -586,9 +586,8 @@ func (e *shardEmulator) describe(ctx context.Context, h http.Header, body []byte
 	if in.Limit <= 0 || in.Limit > maxShardsListed {
 		in.Limit = maxShardsListed
 	}
-	v := e.stream(in.StreamArn)
-	if err := e.pump(ctx, h, v); err != nil {
-		e.forgetIfEmpty(v)
+	v, err := e.pumped(ctx, h, in.StreamArn)
+	if err != nil {
 		return nil, err
 	}
 	v.mu.Lock()
@@ -620,6 +619,27 @@ func (e *shardEmulator) describe(ctx context.Context, h http.Header, body []byte
 		desc["LastEvaluatedShardId"] = last
 	}
 	return map[string]any{"StreamDescription": desc}, nil
+}
+
+// pumped is arn's stream brought up to date with the upstream (the stream
+// is created on first use, or again after the proxy restarted).
+func (e *shardEmulator) pumped(ctx context.Context, h http.Header, arn string) (*vstream, error) {
+	v := e.stream(arn)
+	if err := e.pump(ctx, h, v); err != nil {
+		e.forgetIfEmpty(v)
+		return nil, err
+	}
+	return v, nil
+}
+
+// shard is a shard of v, with v locked; the caller unlocks v.mu.
+func (v *vstream) shard(id string) (*vshard, error) {
+	v.mu.Lock()
+	s, ok := v.byID[id]
+	if !ok {
+		return nil, streamsError("ResourceNotFoundException", "Requested resource not found: Shard does not exist")
+	}
+	return s, nil
 }
 
 // forgetIfEmpty drops a stream the upstream never described (a wrong ARN),
@@ -670,16 +690,14 @@ func (e *shardEmulator) iterator(ctx context.Context, h http.Header, body []byte
 	if err := json.Unmarshal(body, &in); err != nil || in.StreamArn == "" || in.ShardId == "" {
 		return nil, streamsError("ValidationException", "GetShardIterator needs a StreamArn and a ShardId")
 	}
-	v := e.stream(in.StreamArn)
-	if err := e.pump(ctx, h, v); err != nil {
-		e.forgetIfEmpty(v)
+	v, err := e.pumped(ctx, h, in.StreamArn)
+	if err != nil {
 		return nil, err
 	}
-	v.mu.Lock()
+	s, err := v.shard(in.ShardId)
 	defer v.mu.Unlock()
-	s, ok := v.byID[in.ShardId]
-	if !ok {
-		return nil, streamsError("ResourceNotFoundException", "Requested resource not found: Shard does not exist")
+	if err != nil {
+		return nil, err
 	}
 	it := shardIterator{Stream: in.StreamArn, Shard: s.id}
 	switch in.ShardIteratorType {
@@ -721,22 +739,15 @@ func (e *shardEmulator) records(ctx context.Context, h http.Header, body []byte)
 	if in.Limit <= 0 || in.Limit > 1000 {
 		in.Limit = 1000
 	}
-	e.mu.Lock()
-	v, ok := e.streams[it.Stream]
-	e.mu.Unlock()
-	if !ok {
-		// The proxy restarted: the layout is rebuilt from the upstream.
-		v = e.stream(it.Stream)
-	}
-	if err := e.pump(ctx, h, v); err != nil {
-		e.forgetIfEmpty(v)
+	// After a restart of the proxy the layout is rebuilt from the upstream.
+	v, err := e.pumped(ctx, h, it.Stream)
+	if err != nil {
 		return nil, err
 	}
-	v.mu.Lock()
+	s, err := v.shard(it.Shard)
 	defer v.mu.Unlock()
-	s, ok := v.byID[it.Shard]
-	if !ok {
-		return nil, streamsError("ResourceNotFoundException", "Requested resource not found: Shard does not exist")
+	if err != nil {
+		return nil, err
 	}
 	from := min(it.Index, len(s.recs))
 	to := min(from+in.Limit, len(s.recs))
