@@ -34,7 +34,6 @@ type shardRun struct {
 	pick      string
 	n         int
 	counted   int64
-	sentIn    time.Duration // the producers' time to queue the flood
 	caughtUp  time.Duration // from the last vote queued to every vote counted
 	shards    int           // the ledger stream's shards at the end (splits included)
 	txs       int64         // TransactWriteItems the proxy saw
@@ -141,7 +140,6 @@ func floodShards(ctx context.Context, k int, pick string, n int) (shardRun, erro
 		return r, fmt.Errorf("load: %v (%d failed)", err, load.Failed)
 	}
 	sent := time.Now()
-	r.sentIn = sent.Sub(start)
 	deadline := sent.Add(10 * time.Minute)
 	for {
 		t, err := votes.Results(ctx, store, poll, time.Now)
