@@ -71,6 +71,7 @@ type Runner struct {
 	esms      map[string]ESM // mappings created through the Lambda API
 	running   context.Context
 	wg        sync.WaitGroup
+	held      map[string]chan struct{} // by logical id: closed on release
 }
 
 // Clock is the runner's time source; tests replace it to fire schedules.
@@ -189,6 +190,9 @@ func (r *Runner) Invoke(ctx context.Context, ref string, payload []byte) ([]byte
 	if err != nil {
 		return nil, err
 	}
+	if err := r.waitHeld(ctx, f.LogicalID); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.Timeout)
 	defer cancel()
 	reqID := newID()
@@ -205,6 +209,52 @@ func (r *Runner) Invoke(ctx context.Context, ref string, payload []byte) ([]byte
 		r.log.Warn("invocation failed", "function", f.LogicalID, "requestId", reqID, "err", err, "took", took)
 	}
 	return out, err
+}
+
+// Hold stops new invocations of a function until release is called, as
+// a reserved concurrency of 0 would on AWS: its event sources wait with
+// their records, and invocations in flight finish. Holding a held function
+// again is an error.
+func (r *Runner) Hold(ref string) (release func(), err error) {
+	f, err := r.Function(ref)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		r.held = map[string]chan struct{}{}
+	}
+	if _, ok := r.held[f.LogicalID]; ok {
+		return nil, fmt.Errorf("runner: %s is already held", f.LogicalID)
+	}
+	gate := make(chan struct{})
+	r.held[f.LogicalID] = gate
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			delete(r.held, f.LogicalID)
+			r.mu.Unlock()
+			close(gate)
+		})
+	}, nil
+}
+
+// waitHeld waits while the function is held (Hold).
+func (r *Runner) waitHeld(ctx context.Context, id string) error {
+	r.mu.Lock()
+	gate, ok := r.held[id]
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func safeInvoke(ctx context.Context, h lambda.Handler, payload []byte) (out []byte, err error) {

@@ -215,3 +215,52 @@ func TestBatchFailures(t *testing.T) {
 		})
 	}
 }
+
+// A held function is not invoked until released; an invocation waiting on
+// the hold ends with its context; holding twice is refused.
+func TestHold(t *testing.T) {
+	r := New()
+	var calls sync.WaitGroup
+	ran := make(chan struct{}, 4)
+	_ = r.AddFunction(Function{LogicalID: "F", Timeout: time.Minute, Handler: lambda.NewHandler(func() error {
+		ran <- struct{}{}
+		return nil
+	})})
+	release, err := r.Hold("F")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Hold("F"); err == nil {
+		t.Fatal("holding a held function: no error")
+	}
+	if _, err := r.Hold("Nope"); !errors.Is(err, ErrUnknownFunction) {
+		t.Fatalf("holding an unknown function: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Invoke(ctx, "F", []byte("{}")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a held invocation whose context ended: %v", err)
+	}
+	calls.Add(1)
+	go func() {
+		defer calls.Done()
+		if _, err := r.Invoke(context.Background(), "F", []byte("{}")); err != nil {
+			t.Errorf("invoke after release: %v", err)
+		}
+	}()
+	select {
+	case <-ran:
+		t.Fatal("a held function ran")
+	case <-time.After(50 * time.Millisecond): // a negative check: nothing may happen
+	}
+	release()
+	release() // twice is harmless
+	calls.Wait()
+	if len(ran) != 1 {
+		t.Fatalf("after release the function ran %d times, want 1", len(ran))
+	}
+	if _, err := r.Hold("F"); err != nil {
+		t.Fatalf("holding again after release: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -83,19 +84,17 @@ type sqsPoller struct {
 }
 
 func (p *sqsPoller) run(ctx context.Context) {
-	done := make(chan struct{})
-	for i := 0; i < p.m.MaxConcurrency; i++ {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			p.loop(ctx)
-		}()
+	var wg, deletes sync.WaitGroup
+	for range p.m.MaxConcurrency {
+		wg.Go(func() { p.loop(ctx, &deletes) })
 	}
-	for i := 0; i < p.m.MaxConcurrency; i++ {
-		<-done
-	}
+	wg.Wait()
+	deletes.Wait()
 }
 
-func (p *sqsPoller) loop(ctx context.Context) {
+// loop gathers a batch, invokes, and goes on to the next batch while the
+// last one's messages are deleted, as Lambda's pollers do.
+func (p *sqsPoller) loop(ctx context.Context, deletes *sync.WaitGroup) {
 	for ctx.Err() == nil {
 		batch, err := p.collect(ctx)
 		if err != nil {
@@ -110,7 +109,8 @@ func (p *sqsPoller) loop(ctx context.Context) {
 		}
 		// An invocation that started finishes even when the runner stops,
 		// as a Lambda invocation would.
-		p.deliver(context.WithoutCancel(ctx), batch)
+		del := p.deliver(context.WithoutCancel(ctx), batch)
+		deletes.Go(func() { p.delete(context.WithoutCancel(ctx), del) })
 	}
 }
 
@@ -168,7 +168,9 @@ func (p *sqsPoller) collect(ctx context.Context) ([]sqstypes.Message, error) {
 	return batch, nil
 }
 
-func (p *sqsPoller) deliver(ctx context.Context, batch []sqstypes.Message) {
+// deliver invokes the function with a batch and returns the entries to
+// delete: the messages it did not fail.
+func (p *sqsPoller) deliver(ctx context.Context, batch []sqstypes.Message) []sqstypes.DeleteMessageBatchRequestEntry {
 	fn := p.m.Function
 	event := p.event(batch)
 	failed := p.invoke(ctx, event)
@@ -184,6 +186,11 @@ func (p *sqsPoller) deliver(ctx context.Context, batch []sqstypes.Message) {
 			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
 		}
 	}
+	return del
+}
+
+// delete deletes handled messages, ten at a time.
+func (p *sqsPoller) delete(ctx context.Context, del []sqstypes.DeleteMessageBatchRequestEntry) {
 	for len(del) > 0 {
 		n := min(10, len(del))
 		out, err := p.c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.m.QueueURL), Entries: del[:n]})
