@@ -716,7 +716,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if p.serveStreams(w, r, op, body) {
+	if p.serveStreams(w, r, op, body) || p.serveWarm(w, r, op, body) {
 		return
 	}
 	if p.limiter != nil && body != nil && isDynamoWrite(op.Action) {

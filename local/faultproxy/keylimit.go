@@ -1,14 +1,12 @@
 package faultproxy
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -409,38 +407,19 @@ func (p *Proxy) describeTable(ctx context.Context, table string, h http.Header) 
 // keySchema asks the upstream for table's key attributes, the partition
 // key first, with the client's credentials.
 func (p *Proxy) keySchema(ctx context.Context, table string, h http.Header) ([]string, error) {
-	body, err := json.Marshal(struct{ TableName string }{table})
+	status, body, err := p.callTarget(ctx, h, dynamoTarget+"DescribeTable", struct{ TableName string }{table})
 	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.upstream.String()+"/", bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.DescribeTable")
-	for _, k := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
-		if v := h.Get(k); v != "" {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := p.transport.RoundTrip(req)
-	if err != nil {
-		return nil, fmt.Errorf("call upstream: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return nil, fmt.Errorf("upstream status %d: %s", resp.StatusCode, msg)
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("upstream status %d: %s", status, body[:min(len(body), 1024)])
 	}
 	var out struct {
 		Table struct {
 			KeySchema []struct{ AttributeName, KeyType string }
 		}
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("decode response: %w", err)
 	}
 	var hash, rng []string

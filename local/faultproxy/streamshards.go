@@ -761,18 +761,25 @@ func (e *shardEmulator) records(ctx context.Context, h http.Header, body []byte)
 // callUpstream posts a Streams request to the upstream with the client's
 // credentials headers.
 func (p *Proxy) callUpstream(ctx context.Context, h http.Header, action string, in any) (int, []byte, error) {
+	return p.callTarget(ctx, h, streamsTarget+action, in)
+}
+
+// callTarget sends one JSON request to the upstream (target is the
+// X-Amz-Target, such as "DynamoDB_20120810.DescribeTable") with the
+// client's credentials, and returns the status and body of its answer.
+func (p *Proxy) callTarget(ctx context.Context, h http.Header, target string, in any) (int, []byte, error) {
 	body, err := json.Marshal(in)
 	if err != nil {
-		return 0, nil, fmt.Errorf("faultproxy: encode %s: %w", action, err)
+		return 0, nil, fmt.Errorf("faultproxy: encode %s: %w", target, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.upstream.String()+"/", bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, fmt.Errorf("faultproxy: build %s: %w", action, err)
+		return 0, nil, fmt.Errorf("faultproxy: build %s: %w", target, err)
 	}
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	req.Header.Set("X-Amz-Target", streamsTarget+action)
+	req.Header.Set("X-Amz-Target", target)
 	for _, k := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
 		if v := h.Get(k); v != "" {
 			req.Header.Set(k, v)
@@ -780,12 +787,12 @@ func (p *Proxy) callUpstream(ctx context.Context, h http.Header, action string, 
 	}
 	resp, err := p.transport.RoundTrip(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("faultproxy: upstream %s: %w", action, err)
+		return 0, nil, fmt.Errorf("faultproxy: upstream %s: %w", target, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, nil, fmt.Errorf("faultproxy: upstream %s: %w", action, err)
+		return 0, nil, fmt.Errorf("faultproxy: upstream %s: %w", target, err)
 	}
 	return resp.StatusCode, b, nil
 }

@@ -60,6 +60,7 @@ func WithTableWriteLimit(l TableWriteLimit) Option {
 
 type tableBucket struct {
 	warm     float64 // warm write units/s asked for, AWS's figure
+	warmRead float64 // warm read units/s asked for (reported, not limited)
 	override float64 // SetTableWriteLimit's, already scaled; 0 for none
 	tokens   float64
 	last     time.Time
@@ -119,7 +120,7 @@ func (l *tableLimiter) observe(op Operation, body []byte) {
 	case "CreateTable", "UpdateTable":
 		var req struct {
 			TableName      string
-			WarmThroughput *struct{ WriteUnitsPerSecond float64 }
+			WarmThroughput *struct{ ReadUnitsPerSecond, WriteUnitsPerSecond float64 }
 		}
 		if json.Unmarshal(body, &req) != nil || req.TableName == "" {
 			return
@@ -130,8 +131,9 @@ func (l *tableLimiter) observe(op Operation, body []byte) {
 		if op.Action == "CreateTable" {
 			*b = tableBucket{last: b.last, override: b.override}
 		}
-		if req.WarmThroughput != nil && req.WarmThroughput.WriteUnitsPerSecond > b.warm {
-			b.warm = req.WarmThroughput.WriteUnitsPerSecond
+		if wt := req.WarmThroughput; wt != nil {
+			b.warm = max(b.warm, wt.WriteUnitsPerSecond)
+			b.warmRead = max(b.warmRead, wt.ReadUnitsPerSecond)
 		}
 		b.tokens = l.rate(b)
 	case "DeleteTable":
