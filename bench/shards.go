@@ -194,14 +194,7 @@ func ledgerShards(ctx context.Context, env *stack.Env) (int, error) {
 // busy stack on AWS: streams in shards, transaction conflicts, AWS's
 // per-key write limit; tune sets the rest. The caller closes it.
 func awsShaped(ctx context.Context, tune func(*stack.Options)) (*stack.Env, error) {
-	root, err := os.Getwd()
-	if err != nil {
-		return nil, err
-	}
-	o := stack.Options{Root: root, Setups: registry.All, Progress: io.Discard, FunctionLog: io.Discard,
-		KeyWriteLimit: awsKeyLimit(), StreamShards: 4, Conflicts: true}
-	tune(&o)
-	env, err := stack.Up(ctx, o)
+	env, err := awsShapedIdle(ctx, tune)
 	if err != nil {
 		return nil, err
 	}
@@ -210,4 +203,17 @@ func awsShaped(ctx context.Context, tune func(*stack.Options)) (*stack.Env, erro
 		return nil, err
 	}
 	return env, nil
+}
+
+// awsShapedIdle is awsShaped with its event sources not yet started: a
+// benchmark can queue a backlog before the functions see it.
+func awsShapedIdle(ctx context.Context, tune func(*stack.Options)) (*stack.Env, error) {
+	root, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	o := stack.Options{Root: root, Setups: registry.All, Progress: io.Discard, FunctionLog: io.Discard,
+		KeyWriteLimit: awsKeyLimit(), StreamShards: 4, Conflicts: true}
+	tune(&o)
+	return stack.Up(ctx, o)
 }
