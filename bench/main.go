@@ -56,6 +56,7 @@ func benches() []bench {
 		{name: "votes-shards", own: true, run: benchShards},
 		{name: "votes-overload", own: true, run: benchOverload},
 		{name: "votes-ceiling", own: true, run: benchCeiling},
+		{name: "votes-monthturn", own: true, run: benchMonthTurn},
 		{name: "runner-sqs", fresh: true, run: benchSQS},
 		{name: "proxy", run: benchProxy},
 		{name: "runner-streams", run: benchStreams},
@@ -66,7 +67,7 @@ func benches() []bench {
 func main() {
 	out := flag.String("out", "bench/out", "folder for report.md and the charts")
 	scale := flag.Float64("scale", 1, "workload size factor (0.1 for a quick run)")
-	only := flag.String("only", "", "run only the benchmarks whose names contain one of these comma-separated words")
+	only := flag.String("only", "", "run only the benchmarks whose names contain one of these comma-separated words (=name: that one alone)")
 	flag.Float64Var(&scaledKeyLimit, "key-limit", scaledKeyLimit, "per-key write units per second of the votes benchmark's scaled runs, beside AWS's 1,000 (0: skip them)")
 	flag.Parse()
 	if err := run(context.Background(), *out, *scale, *only, os.Stdout); err != nil {
@@ -179,7 +180,8 @@ func selected(name, only string) bool {
 		return true
 	}
 	for _, w := range strings.Split(only, ",") {
-		if w != "" && strings.Contains(name, w) {
+		exact, ok := strings.CutPrefix(w, "=")
+		if ok && name == exact || !ok && w != "" && strings.Contains(name, w) {
 			return true
 		}
 	}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+	"github.com/ddbpipe/ddbpipe/tools/votesload"
+)
+
+// goalTurnShare: votes of the new month failed back or delayed at the turn
+// with warm throughput (issue 26).
+const goalTurnShare = 0.01
+
+// turnRun is one month's turn under load.
+type turnRun struct {
+	label        string
+	newWarm      int64 // the new month's warm write units, as DescribeTable reports them
+	sent, newMo  int64 // votes sent; of them, cast in the new month
+	throttled    int64 // the new month's ledger writes refused by its table limit
+	redelivered  int   // counter deliveries beyond one per vote: votes failed back
+	counted      int64
+	caughtUp     time.Duration // from the load's end until every vote was counted
+	newLimit     float64       // the new month's table limit, units/s (scaled)
+	oldLimit     float64
+	counterCalls int
+}
+
+func (r turnRun) share() float64 {
+	return float64(r.throttled+int64(r.redelivered)) / float64(max(r.newMo, 1))
+}
+
+// benchMonthTurn turns a month under load twice, on stacks of their own
+// with AWS's table-level write limit scaled down: once with a cold new
+// table (the rotator may carry no warm throughput over: the
+// LedgerWarmWriteUnitsMax parameter at a new table's 4,000) and once warm
+// (the template's default: the new month starts with the month before's
+// warm throughput). The month before has grown warm with its traffic, as
+// on AWS; the arrival rate is twice what a cold table takes.
+func benchMonthTurn(ctx context.Context, _ *stack.Env, scale float64) (*section, error) {
+	const arrival = 150.0                            // votes a second
+	const tableScale = arrival / 2 / 4000            // a cold table takes half the arrivals
+	const busyWarm = int64(2 * arrival / tableScale) // the month before's warm write units: twice the arrivals
+	load := time.Duration(max(scale, 0.5) * float64(time.Minute))
+	var runs []turnRun
+	for _, c := range []struct {
+		label  string
+		params map[string]string
+	}{
+		{"cold (LedgerWarmWriteUnitsMax=4000)", map[string]string{"LedgerWarmWriteUnitsMax": "4000"}},
+		{"warm (the template's defaults)", nil},
+	} {
+		r, err := turnUnderLoad(ctx, c.params, tableScale, busyWarm, arrival, load)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.label, err)
+		}
+		r.label = c.label
+		runs = append(runs, r)
+	}
+
+	s := &section{title: "Votes: a month's turn under load, cold and warm"}
+	s.printf("Two fresh stacks (4 stream shards, conflicts on), each new on-demand table limited to %.4g × AWS's 4,000 write units a\n"+
+		"second or its warm throughput (`-table-write-scale`). The month before has grown warm with its traffic (warm throughput\n"+
+		"%d write units, as `UpdateTable` sets it), then the rotator runs as its schedule would and the votes cross midnight UTC\n"+
+		"halfway through %s at %.0f votes a second. Failed back: counter deliveries beyond one per vote. Delayed: the new month's\n"+
+		"ledger writes refused by its table limit (a vote may be refused more than once, so this counts high).\n\n",
+		tableScale, busyWarm, load.Round(time.Second), arrival)
+	s.printf("| new month's table | its warm write units | its limit (units/s) | votes sent | of them in the new month | writes refused | votes failed back | share of the new month's votes | counted | caught up after the load |\n")
+	s.printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range runs {
+		s.printf("| %s | %d | %.0f | %d | %d | %d | %d | %.2f %% | %d | %s |\n", r.label, r.newWarm, r.newLimit, r.sent, r.newMo,
+			r.throttled, r.redelivered, 100*r.share(), r.counted, r.caughtUp.Round(100*time.Millisecond))
+	}
+	warm := runs[len(runs)-1]
+	s.printf("\nGoal: votes failed back or delayed at the turn ≤ %.0f %% with warm throughput: %s (%.2f %%, cold: %.2f %%).\n\n",
+		100*goalTurnShare, metIf(warm.share() <= goalTurnShare && warm.counted == warm.sent), 100*warm.share(), 100*runs[0].share())
+	return s, nil
+}
+
+// turnUnderLoad runs one month's turn on a stack of its own.
+func turnUnderLoad(ctx context.Context, params map[string]string, tableScale float64, busyWarm int64, arrival float64, load time.Duration) (turnRun, error) {
+	real := time.Now()
+	boundary := time.Date(real.Year(), real.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	// During the setup the clock stands an hour before the boundary: the
+	// rotator creates that month's table and the next.
+	setupOffset := boundary.Add(-time.Hour).Sub(real)
+	env, err := awsShapedIdle(ctx, func(o *stack.Options) {
+		o.TableWriteScale = tableScale
+		o.Params = params
+		o.ClockOffset = setupOffset
+	})
+	if err != nil {
+		return turnRun{}, err
+	}
+	defer env.Close()
+	prefix := env.Vars["LEDGER_TABLE_PREFIX"]
+	oldTable, newTable := prefix+"-"+boundary.Add(-time.Hour).Format("2006-01"), prefix+"-"+boundary.Format("2006-01")
+	// The month before and the counters have grown warm with their traffic.
+	for _, t := range []string{oldTable, env.Vars["COUNTERS_TABLE_NAME"]} {
+		if _, err := env.Clients.DynamoDB.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(t),
+			WarmThroughput: &ddbtypes.WarmThroughput{WriteUnitsPerSecond: aws.Int64(busyWarm)}}); err != nil {
+			return turnRun{}, fmt.Errorf("warm %s: %w", t, err)
+		}
+	}
+	// The rotator's next run, as its daily schedule would make it.
+	if err := env.Rotate(ctx); err != nil {
+		return turnRun{}, err
+	}
+	d, err := env.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(newTable)})
+	if err != nil {
+		return turnRun{}, err
+	}
+	var r turnRun
+	if wt := d.Table.WarmThroughput; wt != nil {
+		r.newWarm = aws.ToInt64(wt.WriteUnitsPerSecond)
+	}
+	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], prefix)
+	const poll = "turn"
+	if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: allOptions, Shards: 8}); err != nil {
+		return turnRun{}, err
+	}
+	if err := env.Start(ctx); err != nil {
+		return turnRun{}, err
+	}
+	// The load's clock crosses the boundary halfway through it.
+	offset := boundary.Sub(time.Now().Add(load / 2))
+	if err := env.MoveClock(offset); err != nil {
+		return turnRun{}, err
+	}
+	var newMonth atomic.Int64
+	now := func() time.Time {
+		t := time.Now().Add(offset)
+		if !t.Before(boundary) {
+			newMonth.Add(1)
+		}
+		return t
+	}
+	n := int(arrival * load.Seconds())
+	virtual := func() time.Time { return time.Now().Add(offset) }
+	res, err := votesload.Run(ctx, votessqs.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"], votessqs.WithClock(virtual)),
+		votesload.Options{PollID: poll, Options: allOptions, Count: n, Rate: arrival, Concurrency: 4, Seed: 11, Now: now})
+	if err != nil || res.Failed > 0 {
+		return turnRun{}, fmt.Errorf("load: %v (%d not sent)", err, res.Failed)
+	}
+	loaded := time.Now()
+	r.sent, r.newMo = int64(n), newMonth.Load()
+	deadline := loaded.Add(15 * time.Minute)
+	for r.counted < r.sent {
+		if time.Now().After(deadline) {
+			return turnRun{}, fmt.Errorf("%d of %d votes counted 15 minutes after the load", r.counted, r.sent)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if t, err := votes.Results(ctx, store, poll, virtual); err == nil {
+			r.counted = t.Total
+		}
+	}
+	r.caughtUp = time.Since(loaded)
+	for _, t := range env.Proxies[faultproxy.DynamoDB].TableStats() {
+		switch t.Table {
+		case newTable:
+			r.throttled, r.newLimit = t.Throttled, t.Limit
+		case oldTable:
+			r.oldLimit = t.Limit
+		}
+	}
+	counter := functionStats(env.Runner, "CounterFunction")
+	r.redelivered, r.counterCalls = max(counter.Records-n, 0), counter.Invocations
+	if debugVotes {
+		fmt.Printf("turn %v: %+v\n", params, r)
+	}
+	return r, nil
+}
