@@ -49,6 +49,7 @@ var scaledKeyLimit float64 = 100
 const (
 	goalUnitsPerVote  = 1.1  // ledger + counters + checkpoints
 	goalUSDPerMillion = 0.80 // modelled, see votesCost
+	goalCostRatio     = 1.05 // ddbpipe ÷ naive, Lambda at AWS's latencies (issue 26)
 	goalHotRatio      = 12.0 // ddbpipe ÷ naive, end to end, hot flood
 	goalHotKeyLimit   = 100  // … at this many write units per second per key
 	goalHotRuns       = 5    // … in this many consecutive runs, none failing a message back
@@ -674,8 +675,8 @@ func benchVotes(ctx context.Context, env *stack.Env, scale float64) (*section, e
 		}
 	}
 	staleness(s, oursRuns)
-	cost := votesCost(s, env, d, atAWS)
-	votesGoals(s, oursRuns, cost, sc)
+	local, awsPaced := votesCost(s, env, d, atAWS)
+	votesGoals(s, oursRuns, local[1], awsPaced, sc)
 	anomalies(s, since, everyRun)
 	if err := objectsCost(ctx, s, env, scale); err != nil {
 		return nil, err
@@ -943,7 +944,7 @@ func staleness(s *section, runs []runStats) {
 }
 
 // votesGoals writes the issue's goals with the measured figures.
-func votesGoals(s *section, runs []runStats, cost usdPerMillion, sc *scaledRuns) {
+func votesGoals(s *section, runs []runStats, cost usdPerMillion, awsPaced [2]usdPerMillion, sc *scaledRuns) {
 	worstUnits := 0.0
 	for _, r := range runs {
 		worstUnits = max(worstUnits, r.unitsPerVote())
@@ -958,6 +959,9 @@ func votesGoals(s *section, runs []runStats, cost usdPerMillion, sc *scaledRuns)
 		goalUnitsPerVote, worstUnits, len(runs), verdict(worstUnits <= goalUnitsPerVote))
 	s.printf("| ≤ $%.2f per million votes | $%.3f modelled (DynamoDB $%.3f + SQS $%.3f + Lambda $%.3f at DynamoDB Local's pace), ten-option spread at AWS's limit | %s |\n",
 		goalUSDPerMillion, cost.total(), cost.dynamodb, cost.sqs, cost.lambda, verdict(cost.total() <= goalUSDPerMillion))
+	costRatio := awsPaced[1].total() / awsPaced[0].total()
+	s.printf("| cost per million votes ≤ %.2f × the naive consumer's, Lambda at AWS's latencies | %.2f× ($%.3f against $%.3f) | %s |\n",
+		goalCostRatio, costRatio, awsPaced[1].total(), awsPaced[0].total(), verdict(costRatio <= goalCostRatio))
 	switch {
 	case sc == nil:
 		s.printf("| at %d write units per key, ddbpipe ≥ %.0f× the naive consumer end to end on the hot flood, nothing failed back in %d consecutive runs | not measured (`-key-limit 0`) | – |\n",
