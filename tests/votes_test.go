@@ -98,21 +98,24 @@ func queueDepth(t *testing.T, c *sqs.Client, url string) int {
 	return n
 }
 
-// The proof of the votes flow: 20,000 distinct votes plus 10 % re-sent,
+// The proof of the votes flow: 10,000 distinct votes plus 10 % re-sent,
 // written once to the ledger and counted by the tally while DynamoDB throttles, the runner
 // delivers batches twice and handlers crash mid-batch. The totals equal
 // the distinct votes exactly, option by option, and the counter writes are
 // spread over the shards.
 func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	if testing.Short() {
-		t.Skip("20,000 votes")
+		t.Skip("10,000 votes")
 	}
-	// As on AWS: the ledger's stream in 4 shards that split after 1,500
-	// records (about 13 shards by the end), one tally per shard at once,
+	// As on AWS: the ledger's stream in 4 shards that split after 750
+	// records (about 13 shards by the end: 4 × 2² at most), one tally per shard at once,
 	// and transactions that overlap cancelled with TransactionConflict.
+	// The same proof at size (20,000 votes and more, 16 shards) runs in
+	// the bench (votes-shards) and in make soak.
+	const n = 10000
 	env := upLocalAlone(t, map[string]string{
 		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
-	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, 1500, true })
+	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, 750, true })
 	ctx := context.Background()
 	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
 	createPoll(t, env, `{"pollId":"big","options":["o0","o1","o2","o3","o4","o5","o6","o7","o8","o9"],"shards":8}`)
@@ -124,24 +127,24 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 
 	sqsc := env.Clients.SQS
 	producer := votessqs.NewProducer(sqsc, env.Vars["VOTES_QUEUE_URL"])
-	load, err := votesload.Run(ctx, producer, votesload.Options{PollID: "big", Options: options, Count: 20000, DupRate: 0.1, Concurrency: 8, Seed: 42})
-	if err != nil || load.Failed > 0 || load.Sent != 20000 || load.Duplicates != 2000 {
+	load, err := votesload.Run(ctx, producer, votesload.Options{PollID: "big", Options: options, Count: n, DupRate: 0.1, Concurrency: 8, Seed: 42})
+	if err != nil || load.Failed > 0 || load.Sent != n || load.Duplicates != n/10 {
 		t.Fatalf("load: %v %+v", err, load)
 	}
 	// Nothing in flight: every message deleted (none visible or received)
 	// and no counter invocation running, not even a slow first delivery of
 	// a message whose redelivery was already deleted. Then the total is final.
 	eventually(t, 8*time.Minute, "every vote counted, the queue drained and no invocation running", func() bool {
-		return getResults(t, env, "big").Total >= 20000 && queueDepth(t, sqsc, env.Vars["VOTES_QUEUE_URL"]) == 0 &&
+		return getResults(t, env, "big").Total >= n && queueDepth(t, sqsc, env.Vars["VOTES_QUEUE_URL"]) == 0 &&
 			inFlight(env.Runner, "CounterFunction") == 0
 	})
 	got := getResults(t, env, "big")
-	if got.Total != 20000 {
-		t.Errorf("total %d, want exactly 20000", got.Total)
+	if got.Total != n {
+		t.Errorf("total %d, want exactly %d", got.Total, n)
 	}
-	for o, n := range load.PerOption {
-		if got.Totals[o] != int64(n) {
-			t.Errorf("option %s: %d, want %d", o, got.Totals[o], n)
+	for o, want := range load.PerOption {
+		if got.Totals[o] != int64(want) {
+			t.Errorf("option %s: %d, want %d", o, got.Totals[o], want)
 		}
 	}
 	for _, q := range []string{"VOTES_REJECTS_QUEUE_URL", "VOTES_DEAD_LETTER_QUEUE_URL"} {
@@ -165,11 +168,15 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(shards.StreamDescription.Shards); n <= 4 {
-		t.Errorf("the ledger's stream has %d shards after 22,000 records, want splits past 4", n)
+	if got := len(shards.StreamDescription.Shards); got <= 4 {
+		t.Errorf("the ledger's stream has %d shards after %d records, want splits past 4", got, n)
 	}
 
-	// Spread: no shard key takes more than about 1.5/N of the poll's counter writes.
+	// Spread: no shard key takes more than 2/N of the poll's counter
+	// writes. Each tally moves to the next key each second, so over the
+	// half minute or so that this run counts the busiest key takes about
+	// 1.2-1.4/N (0.144 and 0.170 of 1/8 measured); writes that collapse
+	// onto a few keys take far more.
 	writes := map[string]int64{}
 	var total int64
 	for _, k := range env.Proxies[faultproxy.DynamoDB].HotKeys() {
@@ -181,9 +188,13 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	if len(writes) != 8 {
 		t.Errorf("counter writes on %d shard keys, want 8: %v", len(writes), writes)
 	}
+	top := 0.0
 	for k, n := range writes {
-		if share := float64(n) / float64(total); share > 1.5/8 {
-			t.Errorf("%s took %.3f of %d counter writes, above 1.5/8", k, share, total)
+		share := float64(n) / float64(total)
+		top = max(top, share)
+		if share > 2.0/8 {
+			t.Errorf("%s took %.3f of %d counter writes, above 2/8", k, share, total)
 		}
 	}
+	t.Logf("the busiest counter shard key took %.3f of %d counter writes (1/8 = 0.125)", top, total)
 }
