@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -119,6 +120,7 @@ func (p *sqsPoller) collect(ctx context.Context) ([]sqstypes.Message, error) {
 	var batch []sqstypes.Message
 	var deadline time.Time
 	bytes := 0
+	backlog := false
 	for len(batch) < p.m.BatchSize {
 		wait := p.m.WaitTime
 		if len(batch) > 0 {
@@ -131,13 +133,14 @@ func (p *sqsPoller) collect(ctx context.Context) ([]sqstypes.Message, error) {
 			}
 			wait = min(wait, left)
 		}
-		out, err := p.c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(p.m.QueueURL),
-			MaxNumberOfMessages:         int32(min(10, p.m.BatchSize-len(batch))),
-			WaitTimeSeconds:             int32(max(wait.Round(time.Second)/time.Second, 0)),
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
+		// While receives come back full (a backlog), the rest of the batch
+		// is fetched several receives at once, as Lambda's pollers do (its
+		// SQS mappings start with five); one at a time near the payload limit.
+		calls := 1
+		if backlog && bytes < maxPayload/2 {
+			calls = min(parallelReceives, (p.m.BatchSize-len(batch)+9)/10)
+		}
+		out, err := p.receive(ctx, calls, p.m.BatchSize-len(batch), wait)
 		if err != nil {
 			if len(batch) > 0 && ctx.Err() == nil {
 				return batch, nil
@@ -147,6 +150,7 @@ func (p *sqsPoller) collect(ctx context.Context) ([]sqstypes.Message, error) {
 		if len(batch) == 0 && len(out.Messages) > 0 {
 			deadline = time.Now().Add(p.m.Window)
 		}
+		backlog = len(out.Messages) == 10*calls
 		batch = append(batch, out.Messages...)
 		for _, m := range out.Messages {
 			bytes += len(aws.ToString(m.Body))
@@ -166,6 +170,45 @@ func (p *sqsPoller) collect(ctx context.Context) ([]sqstypes.Message, error) {
 		}
 	}
 	return batch, nil
+}
+
+// parallelReceives is the most ReceiveMessage calls a poller makes at once
+// while it gathers a batch.
+const parallelReceives = 5
+
+// receive makes calls ReceiveMessage calls at once for at most want
+// messages in all, and returns what they received. An error is returned
+// only when no call received anything.
+func (p *sqsPoller) receive(ctx context.Context, calls, want int, wait time.Duration) (*sqs.ReceiveMessageOutput, error) {
+	outs := make([]*sqs.ReceiveMessageOutput, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		n := min(10, want-10*i)
+		wg.Go(func() {
+			outs[i], errs[i] = p.c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+				QueueUrl:                    aws.String(p.m.QueueURL),
+				MaxNumberOfMessages:         int32(n),
+				WaitTimeSeconds:             int32(max(wait.Round(time.Second)/time.Second, 0)),
+				MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+				MessageAttributeNames:       []string{"All"},
+			})
+		})
+	}
+	wg.Wait()
+	all := &sqs.ReceiveMessageOutput{}
+	var first error
+	for i, out := range outs {
+		if errs[i] != nil {
+			first = cmp.Or(first, errs[i])
+			continue
+		}
+		all.Messages = append(all.Messages, out.Messages...)
+	}
+	if len(all.Messages) == 0 && first != nil {
+		return nil, first
+	}
+	return all, nil
 }
 
 // deliver invokes the function with a batch and returns the entries to
