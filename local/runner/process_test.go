@@ -75,10 +75,7 @@ func TestProcesses(t *testing.T) {
 		_, err := invokeEcho(ctx, p, "sleep", "")
 		errc <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(p.busyPIDs()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(10*time.Second, func() bool { return len(p.busyPIDs()) > 0 })
 	pid, ok := p.Kill()
 	if !ok {
 		t.Fatal("Kill found no process")

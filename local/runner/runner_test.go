@@ -264,3 +264,12 @@ func TestHold(t *testing.T) {
 		t.Fatalf("holding again after release: %v", err)
 	}
 }
+
+// waitUntil polls cond until it holds or timeout passes (the caller then
+// checks what it needs and reports).
+func waitUntil(timeout time.Duration, cond func() bool) {
+	deadline := time.Now().Add(timeout)
+	for !cond() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}

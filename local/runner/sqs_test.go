@@ -85,16 +85,11 @@ func TestSQSBacklogGatheredInParallel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(30*time.Second, func() bool {
 		mu.Lock()
-		n := len(seen)
-		mu.Unlock()
-		if n == 1000 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(seen) == 1000
+	})
 	stop()
 	mu.Lock()
 	defer mu.Unlock()

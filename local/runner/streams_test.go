@@ -118,16 +118,11 @@ func TestStreamLineageParentsFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(10*time.Second, func() bool {
 		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n >= 5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(got) >= 5
+	})
 	stop()
 	if want := "[100 200 300 400 500]"; fmt.Sprint(got) != want {
 		t.Errorf("records in order %v, want %s", got, want)
@@ -157,16 +152,11 @@ func TestStreamRecordAgeExceeded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(10*time.Second, func() bool {
 		q.mu.Lock()
-		n := len(q.sent)
-		q.mu.Unlock()
-		if n > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer q.mu.Unlock()
+		return len(q.sent) > 0
+	})
 	stop()
 	if len(q.sent) != 1 {
 		t.Fatalf("on-failure messages %d, want 1", len(q.sent))
