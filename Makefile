@@ -61,6 +61,9 @@ $(CFNGUARD_PKG)/package.json: $(CFNGUARD_DIR)/package.json $(CFNGUARD_DIR)/packa
 lint: $(CFNGUARD_PKG)/package.json
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt -l: not formatted:"; echo "$$out"; exit 1; fi
+	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s	%n' 2>/dev/null | \
+		awk -F'\t' '$$1 > 1048576 && $$2 !~ /(^|\/)testdata\// {print "  " $$2 " (" $$1 " bytes)"}'); \
+		if [ -n "$$big" ]; then echo "tracked files over 1 MB outside testdata/ (a build output? data goes under testdata/):"; echo "$$big"; exit 1; fi
 	$(GO) vet ./...
 	@command -v cfn-lint >/dev/null || { echo "make lint needs cfn-lint: pip install cfn-lint"; exit 1; }
 	@$(PYTHON) -c 'import samtranslator, boto3, moto' 2>/dev/null && command -v moto_server >/dev/null || \
