@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -27,8 +28,7 @@ const goalCeilingRatio = 0.9
 // table of the ledger's shape (its stream on) gives the store's ceiling.
 // The deployed counter's steady rate on a backlog in the votes queue is set
 // beside it, with the stream's consumers held (on AWS they do not share the
-// table's capacity; here they share two cores with the emulator), and then
-// again with them running.
+// table's capacity; here they share two cores with the emulator).
 func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, error) {
 	env, err := awsShapedIdle(ctx, func(o *stack.Options) { o.TableWriteScale = 1 })
 	if err != nil {
@@ -45,7 +45,7 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 	}
 	loadFor := time.Duration(max(scale, 0.25) * float64(20*time.Second))
 	l := &ceilingLoader{store: store,
-		writers: d.concurrency * 16} // the counter's invocations × its puts in flight each
+		writers: d.concurrency * counterParallel} // the counter's invocations × its puts in flight each
 	// A first load warms DynamoDB Local's JVM; its figure is not kept.
 	if _, err := l.run(ctx, loadFor); err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 	// Long enough that the batching window is at most a tenth of the
 	// counter's writing, at the ceiling just measured.
 	n := max(int(before*10*d.window.Seconds()*1.2), 2000)
-	held, err := counterFlood(ctx, env, "flood", n, 9)
+	held, err := counterFlood(ctx, env, store, "flood", n, 9)
 	if err != nil {
 		return nil, err
 	}
@@ -82,30 +82,25 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 		release()
 	}
 	for poll, want := range map[string]int{"flood": n, "ceiling": int(l.written.Load())} {
-		if err := allCounted(ctx, env, poll, want); err != nil {
+		if err := allCounted(ctx, store, poll, want); err != nil {
 			return nil, err
 		}
 	}
 
 	s := &section{title: "Votes: the counter against the store's ceiling"}
 	s.printf("A fresh stack (4 stream shards, conflicts on, IAM enforced). The store's ceiling: %d writers at once (the\n"+
-		"counter's %d invocations × 16 puts each) putting the counter's own ledger items with its condition into a table of\n"+
+		"counter's %d invocations × %d puts each) putting the counter's own ledger items with its condition into a table of\n"+
 		"the ledger's shape, its stream on, for %s, before and after the first flood (after a first load that warms the\n"+
 		"emulator's JVM). The counter: a backlog of votes in the votes queue, its steady rate the median of its per-second\n"+
 		"ledger writes over the middle 80 %% of the seconds it wrote. The ledger stream's consumers (the tally, the archiver)\n"+
 		"are held meanwhile (Runner.Hold): on AWS they do not take the table's capacity, while here they share this machine's\n"+
 		"%d cores with the emulator, and the counter then writes about half as fast. They are released after the flood, and\n"+
 		"every vote of the flood and of the loader is counted at the end.\n\n",
-		l.writers, d.concurrency, loadFor.Round(time.Second), runtime.NumCPU())
+		l.writers, d.concurrency, counterParallel, loadFor.Round(time.Second), runtime.NumCPU())
 	s.printf("| flood | votes | seconds writing (window %s) | steady rate (ledger writes/s) | against the ceiling |\n|---|---:|---:|---:|---:|\n", d.window)
 	s.printf("| store's ceiling, before / after | | | %.0f / %.0f | 1 |\n", before, after)
-	for _, f := range []struct {
-		label string
-		r     floodResult
-	}{{"the counter", held}} {
-		s.printf("| %s | %d | %d (%.0f %%) | %.0f | %.2f |\n", f.label, f.r.votes, f.r.seconds,
-			100*d.window.Seconds()/float64(max(f.r.seconds, 1)), f.r.steady, f.r.steady/ceiling)
-	}
+	s.printf("| the counter | %d | %d (%.0f %%) | %.0f | %.2f |\n", held.votes, held.seconds,
+		100*d.window.Seconds()/float64(max(held.seconds, 1)), held.steady, held.steady/ceiling)
 	s.printf("\nGoal: steady counting ≥ %.1f × the store's ceiling: %s (%.2f).\n\n", goalCeilingRatio, metIf(held.steady >= goalCeilingRatio*ceiling), held.steady/ceiling)
 	return s, nil
 }
@@ -134,7 +129,7 @@ func (l *ceilingLoader) run(ctx context.Context, loadFor time.Duration) (float64
 					VoterID: fmt.Sprint("u", i), CastAt: time.Now().UTC()}}
 				if err := l.store.PutVote(ctx, e); err != nil {
 					mu.Lock()
-					firstErr = cmpOr(firstErr, err)
+					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
 					continue
 				}
@@ -151,8 +146,7 @@ func (l *ceilingLoader) run(ctx context.Context, loadFor time.Duration) (float64
 }
 
 // allCounted waits until a poll's results count want votes.
-func allCounted(ctx context.Context, env *stack.Env, poll string, want int) error {
-	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
+func allCounted(ctx context.Context, store *votesddb.Votes, poll string, want int) error {
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
 		t, err := votes.Results(ctx, store, poll, time.Now)
@@ -177,8 +171,7 @@ type floodResult struct {
 // measured is the counter's and not the producer's, then lets the counter
 // at them and samples the month's ledger's admitted writes each second
 // until the queue is empty.
-func counterFlood(ctx context.Context, env *stack.Env, poll string, n int, seed uint64) (floodResult, error) {
-	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
+func counterFlood(ctx context.Context, env *stack.Env, store *votesddb.Votes, poll string, n int, seed uint64) (floodResult, error) {
 	if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: allOptions, Shards: 8}); err != nil {
 		return floodResult{}, err
 	}
@@ -196,7 +189,7 @@ func counterFlood(ctx context.Context, env *stack.Env, poll string, n int, seed 
 		return floodResult{}, fmt.Errorf("flood %s: %w", poll, err)
 	}
 	proxy := env.Proxies[faultproxy.DynamoDB]
-	ledger := env.Vars["LEDGER_TABLE_PREFIX"] + "-" + time.Now().UTC().Format("2006-01")
+	ledger := ledgerTable(env, time.Now())
 	admitted := func() float64 {
 		for _, t := range proxy.TableStats() {
 			if t.Table == ledger {
@@ -258,11 +251,4 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }

@@ -134,15 +134,14 @@ func votesCost(s *section, env *stack.Env, d deployment, runs [2]runStats) (loca
 		chart.Bars = append(chart.Bars, pngchart.Bar{Label: r.consumer + " here", Value: c.total()},
 			pngchart.Bar{Label: r.consumer + " at AWS's latencies", Value: a.total()})
 	}
-	costs := local
 	ours := runs[1]
 	s.printf("\nDynamoDB and SQS are what AWS would bill for the requests counted: $%.3f per million votes for ddbpipe. Lambda's\n"+
 		"share is measured at DynamoDB Local's pace: ddbpipe's counter spent %.2f ms of handler time per vote, up to %d\n"+
 		"invocations at once, each with several puts in flight (Counter.Parallel), queueing for the %.0f write units per\n"+
 		"second DynamoDB Local took: about the invocations in flight ÷ that rate (%.2f ms), the emulator's queue, not work.\n",
-		costs[1].dynamodb+costs[1].sqs, ours.handlerTime.Seconds()*1000/float64(ours.n), d.concurrency, ours.writeRate(),
+		local[1].dynamodb+local[1].sqs, ours.handlerTime.Seconds()*1000/float64(ours.n), d.concurrency, ours.writeRate(),
 		float64(d.concurrency)/ours.writeRate()*1000)
-	diff, more := costs[1].total()-costs[0].total(), "more"
+	diff, more := local[1].total()-local[0].total(), "more"
 	if diff < 0 {
 		diff, more = -diff, "less" // Lambda's share, measured on the emulator, can outweigh the units
 	}

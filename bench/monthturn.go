@@ -24,16 +24,14 @@ const goalTurnShare = 0.01
 
 // turnRun is one month's turn under load.
 type turnRun struct {
-	label        string
-	newWarm      int64 // the new month's warm write units, as DescribeTable reports them
-	sent, newMo  int64 // votes sent; of them, cast in the new month
-	throttled    int64 // the new month's ledger writes refused by its table limit
-	redelivered  int   // counter deliveries beyond one per vote: votes failed back
-	counted      int64
-	caughtUp     time.Duration // from the load's end until every vote was counted
-	newLimit     float64       // the new month's table limit, units/s (scaled)
-	oldLimit     float64
-	counterCalls int
+	label       string
+	newWarm     int64 // the new month's warm write units, as DescribeTable reports them
+	sent, newMo int64 // votes sent; of them, cast in the new month
+	throttled   int64 // the new month's ledger writes refused by its table limit
+	redelivered int   // counter deliveries beyond one per vote: votes failed back
+	counted     int64
+	caughtUp    time.Duration // from the load's end until every vote was counted
+	newLimit    float64       // the new month's table limit, units/s (scaled)
 }
 
 func (r turnRun) share() float64 {
@@ -104,7 +102,7 @@ func turnUnderLoad(ctx context.Context, params map[string]string, tableScale flo
 	}
 	defer env.Close()
 	prefix := env.Vars["LEDGER_TABLE_PREFIX"]
-	oldTable, newTable := prefix+"-"+boundary.Add(-time.Hour).Format("2006-01"), prefix+"-"+boundary.Format("2006-01")
+	oldTable, newTable := ledgerTable(env, boundary.Add(-time.Hour)), ledgerTable(env, boundary)
 	// The month before and the counters have grown warm with their traffic.
 	for _, t := range []string{oldTable, env.Vars["COUNTERS_TABLE_NAME"]} {
 		if _, err := env.Clients.DynamoDB.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(t),
@@ -166,15 +164,12 @@ func turnUnderLoad(ctx context.Context, params map[string]string, tableScale flo
 	}
 	r.caughtUp = time.Since(loaded)
 	for _, t := range env.Proxies[faultproxy.DynamoDB].TableStats() {
-		switch t.Table {
-		case newTable:
+		if t.Table == newTable {
 			r.throttled, r.newLimit = t.Throttled, t.Limit
-		case oldTable:
-			r.oldLimit = t.Limit
 		}
 	}
 	counter := functionStats(env.Runner, "CounterFunction")
-	r.redelivered, r.counterCalls = max(counter.Records-n, 0), counter.Invocations
+	r.redelivered = max(counter.Records-n, 0)
 	if debugVotes {
 		fmt.Printf("turn %v: %+v\n", params, r)
 	}

@@ -34,7 +34,7 @@ func benchOverload(ctx context.Context, _ *stack.Env, scale float64) (*section, 
 	}
 	defer env.Close()
 	proxy := env.Proxies[faultproxy.DynamoDB]
-	ledger := env.Vars["LEDGER_TABLE_PREFIX"] + "-" + time.Now().UTC().Format("2006-01")
+	ledger := ledgerTable(env, time.Now())
 	if err := proxy.SetTableWriteLimit(ledger, limit); err != nil {
 		return nil, err
 	}

@@ -170,7 +170,7 @@ func floodShards(ctx context.Context, k int, pick string, n int) (shardRun, erro
 // ledgerShards counts the shards of this month's ledger stream.
 func ledgerShards(ctx context.Context, env *stack.Env) (int, error) {
 	out, err := env.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{
-		TableName: aws.String(env.Vars["LEDGER_TABLE_PREFIX"] + "-" + time.Now().UTC().Format("2006-01")),
+		TableName: aws.String(ledgerTable(env, time.Now())),
 	})
 	if err != nil {
 		return 0, err
@@ -203,6 +203,11 @@ func awsShaped(ctx context.Context, tune func(*stack.Options)) (*stack.Env, erro
 		return nil, err
 	}
 	return env, nil
+}
+
+// ledgerTable is the stack's ledger table of t's month.
+func ledgerTable(env *stack.Env, t time.Time) string {
+	return env.Vars["LEDGER_TABLE_PREFIX"] + "-" + votes.MonthOf(t)
 }
 
 // awsShapedIdle is awsShaped with its event sources not yet started: a
