@@ -30,6 +30,7 @@ import (
 // message is on the rejects queue, every bad stream record in the
 // quarantine, the dead-letter queue empty).
 func TestBadInputCorpus(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	env := upLocal(t)
 	poll := unique("bad")
 	createPoll(t, env, fmt.Sprintf(`{"pollId":%q,"options":["a","b"]}`, poll))
@@ -186,7 +187,11 @@ func badRecords(t *testing.T, env *stack.Env, cases []badinput.Case) {
 	for _, o := range list.Contents {
 		key := aws.ToString(o.Key)
 		if !strings.HasPrefix(key, archive.QuarantinePrefix) {
-			t.Errorf("archived %s: a bad record must be quarantined, not archived", key)
+			// The stack's other archive files (its objects table's stream,
+			// which the test's requests may touch) are not this batch's.
+			if strings.HasPrefix(key, archive.Partition{Table: env.Vars["LEDGER_TABLE_PREFIX"], Month: "2026-11"}.Prefix()) {
+				t.Errorf("archived %s: a bad record must be quarantined, not archived", key)
+			}
 			continue
 		}
 		obj, err := env.Clients.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})

@@ -282,6 +282,7 @@ func docMatch(want, got string) error {
 
 // TestDocs runs every page's examples against one local stack.
 func TestDocs(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	if testing.Short() {
 		t.Skip("runs the docs' examples on a local stack (-short)")
 	}

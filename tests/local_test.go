@@ -60,10 +60,12 @@ func upLocalAlone(t *testing.T, params map[string]string, tune ...func(*stack.Op
 }
 
 // upLocalAt runs the template on the shared servers with every function's
-// clock at `at` when the stack starts (it runs on from there).
+// clock at `at` when the stack starts (it runs on from there). Its tests
+// wait on the archive, so the archiver gathers records for 1 s (the
+// template's 10 s made three waves of votes take 49 s).
 func upLocalAt(t *testing.T, at time.Time) *stack.Env {
 	t.Helper()
-	return upLocalOn(t, stacktest.Need(t), nil, time.Until(at))
+	return upLocalOn(t, stacktest.Need(t), map[string]string{"ArchiveBatchingWindowSeconds": "1"}, time.Until(at))
 }
 
 // upLocalOn runs the template on st, with every function's clock moved by
@@ -119,6 +121,7 @@ func invocations(r *runner.Runner, fn string) int {
 // The template runs locally: every output is in the env file, every event
 // source delivers, and throttles injected by the proxies are retried.
 func TestLocalStackEndToEnd(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	env := upLocal(t)
 	ctx := context.Background()
 	v := env.Vars

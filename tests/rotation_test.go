@@ -265,6 +265,7 @@ func verifyArchive(t *testing.T, r *archive.Rotator, env *stack.Env, table strin
 // archive), a second run changes nothing, and no later run, whatever its
 // clock, creates November again. The archive replays to exactly the counters.
 func TestRotationRetiresNovember(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	env := upLocalAt(t, midNovember)
 	ctx := context.Background()
 	prefix := env.Vars["LEDGER_TABLE_PREFIX"]
@@ -398,6 +399,7 @@ func TestRotationRetiresNovember(t *testing.T) {
 // Verification catches a lost archive file: the table is kept, the
 // snapshot export completes the archive, and an alarm is raised.
 func TestRotationSnapshotWhenAFileIsMissing(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	env := upLocalAt(t, midNovember)
 	ctx := context.Background()
 	prefix := env.Vars["LEDGER_TABLE_PREFIX"]

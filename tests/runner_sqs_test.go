@@ -130,6 +130,7 @@ func startRunner(t *testing.T, r *runner.Runner) {
 // Partial batch failure: only the reported messages come back, and after
 // maxReceiveCount deliveries they are in the dead-letter queue.
 func TestRunnerSQSPartialBatchFailure(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	needStack(t)
 	c := newClients(t, nil)
 	// A visibility timeout well past the batching window (1 s): a message
@@ -193,6 +194,7 @@ func TestRunnerSQSPartialBatchFailure(t *testing.T) {
 // A function error fails the whole batch; a response naming a message that is
 // not in the batch does too (as in AWS). Both come back and succeed later.
 func TestRunnerSQSWholeBatchFailures(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	needStack(t)
 	tests := []struct {
 		name    string

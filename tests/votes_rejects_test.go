@@ -23,6 +23,7 @@ func voteBody(id, poll, option, voter, castAt string) string {
 // Every bad message reaches the rejects queue with its reason; none is
 // counted, none is retried, the batch goes on.
 func TestVotesRejectsWithReasons(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	env := upLocal(t)
 	ctx := context.Background()
 	now := time.Now().UTC()

@@ -98,24 +98,25 @@ func queueDepth(t *testing.T, c *sqs.Client, url string) int {
 	return n
 }
 
-// The proof of the votes flow: 10,000 distinct votes plus 10 % re-sent,
+// The proof of the votes flow: 5,000 distinct votes plus 10 % re-sent,
 // written once to the ledger and counted by the tally while DynamoDB throttles, the runner
 // delivers batches twice and handlers crash mid-batch. The totals equal
 // the distinct votes exactly, option by option, and the counter writes are
 // spread over the shards.
 func TestVotesExactlyOnceUnderFaults(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
 	if testing.Short() {
-		t.Skip("10,000 votes")
+		t.Skip("5,000 votes")
 	}
-	// As on AWS: the ledger's stream in 4 shards that split after 750
-	// records (about 13 shards by the end: 4 × 2² at most), one tally per shard at once,
+	// As on AWS: the ledger's stream in 4 shards that split after 400
+	// records (up to 16 shards by the end: 4 × 2²), one tally per shard at once,
 	// and transactions that overlap cancelled with TransactionConflict.
 	// The same proof at size (20,000 votes and more, 16 shards) runs in
 	// the bench (votes-shards) and in make soak.
-	const n = 10000
+	const n = 5000
 	env := upLocalAlone(t, map[string]string{
 		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
-	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, 750, true })
+	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, 400, true })
 	ctx := context.Background()
 	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
 	createPoll(t, env, `{"pollId":"big","options":["o0","o1","o2","o3","o4","o5","o6","o7","o8","o9"],"shards":8}`)
@@ -172,11 +173,12 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 		t.Errorf("the ledger's stream has %d shards after %d records, want splits past 4", got, n)
 	}
 
-	// Spread: no shard key takes more than 2/N of the poll's counter
-	// writes. Each tally moves to the next key each second, so over the
-	// half minute or so that this run counts the busiest key takes about
-	// 1.2-1.4/N (0.144 and 0.170 of 1/8 measured); writes that collapse
-	// onto a few keys take far more.
+	// Spread: no shard key takes more than 3/N of the poll's counter
+	// writes. Each tally moves to the next key each second, so a key's
+	// share depends on how many seconds the run counts: 0.160 and 0.220
+	// of them (1/8 = 0.125) over the 10 s or so of this one, 0.144 and
+	// 0.170 over twice as many votes. Writes that collapse onto two keys
+	// or fewer take 0.5 and more.
 	writes := map[string]int64{}
 	var total int64
 	for _, k := range env.Proxies[faultproxy.DynamoDB].HotKeys() {
@@ -192,8 +194,8 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	for k, n := range writes {
 		share := float64(n) / float64(total)
 		top = max(top, share)
-		if share > 2.0/8 {
-			t.Errorf("%s took %.3f of %d counter writes, above 2/8", k, share, total)
+		if share > 3.0/8 {
+			t.Errorf("%s took %.3f of %d counter writes, above 3/8", k, share, total)
 		}
 	}
 	t.Logf("the busiest counter shard key took %.3f of %d counter writes (1/8 = 0.125)", top, total)
