@@ -1,13 +1,10 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
@@ -44,13 +41,13 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 		return nil, err
 	}
 	loadFor := time.Duration(max(scale, 0.25) * float64(20*time.Second))
-	l := &ceilingLoader{store: store,
-		writers: d.concurrency * counterParallel} // the counter's invocations × its puts in flight each
+	l := &votesload.Ceiling{Store: store, PollID: "ceiling", Options: allOptions,
+		Writers: d.concurrency * counterParallel} // the counter's invocations × its puts in flight each
 	// A first load warms DynamoDB Local's JVM; its figure is not kept.
-	if _, err := l.run(ctx, loadFor); err != nil {
+	if _, err := l.Run(ctx, loadFor); err != nil {
 		return nil, err
 	}
-	before, err := l.run(ctx, loadFor)
+	before, err := l.Run(ctx, loadFor)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +70,7 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 	if err != nil {
 		return nil, err
 	}
-	after, err := l.run(ctx, loadFor)
+	after, err := l.Run(ctx, loadFor)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +78,7 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 	for _, release := range releases {
 		release()
 	}
-	for poll, want := range map[string]int{"flood": n, "ceiling": int(l.written.Load())} {
+	for poll, want := range map[string]int{"flood": n, "ceiling": int(l.Written())} {
 		if err := allCounted(ctx, store, poll, want); err != nil {
 			return nil, err
 		}
@@ -96,53 +93,13 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 		"are held meanwhile (Runner.Hold): on AWS they do not take the table's capacity, while here they share this machine's\n"+
 		"%d cores with the emulator, and the counter then writes about half as fast. They are released after the flood, and\n"+
 		"every vote of the flood and of the loader is counted at the end.\n\n",
-		l.writers, d.concurrency, counterParallel, loadFor.Round(time.Second), runtime.NumCPU())
+		l.Writers, d.concurrency, counterParallel, loadFor.Round(time.Second), runtime.NumCPU())
 	s.printf("| flood | votes | seconds writing (window %s) | steady rate (ledger writes/s) | against the ceiling |\n|---|---:|---:|---:|---:|\n", d.window)
 	s.printf("| store's ceiling, before / after | | | %.0f / %.0f | 1 |\n", before, after)
 	s.printf("| the counter | %d | %d (%.0f %%) | %.0f | %.2f |\n", held.votes, held.seconds,
 		100*d.window.Seconds()/float64(max(held.seconds, 1)), held.steady, held.steady/ceiling)
 	s.printf("\nGoal: steady counting ≥ %.1f × the store's ceiling: %s (%.2f).\n\n", goalCeilingRatio, metIf(held.steady >= goalCeilingRatio*ceiling), held.steady/ceiling)
 	return s, nil
-}
-
-// ceilingLoader puts votes of poll "ceiling" straight into the month's
-// ledger table, as the counter puts them.
-type ceilingLoader struct {
-	store   *votesddb.Votes
-	writers int
-	seq     atomic.Int64
-	written atomic.Int64 // puts that succeeded, over every run
-}
-
-// run puts for a while with all its writers and returns the puts a second.
-func (l *ceilingLoader) run(ctx context.Context, loadFor time.Duration) (float64, error) {
-	var ok atomic.Int64
-	var mu sync.Mutex
-	var firstErr error
-	end := time.Now().Add(loadFor)
-	var wg sync.WaitGroup
-	for range l.writers {
-		wg.Go(func() {
-			for time.Now().Before(end) && ctx.Err() == nil {
-				i := l.seq.Add(1)
-				e := votes.Entry{Vote: votes.Vote{VoteID: fmt.Sprint("c", i), PollID: "ceiling", OptionID: allOptions[i%10],
-					VoterID: fmt.Sprint("u", i), CastAt: time.Now().UTC()}}
-				if err := l.store.PutVote(ctx, e); err != nil {
-					mu.Lock()
-					firstErr = cmp.Or(firstErr, err)
-					mu.Unlock()
-					continue
-				}
-				ok.Add(1)
-				l.written.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if ok.Load() == 0 {
-		return 0, fmt.Errorf("loader: no put succeeded: %w", firstErr)
-	}
-	return float64(ok.Load()) / loadFor.Seconds(), nil
 }
 
 // allCounted waits until a poll's results count want votes.
