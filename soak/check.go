@@ -51,6 +51,7 @@ type Result struct {
 	Invariants []Invariant
 	Faults     faultSummary
 	Load       loadSummary
+	Sizing     sizing // the votes' rates, and the store's ceiling they were sized from
 	Rotations  []rotationRun
 	Functions  []runner.Stats
 	Judge      judgeStats // the IAM judge's time per request (zero with enforcement off)
@@ -171,6 +172,11 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	res.add("every dead letter, failure and quarantine accounted for", failures == 0 && quarantined == 0 && left == 0,
 		"votes queue and its dead-letter queue: %d left (%d dead letters redriven and counted); stream failures queue: %d; archive quarantine: %d objects",
 		left, redriven, failures, quarantined)
+	// Overload waits in the votes queue: a good vote is dead-lettered only
+	// when the template's retry budget runs out, which a burst above the
+	// store's ceiling must not exhaust.
+	res.add("dead letters at most 1 % of the votes", float64(redriven) <= 0.01*float64(max(sum.DistinctAccepted, 1)),
+		"%d dead letters for %d distinct accepted votes (%.2f %%)", redriven, sum.DistinctAccepted, 100*float64(redriven)/float64(max(sum.DistinctAccepted, 1)))
 
 	// Leaks: the long-running process (runner, proxies, HTTP API) and the
 	// function processes. Its idle state after the soak is compared with
@@ -191,9 +197,10 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	goroutines := func(l leak) int { return l.Goroutines }
 	fds := func(l leak) int { return l.FDs }
 	res.add("no goroutine, connection or process leak", !grew(goroutines) && !grew(fds) && procs == 0,
-		"idle after the soak → after one more %s burst → after another: goroutines %d → %d → %d, open files and sockets %d → %d → %d "+
+		"idle after the soak → after one more %s burst → after another: goroutines %d → %d → %d (and of idle keep-alive connections %d → %d → %d), open files and sockets %d → %d → %d "+
 			"(a leak: more than +10 after each burst); function processes left 30 s after they are reclaimed: %d (before the load: %d goroutines, %d files)",
-		s.cfg.LeakBurst, after.Goroutines, again.Goroutines, third.Goroutines, after.FDs, again.FDs, third.FDs, procs, base.Goroutines, base.FDs)
+		s.cfg.LeakBurst, after.Goroutines, again.Goroutines, third.Goroutines, after.Pooled, again.Pooled, third.Pooled,
+		after.FDs, again.FDs, third.FDs, procs, base.Goroutines, base.FDs)
 }
 
 // burst runs LeakBurst of the load, lets the votes queue empty and

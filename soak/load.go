@@ -142,22 +142,35 @@ func voteJSON(id, poll, option, voter, castAt string) string {
 	return fmt.Sprintf(`{"voteId":%q,"pollId":%q,"optionId":%q,"voterId":%q,"castAt":%q}`, id, poll, option, voter, castAt)
 }
 
-// produceVotes sends VotesPerSecond votes a second in batches of a tenth,
-// with 5 % sent again (same voteId) and 2 % invalid messages; votes a Send
-// could not hand to SQS are sent again until they are, after the load too.
+// produceVotes sends the sizing's votes a second (steady, or a burst's)
+// every tenth of a second, with 5 % sent again (same voteId) and 2 %
+// invalid messages; votes a Send could not hand to SQS are sent again
+// until they are, after the load too.
 func (s *soak) produceVotes(ctx context.Context) {
 	producer := votessqs.NewProducer(s.env.Clients.SQS, s.env.Vars["VOTES_QUEUE_URL"])
-	perTick := max(1, s.cfg.VotesPerSecond/10)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var pending []votes.Vote // to send again
 	var sent []votes.Vote    // a sample to duplicate from
 	seq := 0
+	owed := 0.0 // votes due and not yet sent, fractions carried to the next tick
+	burst := -1
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
+		into := time.Since(s.loadStart)
+		if b := s.burstAt(into); b != burst {
+			burst = b
+			if b >= 0 {
+				s.faults.add("burst", fmt.Sprintf("votes at %.0f/s for %s (%.2f × the store's ceiling)", s.sizing.Burst, s.cfg.BurstFor, s.cfg.BurstShare))
+				s.progress("burst %d: votes at %.0f/s for %s", b+1, s.sizing.Burst, s.cfg.BurstFor)
+			}
+		}
+		owed += s.rateAt(into) / 10
+		perTick := int(owed)
+		owed -= float64(perTick)
 		batch := pending
 		pending = nil
 		for range perTick {

@@ -33,7 +33,11 @@ func run() error {
 	var out, fuzzLog string
 	var noFaults bool
 	flag.DurationVar(&c.Duration, "duration", 10*time.Minute, "length of the load (the drain and the checks come after)")
-	flag.IntVar(&c.VotesPerSecond, "rate", DefaultRate, "votes sent per second (sized to DynamoDB Local: see DefaultRate)")
+	flag.IntVar(&c.VotesPerSecond, "rate", 0, "votes sent per second, fixed (0: sized from the store's ceiling, measured before the load)")
+	flag.Float64Var(&c.SteadyShare, "steady", DefaultSteadyShare, "steady votes per second against the store's ceiling (without -rate)")
+	flag.Float64Var(&c.BurstShare, "burst", DefaultBurstShare, "votes per second of a burst against the store's ceiling (without -rate)")
+	flag.IntVar(&c.Bursts, "bursts", DefaultBursts, "bursts of votes, evenly spaced over the load (without -rate; 0: none)")
+	flag.DurationVar(&c.BurstFor, "burst-for", DefaultBurstFor, "length of each burst")
 	flag.IntVar(&c.ObjectWorkers, "object-workers", 2, "concurrent document clients")
 	flag.IntVar(&c.SharedWorkers, "shared-workers", 2, "concurrent clients writing the same documents under many keys")
 	flag.Float64Var(&c.ObjectsPerSecond, "object-rate", DefaultObjectRate, "document requests per second, all workers together")

@@ -157,6 +157,12 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 	p("\n## Load held\n\n")
 	p("- Votes: %d sends (%.1f/s, invalid messages included), %d distinct accepted, %d sent again on purpose (same voteId), %d sent again after a failed send, %d invalid messages.\n",
 		l.VotesSent, l.VotesPerSecond, l.DistinctAccepted, l.Resent, l.Retried, l.Bad)
+	if z := r.Sizing; z.Ceiling > 0 {
+		p("- Sized from the store's ceiling, measured before the load: %.0f puts/s by a plain loader (%d writers, the counter's invocations × 16 puts each) into a scratch table of the ledger's shape, its stream on. Steady votes %.0f/s (%.2f × the ceiling, `-steady`); %d bursts of %.0f/s for %s each (%.2f × the ceiling, `-burst`, `-bursts`, `-burst-for`).\n",
+			z.Ceiling, z.Writers, z.Steady, r.Config.SteadyShare, r.Config.Bursts, z.Burst, r.Config.BurstFor, r.Config.BurstShare)
+	} else {
+		p("- Votes at a fixed %.0f/s (`-rate`), no bursts.\n", z.Steady)
+	}
 	p("- Documents: %.1f requests/s (paced at %g/s, `-object-rate`) by %d object and %d shared workers: %s.\n", l.ObjectsPerSecond, r.Config.ObjectsPerSecond, r.Config.ObjectWorkers, r.Config.SharedWorkers, counts(l.ObjectOps))
 	p("- Placements of the documents written: %s.\n", counts(l.Placements))
 	p("- Every clock (the producers' and the functions') crossed from %s into %s at %s and jumped past %s's grace at %s; the rotator ran %d times:\n\n",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,10 +33,16 @@ import (
 type Config struct {
 	Root     string        // repository root
 	Duration time.Duration // the load's length
-	// VotesPerSecond is the producers' rate; ObjectWorkers run the
-	// document workload (each one request at a time).
-	VotesPerSecond int
-	ObjectWorkers  int
+	// VotesPerSecond fixes the producers' rate; 0 sizes it from the
+	// store's ceiling, measured before the load: SteadyShare of it, and
+	// Bursts bursts of BurstShare of it for BurstFor each (sizing.go).
+	VotesPerSecond          int
+	SteadyShare, BurstShare float64
+	Bursts                  int
+	BurstFor                time.Duration
+	// ObjectWorkers run the document workload (each one request at a
+	// time).
+	ObjectWorkers int
 	// SharedWorkers write a few bodies under many keys and delete keys
 	// (shared blobs freed and taken again).
 	SharedWorkers int
@@ -70,15 +78,6 @@ type Config struct {
 	FnLog                          io.Writer // the functions' and runner's JSON logs
 }
 
-// DefaultRate is the producers' votes per second. DynamoDB Local slows
-// every write to a table with a stream in proportion to the stream records
-// the other tables hold (measured: 7,500 items/s into the first table,
-// 680/s once another holds 22,000 records, 350/s at 39,000): at 100 votes/s
-// the month's turn left the November ledger behind October's 30,000
-// records and the counter timed out. 40/s keeps a 10-minute soak under
-// that limit.
-const DefaultRate = 40
-
 // DefaultObjectRate is the document requests per second of all workers
 // together. Unpaced, the workers took whatever DynamoDB Local could serve
 // (24 to 40 requests/s), each write adding stream records that slow every
@@ -92,8 +91,14 @@ func (c *Config) defaults() {
 	if c.Duration <= 0 {
 		c.Duration = 10 * time.Minute
 	}
-	if c.VotesPerSecond <= 0 {
-		c.VotesPerSecond = DefaultRate
+	if c.SteadyShare <= 0 {
+		c.SteadyShare = DefaultSteadyShare
+	}
+	if c.BurstShare <= 0 {
+		c.BurstShare = DefaultBurstShare
+	}
+	if c.BurstFor <= 0 {
+		c.BurstFor = DefaultBurstFor
 	}
 	if c.SharedWorkers <= 0 {
 		c.SharedWorkers = 2
@@ -155,10 +160,12 @@ type soak struct {
 	began   time.Time
 	api     *http.Client // signed
 
-	clock   *virtualClock
-	load    *loadState
-	faults  *faultLog
-	samples *timeline
+	clock     *virtualClock
+	loadStart time.Time // when the load began (real time)
+	sizing    sizing
+	load      *loadState
+	faults    *faultLog
+	samples   *timeline
 
 	rotMu     sync.Mutex
 	rotations []rotationRun
@@ -235,6 +242,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := s.setupVotes(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.size(ctx); err != nil {
+		return nil, err
+	}
 	// The rotator's first run, on the producers' clock (31 October):
 	// it creates and subscribes the coming month's table.
 	s.rotate(ctx, "before the load")
@@ -246,7 +256,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// The load's virtual start (31 October, half the run before
 	// midnight) is now, however long the setup took.
-	s.clock.startLoad(time.Now(), cfg.Duration)
+	s.loadStart = time.Now()
+	s.clock.startLoad(s.loadStart, cfg.Duration)
 	if err := s.env.MoveClock(s.clock.offset()); err != nil {
 		return nil, err
 	}
@@ -281,6 +292,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Faults = s.faults.summary(s.env)
 	res.Timeline = s.samples
 	res.Load = s.load.summary(cfg.Duration)
+	res.Sizing = s.sizing
 	res.Rotations = s.rotations
 	res.Functions = s.env.Runner.Stats()
 	if j := s.env.Judge; j != nil {
@@ -495,18 +507,58 @@ func (s *soak) ledgerTable(month string) string {
 
 // leak is a process's resource use at one moment.
 type leak struct {
-	Goroutines int
-	FDs        int
-	Processes  map[string]int // idle function processes by logical id
+	// Goroutines leaves out those of idle keep-alive connections
+	// (idleConnGoroutines), counted in Pooled.
+	Goroutines, Pooled int
+	FDs                int
+	Processes          map[string]int // idle function processes by logical id
 }
 
 func leakBaseline(s *soak) leak {
 	runtime.GC()
-	l := leak{Goroutines: runtime.NumGoroutine(), FDs: openFiles(), Processes: map[string]int{}}
+	all, pooled := goroutines()
+	l := leak{Goroutines: all - pooled, Pooled: pooled, FDs: openFiles(), Processes: map[string]int{}}
 	for id, p := range s.env.Processes {
 		l.Processes[id] = len(p.PIDs()) // none once reclaimed (see idle)
 	}
 	return l
+}
+
+// goroutines counts this process's goroutines, and those among them that
+// only hold an idle keep-alive connection: a client's read and write loops
+// (net/http's persistConn), a server's wait for the next request. The
+// pools keep up to their bounds of such connections, more after a burst
+// that ran more requests at once, and drop them once idle long enough; a
+// burst that happens to run wider leaves a few dozen more, which is not a
+// leak. A goroutine stuck anywhere else still counts, and a connection
+// leaked busy (a body never closed) still shows among the open files.
+func goroutines() (all, pooled int) {
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		return runtime.NumGoroutine(), 0
+	}
+	for _, block := range strings.Split(b.String(), "\n\n") {
+		head := block
+		if i := strings.Index(block, "\n"); strings.HasPrefix(block, "goroutine profile:") && i >= 0 {
+			head = block[i+1:]
+		}
+		var n int
+		if _, err := fmt.Sscanf(head, "%d @", &n); err != nil {
+			continue
+		}
+		all += n
+		if idleConn(block) {
+			pooled += n
+		}
+	}
+	return all, pooled
+}
+
+// idleConn reports whether a goroutine profile's stack is an idle
+// keep-alive connection's.
+func idleConn(stack string) bool {
+	return strings.Contains(stack, "net/http.(*persistConn).readLoop") || strings.Contains(stack, "net/http.(*persistConn).writeLoop") ||
+		strings.Contains(stack, "net/http.(*conn).serve") && strings.Contains(stack, "bufio.(*Reader).Peek")
 }
 
 func openFiles() int {

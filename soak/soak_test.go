@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -49,7 +52,9 @@ func invariant(res *Result, prefix string) (Invariant, bool) {
 // happen (kills mid-invocation, proxy errors, the S3 restart, the cold
 // month's retirement under load), so the run proves something.
 func TestSoakHoldsUnderFaults(t *testing.T) {
-	c := soakConfig(t, Config{Duration: 30 * time.Second, VotesPerSecond: 60, Faults: true, DuplicateRate: 0.2,
+	// The votes sized from the store's ceiling, as make soak sizes them:
+	// a steady part, and one burst above the ceiling.
+	c := soakConfig(t, Config{Duration: 30 * time.Second, SteadyShare: 0.05, BurstShare: 1.5, Bursts: 1, BurstFor: time.Second, Faults: true, DuplicateRate: 0.2,
 		KillEvery: 3 * time.Second, PhaseEvery: 3 * time.Second, LeakBurst: 6 * time.Second, Seed: 7,
 		// Four shards, no splits: a split during the leak check's bursts
 		// adds a reader per new shard, which that check would count as a
@@ -90,7 +95,16 @@ func TestSoakHoldsUnderFaults(t *testing.T) {
 	if !retired {
 		t.Error("no rotator run started under load retired the cold month")
 	}
-	if res.Load.DistinctAccepted < 800 || res.Load.Bad == 0 || res.Load.ObjectOps["get verified"] == 0 ||
+	if z := res.Sizing; z.Ceiling <= 0 || z.Writers == 0 || z.Steady != max(1, 0.05*z.Ceiling) || z.Burst != c.BurstShare*z.Ceiling {
+		t.Errorf("sizing %+v: want the ceiling measured, the steady rate 0.05 of it and the burst %g of it", z, c.BurstShare)
+	}
+	if !bursted(res) {
+		t.Error("no burst of votes in the load")
+	}
+	// Most of the votes due were sent (sends that fail under the fault
+	// mixes are sent again, and the load's end cuts the last tick's).
+	if due := res.Sizing.Steady*c.Duration.Seconds() + (res.Sizing.Burst-res.Sizing.Steady)*c.BurstFor.Seconds(); float64(res.Load.VotesSent+res.Load.Bad) < 0.8*due ||
+		res.Load.Bad == 0 || res.Load.ObjectOps["get verified"] == 0 ||
 		res.Load.ObjectOps["shared put ok"] == 0 || res.Load.ObjectOps["shared delete ok"] == 0 {
 		t.Errorf("load: %+v", res.Load)
 	}
@@ -99,6 +113,15 @@ func TestSoakHoldsUnderFaults(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+func bursted(res *Result) bool {
+	for _, e := range res.Faults.Events {
+		if e.Kind == "burst" {
+			return true
+		}
+	}
+	return false
 }
 
 // The soak catches a tally that ignores its checkpoint: under redelivered
@@ -143,4 +166,42 @@ func (f forgetful) CommitTally(ctx context.Context, s votes.StreamShard, _ strin
 		return err
 	}
 	return f.Votes.CommitTally(ctx, s, cur, c)
+}
+
+// The leak check leaves out the goroutines of idle keep-alive connections
+// (a pool's size moves with how wide a burst ran) and counts the rest.
+func TestGoroutinesTellIdleConnectionsApart(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer srv.Close()
+	_, before := goroutines()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for range 3 {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// Kept alive: the client's read and write loops and the server's wait.
+	var all, pooled int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if all, pooled = goroutines(); pooled >= before+3 {
+			break
+		}
+	}
+	if pooled < before+3 || all < pooled {
+		t.Fatalf("pooled %d (before %d) of %d goroutines: want the idle connection's 3 among them", pooled, before, all)
+	}
+	// Goroutines stuck elsewhere are not pooled.
+	stuck := make(chan struct{})
+	for range 5 {
+		go func() { <-stuck }()
+	}
+	defer close(stuck)
+	all2, pooled2 := goroutines()
+	if all2-pooled2 < all-pooled+5 {
+		t.Errorf("5 blocked goroutines were not counted: %d then %d outside the pools", all-pooled, all2-pooled2)
+	}
 }
