@@ -175,8 +175,8 @@ Flags:`)
 		if nq, err = archive.LookupNamedQuery(*named); err != nil {
 			return err
 		}
-		if len(params) != len(nq.Params) {
-			return fmt.Errorf("%s takes %d -arg (%s), got %d", nq.Name, len(nq.Params), strings.Join(nq.Params, ", "), len(params))
+		if err := nq.CheckArgs(params); err != nil {
+			return err
 		}
 	}
 
@@ -194,7 +194,7 @@ Flags:`)
 			qargs = append(qargs, p)
 		}
 	}
-	res, err := db.Query(ctx, query, qargs...)
+	res, err := db.Show(ctx, query, qargs...)
 	if err != nil {
 		return err
 	}

@@ -102,6 +102,25 @@ ORDER BY lpad(sequence_number, 40, '0')
 	},
 }
 
+// CheckArgs checks the arguments given for a named query's "?"s: as many
+// as it has, and a month (YYYY-MM) where one is due, so arguments given in
+// the wrong order fail instead of matching no row.
+func (q NamedQuery) CheckArgs(args []string) error {
+	if len(args) != len(q.Params) {
+		return fmt.Errorf("archive: %s takes %d arguments (%s), got %d", q.Name, len(q.Params), strings.Join(q.Params, ", "), len(args))
+	}
+	for i, p := range q.Params {
+		if !strings.HasPrefix(p, "month") {
+			continue
+		}
+		if _, err := MonthStart(args[i]); err != nil {
+			return fmt.Errorf("archive: %s: argument %d is the %s, and %q is not one (its arguments, in order: %s)",
+				q.Name, i+1, p, args[i], strings.Join(q.Params, ", "))
+		}
+	}
+	return nil
+}
+
 // LookupNamedQuery finds a named query by name.
 func LookupNamedQuery(name string) (NamedQuery, error) {
 	for _, q := range NamedQueries {

@@ -45,6 +45,7 @@ package archiveduckdb
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -475,6 +476,72 @@ type Result struct {
 	Columns []string
 	Types   []string
 	Rows    [][]any
+	// shown holds each value as DuckDB itself writes it (Show), which
+	// WriteResult prints instead of Rows.
+	shown [][]shown
+}
+
+// shown is one value as DuckDB writes it: its cast to VARCHAR (what
+// DuckDB's CLI prints) and its to_json. Null is SQL's NULL.
+type shown struct {
+	text, json string
+	null       bool
+}
+
+// Show runs one SQL statement for a person to read: every value as
+// DuckDB itself writes it, its cast to VARCHAR for tables and CSV (what
+// DuckDB's CLI prints: intervals, decimals, lists, structs, maps, UUIDs,
+// timestamps with their zone) and its to_json for JSON, so no type of the
+// archive prints as a Go value. The statement runs once, as a subquery; one
+// that cannot be one (a PRAGMA, say) runs as Query runs it, and an error is
+// the statement's own, as Query reports it.
+func (d *DB) Show(ctx context.Context, query string, args ...any) (*Result, error) {
+	inner := strings.TrimRight(strings.TrimSpace(query), "; \t\r\n")
+	wrapped := "SELECT COLUMNS(*)::VARCHAR, to_json(COLUMNS(*))::VARCHAR, typeof(COLUMNS(*)) FROM (\n" + inner + "\n)"
+	rows, err := d.db.QueryContext(ctx, wrapped, args...)
+	if err != nil {
+		return d.Query(ctx, query, args...)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, &QueryError{SQL: query, Err: err}
+	}
+	n := len(cols) / 3
+	res := &Result{Columns: cols[:n], Types: make([]string, n)}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, &QueryError{SQL: query, Err: err}
+		}
+		row := make([]shown, n)
+		for i := range row {
+			res.Types[i] = vals[2*n+i].String
+			row[i] = shown{text: vals[i].String, json: vals[n+i].String, null: !vals[i].Valid}
+			switch {
+			case !vals[n+i].Valid:
+				row[i].json = "null" // NULL, and what has no JSON form (NaN)
+			case exactNumber(res.Types[i]) && json.Valid([]byte(row[i].text)):
+				// to_json makes a DECIMAL a double; its text keeps every digit.
+				row[i].json = row[i].text
+			}
+		}
+		res.shown = append(res.shown, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, &QueryError{SQL: query, Err: err}
+	}
+	return res, nil
+}
+
+// exactNumber reports whether a DuckDB type's text is an exact number
+// that to_json would round through a double.
+func exactNumber(typ string) bool {
+	return strings.HasPrefix(typ, "DECIMAL") || typ == "HUGEINT" || typ == "UHUGEINT"
 }
 
 // Query runs one SQL statement with its "?" arguments.

@@ -48,10 +48,10 @@ func writeTable(w io.Writer, r *Result) error {
 		under[i] = strings.Repeat("-", utf8.RuneCountInString(c))
 	}
 	fmt.Fprintln(tw, strings.Join(under, "\t"))
-	for _, row := range r.Rows {
-		cells := make([]string, len(row))
-		for i, v := range row {
-			s := cell(v, r.Types[i])
+	for row := range r.rows() {
+		cells := make([]string, len(r.Columns))
+		for i := range cells {
+			s, _ := r.text(row, i)
 			s = strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
 			if utf8.RuneCountInString(s) > maxCell {
 				s = string([]rune(s)[:maxCell-1]) + "…"
@@ -64,10 +64,10 @@ func writeTable(w io.Writer, r *Result) error {
 		return err
 	}
 	noun := "rows"
-	if len(r.Rows) == 1 {
+	if r.rows() == 1 {
 		noun = "row"
 	}
-	_, err := fmt.Fprintf(w, "(%d %s)\n", len(r.Rows), noun)
+	_, err := fmt.Fprintf(w, "(%d %s)\n", r.rows(), noun)
 	return err
 }
 
@@ -77,12 +77,13 @@ func writeCSV(w io.Writer, r *Result) error {
 		return err
 	}
 	rec := make([]string, len(r.Columns))
-	for _, row := range r.Rows {
-		for i, v := range row {
-			rec[i] = cell(v, r.Types[i])
-			if v == nil {
-				rec[i] = ""
+	for row := range r.rows() {
+		for i := range rec {
+			s, null := r.text(row, i)
+			if null {
+				s = ""
 			}
+			rec[i] = s
 		}
 		if err := cw.Write(rec); err != nil {
 			return err
@@ -94,11 +95,11 @@ func writeCSV(w io.Writer, r *Result) error {
 
 func writeJSON(w io.Writer, r *Result, array bool) error {
 	var b strings.Builder
-	if array && len(r.Rows) == 0 {
+	if array && r.rows() == 0 {
 		_, err := io.WriteString(w, "[]\n")
 		return err
 	}
-	for n, row := range r.Rows {
+	for n := range r.rows() {
 		b.Reset()
 		switch {
 		case !array:
@@ -108,12 +109,12 @@ func writeJSON(w io.Writer, r *Result, array bool) error {
 			b.WriteString(",\n")
 		}
 		b.WriteByte('{')
-		for i, v := range row {
+		for i := range r.Columns {
 			k, err := json.Marshal(r.Columns[i])
 			if err != nil {
 				return fmt.Errorf("duckarchive: encode column name: %w", err)
 			}
-			val, err := json.Marshal(jsonValue(v, r.Types[i]))
+			val, err := r.json(n, i)
 			if err != nil {
 				return fmt.Errorf("duckarchive: encode column %s: %w", r.Columns[i], err)
 			}
@@ -137,6 +138,35 @@ func writeJSON(w io.Writer, r *Result, array bool) error {
 		return err
 	}
 	return nil
+}
+
+// rows is the number of rows of r.
+func (r *Result) rows() int {
+	if r.shown != nil {
+		return len(r.shown)
+	}
+	return len(r.Rows)
+}
+
+// text is the value at row, column i as text, and whether it is NULL.
+func (r *Result) text(row, i int) (string, bool) {
+	if r.shown != nil {
+		v := r.shown[row][i]
+		if v.null {
+			return "NULL", true
+		}
+		return v.text, false
+	}
+	v := r.Rows[row][i]
+	return cell(v, r.Types[i]), v == nil
+}
+
+// json is the value at row, column i as JSON.
+func (r *Result) json(row, i int) ([]byte, error) {
+	if r.shown != nil {
+		return []byte(r.shown[row][i].json), nil
+	}
+	return json.Marshal(jsonValue(r.Rows[row][i], r.Types[i]))
 }
 
 // cell is a value of a column of DuckDB type typ as text.
