@@ -27,7 +27,7 @@ const (
 	// first table, 680/s once another holds 22,000 records, 350/s at
 	// 39,000), so the ceiling measured on an empty store falls twentyfold
 	// over a 10-minute soak, and the steady part sits far below it.
-	DefaultSteadyShare = 0.1
+	DefaultSteadyShare = 0.06
 	// DefaultBurstShare is a burst's rate against the ceiling: above it,
 	// whatever the store serves by then.
 	DefaultBurstShare = 1.5

@@ -195,8 +195,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	s := &soak{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1)), began: time.Now(),
 		log: slog.New(slog.NewJSONHandler(cfg.FnLog, nil))}
-	s.progress("soak: %s of load, %d votes/s, %g document requests/s by %d object and %d shared workers, faults %v, seed %d",
-		cfg.Duration, cfg.VotesPerSecond, cfg.ObjectsPerSecond, cfg.ObjectWorkers, cfg.SharedWorkers, cfg.Faults, cfg.Seed)
+	rate := "votes sized from the store's ceiling"
+	if cfg.VotesPerSecond > 0 {
+		rate = fmt.Sprintf("%d votes/s", cfg.VotesPerSecond)
+	}
+	s.progress("soak: %s of load, %s, %g document requests/s by %d object and %d shared workers, faults %v, seed %d",
+		cfg.Duration, rate, cfg.ObjectsPerSecond, cfg.ObjectWorkers, cfg.SharedWorkers, cfg.Faults, cfg.Seed)
 
 	setups := maps.Clone(registry.All)
 	var procs []string
