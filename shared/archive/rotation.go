@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
@@ -143,7 +144,7 @@ func (p RotationPolicy) Owns(name string) (month string, ok bool) {
 	if p.Prefix == "" {
 		return "", false
 	}
-	base, month, ok := MonthlyTable(name)
+	base, month, ok := ledger.SplitTable(name)
 	if !ok || base != p.Prefix {
 		return "", false
 	}
@@ -154,11 +155,11 @@ func (p RotationPolicy) Owns(name string) (month string, ok bool) {
 // counter takes its late votes, plus the fence margin.
 func (p RotationPolicy) ColdAt(m string) (time.Time, error) {
 	p = p.withDefaults()
-	t, err := ColdAt(m, p.GraceDays)
+	t, err := ledger.ColdAt(m, time.Duration(p.GraceDays)*ledger.Day, p.FenceMargin)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, fmt.Errorf("rotation: %w", err)
 	}
-	return t.Add(p.FenceMargin), nil
+	return t, nil
 }
 
 // RotationPlan is what a run should do at a given time, decided from the table
@@ -180,11 +181,11 @@ type RotationPlan struct {
 func (p RotationPolicy) Plan(now time.Time, existing []string) RotationPlan {
 	p = p.withDefaults()
 	pl := RotationPlan{Now: now.UTC()}
-	cur := MonthOf(now)
+	cur := ledger.MonthOf(now)
 	want := map[string]bool{}
 	for i := 0; i <= p.Ahead; i++ {
-		m, _ := AddMonths(cur, i) // cur is well formed
-		name := TableName(p.Prefix, m)
+		m, _ := ledger.Add(cur, i) // cur is well formed
+		name := ledger.TableName(p.Prefix, m)
 		pl.Ensure = append(pl.Ensure, name)
 		want[name] = true
 	}
@@ -498,11 +499,11 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 // before, if it exists (byName holds the tables listed and those ensured
 // so far, in order).
 func warmPlan(pol RotationPolicy, month string, byName map[string]Table) WarmPlan {
-	pm, err := AddMonths(month, -1)
+	pm, err := ledger.Add(month, -1)
 	if err != nil {
 		return pol.WarmFor("", nil)
 	}
-	prev, ok := byName[TableName(pol.Prefix, pm)]
+	prev, ok := byName[ledger.TableName(pol.Prefix, pm)]
 	if !ok {
 		return pol.WarmFor("", nil)
 	}

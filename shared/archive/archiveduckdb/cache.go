@@ -19,6 +19,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // S3API is what the cache needs of S3; *s3.Client satisfies it.
@@ -172,7 +173,7 @@ func partitionOf(key string) (archive.Partition, bool) {
 }
 
 func validMonth(m string) bool {
-	_, _, ok := archive.MonthlyTable("x-" + m)
+	_, _, ok := ledger.SplitTable("x-" + m)
 	return ok
 }
 
