@@ -53,7 +53,7 @@ type archiveEnv struct {
 
 func (a *archiveFlags) env(ctx context.Context) (*archiveEnv, error) {
 	if a.month != "" {
-		if _, _, ok := ledger.SplitTable("x-" + a.month); !ok {
+		if _, err := ledger.Opens(a.month); err != nil {
 			return nil, fmt.Errorf("-month %q: want YYYY-MM", a.month)
 		}
 	}

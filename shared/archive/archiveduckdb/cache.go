@@ -173,8 +173,8 @@ func partitionOf(key string) (archive.Partition, bool) {
 }
 
 func validMonth(m string) bool {
-	_, _, ok := ledger.SplitTable("x-" + m)
-	return ok
+	_, err := ledger.Opens(m)
+	return err == nil
 }
 
 // hidden: a name Athena and Hive skip (leading "_" or ".").
