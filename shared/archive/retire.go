@@ -50,13 +50,13 @@ type retireStep struct {
 // the table deleted. A month the archive misses items of gets a snapshot
 // and a second verification instead, and stops at an alarm.
 func (rt *retirement) steps() []retireStep {
-	verified := func() bool { return rt.report.OK() }
+	counted := func() bool { return rt.report.OK() && rt.r.Counted != nil }
 	unverified := func() bool { return !rt.report.OK() }
 	return []retireStep{
 		{StepEnsure, nil, rt.ensure},
 		{StepDrain, nil, rt.drain},
 		{StepVerify, nil, rt.verify},
-		{StepCounters, func() bool { return verified() && rt.r.Counted != nil }, rt.counters},
+		{StepCounters, counted, rt.counters},
 		{StepSnapshot, unverified, rt.snapshot},
 		{StepReverify, unverified, rt.reverify},
 		{StepCompact, nil, rt.compact},
