@@ -12,6 +12,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
@@ -88,7 +89,7 @@ func benchMonthTurn(ctx context.Context, _ *stack.Env, scale float64) (*section,
 // turnUnderLoad runs one month's turn on a stack of its own.
 func turnUnderLoad(ctx context.Context, params map[string]string, tableScale float64, busyWarm int64, arrival float64, load time.Duration) (turnRun, error) {
 	real := time.Now()
-	boundary := time.Date(real.Year(), real.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	boundary := ledger.End(real)
 	// During the setup the clock stands an hour before the boundary: the
 	// rotator creates that month's table and the next.
 	setupOffset := boundary.Add(-time.Hour).Sub(real)

@@ -14,6 +14,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
@@ -207,7 +208,7 @@ func awsShaped(ctx context.Context, tune func(*stack.Options)) (*stack.Env, erro
 
 // ledgerTable is the stack's ledger table of t's month.
 func ledgerTable(env *stack.Env, t time.Time) string {
-	return env.Vars["LEDGER_TABLE_PREFIX"] + "-" + votes.MonthOf(t)
+	return ledger.TableName(env.Vars["LEDGER_TABLE_PREFIX"], ledger.MonthOf(t))
 }
 
 // awsShapedIdle is awsShaped with its event sources not yet started: a

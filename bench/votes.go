@@ -32,6 +32,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
@@ -406,7 +407,7 @@ func keyUnits(before, after []faultproxy.KeyStat, poll string) keyFigures {
 			f.ledger += units
 		case strings.HasPrefix(k.Key, "count#"+poll+"#"), k.Key == "naive#"+poll:
 			f.counters += units
-		case strings.HasPrefix(k.Key, "ckpt#"):
+		case ledger.IsCheckpointPK(k.Key):
 			f.checkpoints += units
 		default:
 			continue

@@ -23,6 +23,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
@@ -384,7 +385,7 @@ func (s *soak) checkRejects(ctx context.Context, res *Result) (late map[string]b
 	}
 	// A copy read after its month closed is rejected month-closed before
 	// any other check; every other copy must carry the kind's reason.
-	fence := votes.Fence{Grace: graceDays * 24 * time.Hour}
+	fence := votes.Fence{Grace: graceDays * ledger.Day}
 	missing, wrong := 0, 0
 	for marker, b := range bad {
 		got, ok := reasons[marker]

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -96,7 +97,7 @@ func (l *loadState) expected() (totals map[string]map[string]int64, months map[s
 			totals[v.PollID] = map[string]int64{}
 		}
 		totals[v.PollID][v.OptionID]++
-		months[v.CastAt.UTC().Format("2006-01")]++
+		months[ledger.MonthOf(v.CastAt)]++
 	}
 	return totals, months
 }

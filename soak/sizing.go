@@ -11,6 +11,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
@@ -100,7 +101,7 @@ func counterWriters(s *soak) (int, error) {
 func (s *soak) measureCeiling(ctx context.Context, writers int) (float64, error) {
 	prefix := s.env.Vars["LEDGER_TABLE_PREFIX"] + "-ceiling"
 	now := s.clock.Now
-	table := prefix + "-" + now().Format("2006-01")
+	table := ledger.TableName(prefix, ledger.MonthOf(now()))
 	db := s.env.Clients.DynamoDB
 	in := archiveddb.CreateInput(archive.Spec{Name: table})
 	in.DeletionProtectionEnabled = aws.Bool(false)

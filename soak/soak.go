@@ -26,6 +26,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
@@ -386,7 +387,7 @@ func (c *virtualClock) offset() time.Duration {
 }
 
 // Month is the producers' current month.
-func (c *virtualClock) Month() string { return c.Now().Format("2006-01") }
+func (c *virtualClock) Month() string { return ledger.MonthOf(c.Now()) }
 
 const (
 	coldMonth = "2026-10"
@@ -394,7 +395,7 @@ const (
 	graceDays = 2
 	// pastTheGrace is the jump: October's grace and the rotator's fence
 	// margin (1 hour), and a half hour more.
-	pastTheGrace = graceDays*24*time.Hour + 90*time.Minute
+	pastTheGrace = graceDays*ledger.Day + 90*time.Minute
 )
 
 // jumpPastTheGrace moves every clock past October's grace a twentieth of
@@ -506,7 +507,7 @@ func (s *soak) retired() bool {
 }
 
 func (s *soak) ledgerTable(month string) string {
-	return s.env.Vars["LEDGER_TABLE_PREFIX"] + "-" + month
+	return ledger.TableName(s.env.Vars["LEDGER_TABLE_PREFIX"], month)
 }
 
 // leak is a process's resource use at one moment.

@@ -19,6 +19,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
@@ -27,7 +28,7 @@ import (
 func ledgerStream(t *testing.T, env *stack.Env) string {
 	t.Helper()
 	out, err := env.Clients.DynamoDB.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{
-		TableName: aws.String(env.Vars["LEDGER_TABLE_PREFIX"] + "-" + time.Now().UTC().Format("2006-01")),
+		TableName: aws.String(ledger.TableName(env.Vars["LEDGER_TABLE_PREFIX"], ledger.MonthOf(time.Now()))),
 	})
 	if err != nil {
 		t.Fatal(err)

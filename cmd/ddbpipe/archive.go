@@ -15,6 +15,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
@@ -52,7 +53,7 @@ type archiveEnv struct {
 
 func (a *archiveFlags) env(ctx context.Context) (*archiveEnv, error) {
 	if a.month != "" {
-		if _, _, ok := archive.MonthlyTable("x-" + a.month); !ok {
+		if _, err := ledger.Opens(a.month); err != nil {
 			return nil, fmt.Errorf("-month %q: want YYYY-MM", a.month)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
@@ -191,7 +192,7 @@ func (j backfillJob) run(ctx context.Context) (backfillResult, error) {
 	// the second of an earlier backfill waits for the next second.
 	for attempt := 0; ; attempt++ {
 		res.Watermark = archive.BackfillWatermark(now())
-		if _, _, monthly := archive.MonthlyTable(j.Table); !monthly {
+		if _, _, monthly := ledger.SplitTable(j.Table); !monthly {
 			res.Partition = archive.BackfillPartition(j.Table, res.Watermark)
 		}
 		key := archive.BackfillKey(res.Partition, res.Watermark)
@@ -256,7 +257,7 @@ func (j backfillJob) archived(ctx context.Context, parts *archives3.Partitions, 
 		return nil, fmt.Errorf("the archive holds nothing of %s (s3://%s/%s is empty): is %q archived? Pass -force to backfill it anyway",
 			p.Table, j.Bucket, tablePrefix, j.Table)
 	}
-	if _, _, monthly := archive.MonthlyTable(j.Table); monthly {
+	if _, _, monthly := ledger.SplitTable(j.Table); monthly {
 		c, err := parts.Read(ctx, p)
 		if err != nil {
 			return nil, err

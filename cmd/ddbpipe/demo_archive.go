@@ -12,6 +12,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // demoArchive shows flow 3 on the votes the demo counted: the rotator
@@ -36,13 +37,12 @@ func demoArchive(ctx context.Context, env *stack.Env, counted pollCount, w io.Wr
 		grace = g
 	}
 	month := time.Now().UTC()
-	firstOfNext := time.Date(month.Year(), month.Month()+1, 1, 0, 0, 0, 0, time.UTC)
-	cold := firstOfNext.AddDate(0, 0, grace+1)
+	cold := ledger.End(month).Add(time.Duration(grace+1) * ledger.Day)
 	if err := env.MoveClock(time.Until(cold)); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n(every clock of the local stack moved to %s: past %s and its %d-day grace, so the counter takes none of its votes)\n$ ddbpipe tables rotate\n",
-		cold.Format(time.RFC3339), month.Format("2006-01"), grace)
+		cold.Format(time.RFC3339), ledger.MonthOf(month), grace)
 	if err := tablesRotate(ctx, append(stateFlag, "-grace-days", strconv.Itoa(grace)), indent(w), io.Discard); err != nil {
 		return fmt.Errorf("rotate: %w", err)
 	}
@@ -58,7 +58,7 @@ func demoArchive(ctx context.Context, env *stack.Env, counted pollCount, w io.Wr
 	if err != nil {
 		return err
 	}
-	m := month.Format("2006-01")
+	m := ledger.MonthOf(month)
 	fmt.Fprintf(w, "\n$ ddbpipe archive query -named votes-per-option -arg %s -arg %s\n", m, counted.poll)
 	if err := archiveQuery(ctx, append(stateFlag, "-named", perOption.Name, "-arg", m, "-arg", counted.poll), indent(w), io.Discard); err != nil {
 		return fmt.Errorf("archive query: %w", err)

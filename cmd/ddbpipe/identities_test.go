@@ -22,6 +22,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
 
@@ -100,7 +101,7 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	cli("archive", "query", "-named", "votes-per-option", "-arg", time.Now().UTC().Format("2006-01"), "-arg", poll)
+	cli("archive", "query", "-named", "votes-per-option", "-arg", ledger.MonthOf(time.Now()), "-arg", poll)
 	// The audit, an operator's: the counters agree with the archive once
 	// the pipeline settled; a counter changed behind the tally's back is
 	// named, and the command fails.
@@ -163,7 +164,7 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 			t.Errorf("%s %s as %s: %s %s", c.method, c.path, c.as, resp.Status, b)
 		}
 	}
-	cli("archive", "backfill", "-table", env.Vars["LEDGER_TABLE_PREFIX"]+"-"+time.Now().UTC().Format("2006-01"), "-dry-run")
+	cli("archive", "backfill", "-table", ledger.TableName(env.Vars["LEDGER_TABLE_PREFIX"], ledger.MonthOf(time.Now())), "-dry-run")
 	cli("archive", "backfill", "-table", env.Vars["OBJECTS_TABLE_NAME"], "-dry-run", "-force")
 
 	// Outside the repository (an analyst's machine), the archive commands
@@ -171,7 +172,7 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
 	t.Chdir(t.TempDir())
-	if out := cli("archive", "query", "-named", "votes-per-option", "-arg", time.Now().UTC().Format("2006-01"), "-arg", poll); !strings.Contains(out, "(2 rows)") {
+	if out := cli("archive", "query", "-named", "votes-per-option", "-arg", ledger.MonthOf(time.Now()), "-arg", poll); !strings.Contains(out, "(2 rows)") {
 		t.Errorf("archive query outside the repository: %q, want the poll's two options", out)
 	}
 	if _, err := os.Stat(filepath.Join(cache, "ddbpipe", "archive-cache")); err != nil {

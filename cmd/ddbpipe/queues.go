@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
@@ -672,17 +672,6 @@ type failedBatch struct {
 	Action        string    `json:"action"`
 }
 
-// tableOfStream is the table name in a DynamoDB stream ARN
-// (arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL).
-func tableOfStream(arn string) string {
-	_, rest, ok := strings.Cut(arn, ":table/")
-	if !ok {
-		return ""
-	}
-	name, _, _ := strings.Cut(rest, "/stream/")
-	return name
-}
-
 func parseTime(s string) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
@@ -704,7 +693,8 @@ func readFailure(id, body string, now time.Time) failedBatch {
 		return fb
 	}
 	b := f.Batch
-	fb.Table, fb.StreamARN, fb.Shard, fb.Start, fb.End, fb.Records = tableOfStream(b.StreamARN), b.StreamARN, b.ShardID, b.StartSequenceNumber, b.EndSequenceNumber, b.BatchSize
+	fb.Table, _, _ = ledger.StreamTable(b.StreamARN) // "" when it is not a stream ARN
+	fb.StreamARN, fb.Shard, fb.Start, fb.End, fb.Records = b.StreamARN, b.ShardID, b.StartSequenceNumber, b.EndSequenceNumber, b.BatchSize
 	fb.FirstArrival, fb.LastArrival = parseTime(b.FirstArrival), parseTime(b.LastArrival)
 	fb.Condition, fb.Function, fb.Attempts = f.RequestContext.Condition, f.RequestContext.FunctionARN, f.RequestContext.ApproximateInvokeCount
 	first := fb.FirstArrival
@@ -715,7 +705,7 @@ func readFailure(id, body string, now time.Time) failedBatch {
 		fb.ReadableUntil = first.Add(streamRetention)
 		fb.Readable = now.Before(fb.ReadableUntil)
 	}
-	base, month, monthly := archive.MonthlyTable(fb.Table)
+	base, month, monthly := ledger.SplitTable(fb.Table)
 	switch {
 	case strings.Contains(strings.ToLower(functionName(fb.Function)), "reaper"):
 		fb.Action = fmt.Sprintf("the reaper did not remove the payloads these records replaced or deleted: find why it failed (%s; its logs near %s); "+

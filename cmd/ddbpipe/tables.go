@@ -20,6 +20,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveesm"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
@@ -313,12 +314,12 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	current := ""
 	if len(plan.Ensure) > 0 {
-		_, current, _ = archive.MonthlyTable(plan.Ensure[0])
+		_, current, _ = ledger.SplitTable(plan.Ensure[0])
 	}
 	for _, n := range plan.Keep {
 		// Kept: a past month in its grace period, or a month further ahead.
 		phase[n] = "grace"
-		if _, m, ok := archive.MonthlyTable(n); ok && m > current {
+		if _, m, ok := ledger.SplitTable(n); ok && m > current {
 			phase[n] = "ahead"
 		}
 	}

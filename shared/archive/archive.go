@@ -94,8 +94,9 @@ package archive
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // Sentinel errors, for errors.Is.
@@ -218,26 +219,13 @@ func (p Partition) Prefix() string {
 // underscore keeps Athena from reading it as data.
 func (p Partition) ManifestKey() string { return p.Prefix() + "_manifest.json" }
 
-var monthlySuffix = regexp.MustCompile(`^(.+)-(\d{4})-(0[1-9]|1[0-2])$`)
-
-// MonthlyTable reports whether a table name ends in -YYYY-MM (a monthly
-// table, as the vote ledger's "ddbpipe-votes-2026-11"), with its base name
-// and month.
-func MonthlyTable(name string) (base, month string, ok bool) {
-	m := monthlySuffix.FindStringSubmatch(name)
-	if m == nil {
-		return "", "", false
-	}
-	return m[1], m[2] + "-" + m[3], true
-}
-
 // PartitionOf gives a record's partition. A monthly table's records all
 // belong to the table's month, whenever they were written (a vote cast on
 // 30 November and recorded on 1 December stays in November). Other tables
 // (the objects table) are split by the record's creation time, in UTC.
 func PartitionOf(table string, created time.Time) Partition {
-	if base, month, ok := MonthlyTable(table); ok {
+	if base, month, ok := ledger.SplitTable(table); ok {
 		return Partition{Table: base, Month: month}
 	}
-	return Partition{Table: table, Month: created.UTC().Format("2006-01")}
+	return Partition{Table: table, Month: ledger.MonthOf(created)}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 var nov30 = time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)
@@ -33,9 +34,9 @@ func TestMonthlyTableAndPartitionOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.table+"@"+tt.created.Format(time.RFC3339), func(t *testing.T) {
-			_, _, ok := archive.MonthlyTable(tt.table)
+			_, _, ok := ledger.SplitTable(tt.table)
 			if ok != tt.monthly {
-				t.Errorf("MonthlyTable(%q) ok = %v, want %v", tt.table, ok, tt.monthly)
+				t.Errorf("ledger.SplitTable(%q) ok = %v, want %v", tt.table, ok, tt.monthly)
 			}
 			got := archive.PartitionOf(tt.table, tt.created)
 			want := archive.Partition{Table: tt.wantTable, Month: tt.wantMonth}

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // File is one data object in a partition, as listed or as written.
@@ -246,7 +248,7 @@ func (m Manifest) Validate() error {
 	if m.Version != ManifestVersion {
 		return bad("version %d, want %d", m.Version, ManifestVersion)
 	}
-	if _, err := time.Parse("2006-01", m.Month); m.Table == "" || err != nil {
+	if _, err := ledger.Opens(m.Month); m.Table == "" || err != nil {
 		return bad("table %q, month %q", m.Table, m.Month)
 	}
 	prefix := m.Partition().Prefix()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
@@ -143,7 +144,7 @@ func (p RotationPolicy) Owns(name string) (month string, ok bool) {
 	if p.Prefix == "" {
 		return "", false
 	}
-	base, month, ok := MonthlyTable(name)
+	base, month, ok := ledger.SplitTable(name)
 	if !ok || base != p.Prefix {
 		return "", false
 	}
@@ -154,11 +155,11 @@ func (p RotationPolicy) Owns(name string) (month string, ok bool) {
 // counter takes its late votes, plus the fence margin.
 func (p RotationPolicy) ColdAt(m string) (time.Time, error) {
 	p = p.withDefaults()
-	t, err := ColdAt(m, p.GraceDays)
+	t, err := ledger.ColdAt(m, time.Duration(p.GraceDays)*ledger.Day, p.FenceMargin)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, fmt.Errorf("rotation: %w", err)
 	}
-	return t.Add(p.FenceMargin), nil
+	return t, nil
 }
 
 // RotationPlan is what a run should do at a given time, decided from the table
@@ -180,11 +181,11 @@ type RotationPlan struct {
 func (p RotationPolicy) Plan(now time.Time, existing []string) RotationPlan {
 	p = p.withDefaults()
 	pl := RotationPlan{Now: now.UTC()}
-	cur := MonthOf(now)
+	cur := ledger.MonthOf(now)
 	want := map[string]bool{}
 	for i := 0; i <= p.Ahead; i++ {
-		m, _ := AddMonths(cur, i) // cur is well formed
-		name := TableName(p.Prefix, m)
+		m, _ := ledger.Add(cur, i) // cur is well formed
+		name := ledger.TableName(p.Prefix, m)
 		pl.Ensure = append(pl.Ensure, name)
 		want[name] = true
 	}
@@ -435,7 +436,9 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 		if _, exists := byName[name]; !exists {
 			// A month retired is retired for good: its archive's manifest
 			// (verified) is the durable record, whatever the clock says.
-			if c, err := r.Archive.Read(ctx, Partition{Table: pol.Prefix, Month: m}); err != nil || c.Manifest != nil && c.Manifest.Verification != nil && c.Manifest.Verification.OK {
+			// A read failure refuses the creation too: whether the month
+			// was retired is unknown.
+			if c, err := r.Archive.Read(ctx, Partition{Table: pol.Prefix, Month: m}); err != nil || c.AlreadyRetired() {
 				if err == nil {
 					err = fmt.Errorf("rotation: %s was retired (archive verified %s); not created again", name, c.Manifest.Verification.At.Format(time.RFC3339))
 				}
@@ -498,11 +501,11 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 // before, if it exists (byName holds the tables listed and those ensured
 // so far, in order).
 func warmPlan(pol RotationPolicy, month string, byName map[string]Table) WarmPlan {
-	pm, err := AddMonths(month, -1)
+	pm, err := ledger.Add(month, -1)
 	if err != nil {
 		return pol.WarmFor("", nil)
 	}
-	prev, ok := byName[TableName(pol.Prefix, pm)]
+	prev, ok := byName[ledger.TableName(pol.Prefix, pm)]
 	if !ok {
 		return pol.WarmFor("", nil)
 	}
@@ -582,290 +585,6 @@ func (r *Rotator) step(table string, s StepResult) {
 	if r.OnStep != nil {
 		r.OnStep(table, s)
 	}
-}
-
-// Retire takes one cold table through the retirement steps (see the package
-// documentation) as far as it safely can. Only a table the policy owns
-// (Owns) is touched, and its deletion protection is lifted only once the
-// month is verified archived and compacted, right before the delete.
-func (r *Rotator) Retire(ctx context.Context, t Table) (ret Retirement) {
-	pol := r.Policy.withDefaults()
-	month, ok := pol.Owns(t.Name)
-	ret = Retirement{Table: t.Name, Partition: Partition{Table: pol.Prefix, Month: month}}
-	if !ok {
-		// Nothing is touched: not the stream, not the protection, not the table.
-		ret.Outcome, ret.Err = Failed, fmt.Errorf("rotation: %s is not one of the %s-YYYY-MM tables; left alone", t.Name, pol.Prefix)
-		return ret
-	}
-	p := ret.Partition
-	run := func(s Step, f func() (string, error)) bool {
-		start := time.Now()
-		detail, err := f()
-		res := StepResult{Step: s, Detail: detail, Took: time.Since(start), Err: err}
-		ret.Steps = append(ret.Steps, res)
-		r.step(t.Name, res)
-		if err != nil {
-			ret.Outcome, ret.Err = Failed, fmt.Errorf("rotation: %s: %s: %w", t.Name, s, err)
-			return false
-		}
-		return true
-	}
-
-	// A month verified, compacted and retired whose table exists again with
-	// its stream on: a writer created it anew (a retirement turns the stream
-	// off before it verifies, and a kept table stays so). It holds late
-	// writes, not the month: verifying it against the archive, and writing
-	// the difference as a snapshot, would remove the month's items from
-	// the archive. It is left alone, for an operator.
-	if c, err := r.Archive.Read(ctx, p); err == nil && c.Manifest != nil && c.Manifest.Verification != nil &&
-		c.Manifest.Verification.OK && t.StreamEnabled {
-		ret.Outcome = Alarm
-		ret.Err = fmt.Errorf("rotation: %s exists again (created %s, stream on) although its month was verified archived (%d items) at %s: left alone; its items are late writes, not in the archive",
-			t.Name, t.CreatedAt.Format(time.RFC3339), c.Manifest.Verification.ArchivedItems, c.Manifest.Verification.At.Format(time.RFC3339))
-		r.log().Error("rotation alarm: a retired month's table was created again; left alone", "table", t.Name, "err", ret.Err)
-		return ret
-	}
-
-	// ensure: the stream has a consumer; a provisioned table is lowered.
-	if !run(StepEnsure, func() (string, error) {
-		var notes []string
-		if t.StreamARN != "" && t.StreamEnabled {
-			created, err := r.Subscriptions.Ensure(ctx, t.StreamARN)
-			if err != nil {
-				return "", err
-			}
-			if created {
-				notes = append(notes, "subscribed the stream's readers")
-			}
-		}
-		if c := t.Capacity; c != nil && (c.Read > pol.ColdCapacity.Read || c.Write > pol.ColdCapacity.Write) {
-			if err := r.Tables.SetCapacity(ctx, t.Name, pol.ColdCapacity); err != nil {
-				return "", err
-			}
-			notes = append(notes, fmt.Sprintf("capacity lowered to %d/%d", pol.ColdCapacity.Read, pol.ColdCapacity.Write))
-		}
-		if len(notes) == 0 {
-			return "nothing to change", nil
-		}
-		return strings.Join(notes, "; "), nil
-	}) {
-		return ret
-	}
-
-	// drain: stream off, then wait until the archive holds what it holds.
-	var contents Contents
-	drained := false
-	if !run(StepDrain, func() (string, error) {
-		if t.StreamARN != "" && t.StreamEnabled {
-			if err := r.Tables.DisableStream(ctx, t.Name); err != nil {
-				return "", err
-			}
-		}
-		// Bounded by the pauses taken and by the wall clock, whichever is
-		// further along: a stalled archive never holds the run past DrainWait.
-		start, waited := time.Now(), time.Duration(0)
-		pause := pol.DrainPoll
-		for checks := 1; ; checks++ {
-			var err error
-			if contents, err = r.Archive.Read(ctx, p); err != nil {
-				return "", err
-			}
-			if m := contents.Manifest; m != nil && m.Verification != nil && !t.StreamEnabled {
-				// An earlier run drained the stream (off since), verified and
-				// compacted the month: the compaction replayed away the
-				// sequence numbers of superseded records, which the check
-				// below would wait for until the stream trims them.
-				drained = true
-				return fmt.Sprintf("drained by the run of %s (stream off since; %d files, %d rows)", m.CreatedAt.Format(time.RFC3339), len(contents.Files), contents.Rows), nil
-			}
-			var pending []StreamRecord
-			unarchived, uncounted := 0, 0
-			if t.StreamARN != "" {
-				recs, err := r.Streams.Records(ctx, t.StreamARN)
-				if err != nil && !errors.Is(err, ErrNotFound) {
-					return "", err
-				}
-				pending = Unarchived(recs, contents)
-				unarchived = len(pending)
-				if r.Counted != nil {
-					counting, err := r.Counted.Uncounted(ctx, t.Name, recs)
-					if err != nil {
-						return "", err
-					}
-					uncounted = len(counting)
-					pending = append(pending, counting...)
-				}
-			}
-			ret.LagSeconds = Lag(pending, r.now())
-			if len(pending) == 0 {
-				drained = true
-				return fmt.Sprintf("archive and counters hold the last record of every shard (%d files, %d rows; %d checks)", len(contents.Files), contents.Rows, checks), nil
-			}
-			if max(waited, time.Since(start))+pause > pol.DrainWait {
-				return fmt.Sprintf("%d stream records not archived and %d not counted after %s (oldest %.0fs old); retried next run",
-					unarchived, uncounted, pol.DrainWait, ret.LagSeconds), nil
-			}
-			if err := r.sleep(ctx, pause); err != nil {
-				return "", err
-			}
-			waited += pause
-			pause = min(2*pause, 30*time.Second)
-		}
-	}) {
-		return ret
-	}
-	if !drained {
-		ret.Outcome = NotDrained
-		return ret
-	}
-	ret.ArchiveRows = contents.Rows
-
-	// verify: the archive against a parallel Scan of the table.
-	var scan Scan
-	var report Report
-	if !run(StepVerify, func() (string, error) {
-		var err error
-		start := time.Now()
-		if scan, err = r.Tables.Scan(ctx, t.Name, false); err != nil {
-			return "", err
-		}
-		ret.ScanTook = scan.Took
-		report = Verify(contents.State, scan.State)
-		ret.VerifyTook = time.Since(start)
-		ret.Verification = &report
-		return report.String(), nil
-	}) {
-		return ret
-	}
-	verification := Verification{At: r.now(), TableItems: report.TableItems, ArchivedItems: report.ArchivedItems, OK: report.OK()}
-
-	// counters: the month's votes the tally counted against its verified
-	// items. A difference does not hold the retirement up (the archive is
-	// complete, and the counters can be put right from it): it alarms.
-	if report.OK() && r.Counted != nil && !run(StepCounters, func() (string, error) {
-		n, err := r.Counted.Tallied(ctx, t.Name)
-		if err != nil {
-			return "", err
-		}
-		ret.Counters = &CountersCheck{Tallied: n, Items: int64(report.TableItems)}
-		return ret.Counters.String(), nil // a difference: ReportRotation logs the alarm and its metric
-	}) {
-		return ret
-	}
-
-	if !report.OK() {
-		// snapshot: the table's items, as rows that supersede the stream's.
-		if !run(StepSnapshot, func() (string, error) {
-			full, err := r.Tables.Scan(ctx, t.Name, true)
-			if err != nil {
-				return "", err
-			}
-			// Only the difference: the items the archive misses or holds
-			// with another image, and REMOVEs of those the table lost (the
-			// same rows as a backfill's, with a snapshot's sequence, which
-			// supersedes every stream record: the stream is off).
-			//
-			// A snapshot of the same instant (a run again with the same
-			// clock) would be overwritten: then write the whole table, which
-			// needs no earlier file.
-			key, base := SnapshotKey(p, r.now()), contents.State
-			for _, f := range contents.Files {
-				if f.Key == key {
-					base = State{}
-				}
-			}
-			rows, err := SnapshotRows(p, full, base, r.now())
-			if err != nil {
-				return "", err
-			}
-			ret.Snapshot = CountBackfill(rows, contents.State)
-			if len(rows) == 0 {
-				return "the table now matches the archive: nothing to write", nil
-			}
-			f, err := r.Archive.Write(ctx, key, rows)
-			if err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("wrote %s to %s", ret.Snapshot, f.Key), nil
-		}) {
-			return ret
-		}
-		var again Report
-		if !run(StepReverify, func() (string, error) {
-			c, err := r.Archive.Read(ctx, p)
-			if err != nil {
-				return "", err
-			}
-			s, err := r.Tables.Scan(ctx, t.Name, false)
-			if err != nil {
-				return "", err
-			}
-			again = Verify(c.State, s.State)
-			ret.Reverification = &again
-			return again.String(), nil
-		}) {
-			return ret
-		}
-		ret.Outcome = Alarm
-		r.log().Error("rotation alarm: the archive did not match the table; snapshot export written; table kept",
-			"table", t.Name, "first", report.String(), "snapshot", ret.Snapshot.String(), "afterSnapshot", again.String(),
-			"missing", len(report.Missing), "extra", len(report.Extra), "different", len(report.Different))
-		if !again.OK() {
-			return ret
-		}
-		// The archive is complete now: compact it, but keep the table this
-		// run; a later run that verifies it without a snapshot retires it.
-		verification = Verification{At: r.now(), TableItems: again.TableItems, ArchivedItems: again.ArchivedItems, OK: true, Snapshot: true}
-		run(StepCompact, func() (string, error) { return r.compact(ctx, &ret, p, pol, t.Name, verification) })
-		if ret.Err == nil {
-			ret.Outcome = Alarm
-		}
-		return ret
-	}
-
-	if !run(StepCompact, func() (string, error) { return r.compact(ctx, &ret, p, pol, t.Name, verification) }) {
-		return ret
-	}
-	if !run(StepUnsubscribe, func() (string, error) {
-		if t.StreamARN == "" {
-			return "no stream", nil
-		}
-		n, err := r.Subscriptions.Remove(ctx, t.StreamARN)
-		return fmt.Sprintf("%d mappings removed", n), err
-	}) {
-		return ret
-	}
-	if !run(StepUnprotect, func() (string, error) {
-		// The steps above got here only this way; said again where it
-		// matters: protection goes only from a month verified archived
-		// (without a snapshot this run) and compacted.
-		if !verification.OK || verification.Snapshot || ret.Compaction == nil {
-			return "", errors.New("refused: the month is not verified archived and compacted")
-		}
-		return "deletion protection off", r.Tables.Protect(ctx, t.Name, false)
-	}) {
-		return ret
-	}
-	if !run(StepDelete, func() (string, error) {
-		err := r.Tables.Delete(ctx, t.Name)
-		if errors.Is(err, ErrNotFound) {
-			return "gone already", nil
-		}
-		return "deleted", err
-	}) {
-		return ret
-	}
-	ret.Outcome = Retired
-	return ret
-}
-
-func (r *Rotator) compact(ctx context.Context, ret *Retirement, p Partition, pol RotationPolicy, table string, v Verification) (string, error) {
-	c, err := r.Archive.Compact(ctx, p, pol.Compaction, table, v)
-	if err != nil {
-		return "", err
-	}
-	ret.Compaction = &c
-	return fmt.Sprintf("%d files → %d (%d merged); manifest of %d rows", c.FilesBefore, c.FilesAfter, c.Merged, c.Manifest.Rows), nil
 }
 
 // Unarchived returns the records of the shards the archive has not caught

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // world is an in-memory DynamoDB, stream, Lambda and S3 with the behaviour
@@ -137,7 +139,7 @@ func (m memTables) List(_ context.Context, base string) ([]Table, error) {
 	defer m.w.mu.Unlock()
 	var out []Table
 	for name, t := range m.w.tables {
-		if b, _, ok := MonthlyTable(name); ok && b == base {
+		if b, _, ok := ledger.SplitTable(name); ok && b == base {
 			out = append(out, t.Table)
 		}
 	}

@@ -86,7 +86,7 @@ type Spec struct {
 // Tables is the control plane of the ledger tables.
 type Tables interface {
 	// List returns the monthly tables of base: those named base-YYYY-MM
-	// (MonthlyTable), and no other.
+	// (ledger.SplitTable), and no other.
 	List(ctx context.Context, base string) ([]Table, error)
 	// Ensure creates the table if it is absent (key schema of the ledger,
 	// stream NEW_AND_OLD_IMAGES) and brings an existing one up to date:

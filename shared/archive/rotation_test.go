@@ -13,38 +13,6 @@ import (
 
 func date(y int, m time.Month, d, h int) time.Time { return time.Date(y, m, d, h, 0, 0, 0, time.UTC) }
 
-func TestMonths(t *testing.T) {
-	tests := []struct {
-		name  string
-		month string
-		n     int
-		want  string
-	}{
-		{"next", "2026-11", 1, "2026-12"},
-		{"over the year", "2026-12", 1, "2027-01"},
-		{"back over the year", "2027-01", -1, "2026-12"},
-		{"a year", "2026-02", 12, "2027-02"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := AddMonths(tt.month, tt.n)
-			if err != nil || got != tt.want {
-				t.Errorf("AddMonths(%s, %d) = %s, %v; want %s", tt.month, tt.n, got, err, tt.want)
-			}
-		})
-	}
-	if _, err := AddMonths("2026-13", 1); err == nil {
-		t.Error("AddMonths accepted month 13")
-	}
-	if got := MonthOf(time.Date(2026, 12, 1, 0, 30, 0, 0, time.FixedZone("CET", 3600))); got != "2026-11" {
-		t.Errorf("MonthOf 00:30 CET on 1 December = %s, want 2026-11 (UTC)", got)
-	}
-	cold, _ := ColdAt("2026-11", 2)
-	if want := date(2026, 12, 3, 0); !cold.Equal(want) {
-		t.Errorf("ColdAt(2026-11, 2) = %s, want %s", cold, want)
-	}
-}
-
 func TestPlan(t *testing.T) {
 	pol := RotationPolicy{Prefix: "app-votes", GraceDays: 2}
 	existing := []string{"app-votes-2026-10", "app-votes-2026-11", "app-votes-2026-12", "app-votes-objects", "app-votes-2026-13", "app-votes-x-2026-11"}

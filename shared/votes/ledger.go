@@ -3,6 +3,8 @@ package votes
 import (
 	"hash/fnv"
 	"strconv"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // LedgerSuffixes is M: ledger partition keys are <pollId>#<hash(voterId) mod M>,
@@ -37,4 +39,4 @@ func (e Entry) LedgerKey() (pk, sk string) {
 }
 
 // Month is the ledger table's month of the vote: YYYY-MM of castAt (UTC).
-func (e Entry) Month() string { return MonthOf(e.CastAt) }
+func (e Entry) Month() string { return ledger.MonthOf(e.CastAt) }

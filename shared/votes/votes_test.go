@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -506,7 +508,7 @@ func TestCountStopsBeforeTheDeadline(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		msgs = append(msgs, msg(fmt.Sprint("m", i), voteAt(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i), earlier.Format(time.RFC3339))))
 	}
-	store.months[MonthOf(earlier)] = true
+	store.months[ledger.MonthOf(earlier)] = true
 	res := c.Count(ctx, msgs)
 	if !res.Deadline || res.Accepted != 10 || len(res.Failed) != 190 {
 		t.Fatalf("deadline %v, accepted %d, failed %d: want a stop after 10 puts with every other vote returned", res.Deadline, res.Accepted, len(res.Failed))

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // QueryAPI is the part of DynamoDB the checkpoint reader uses;
@@ -22,18 +23,15 @@ type QueryAPI interface {
 // TallyCheckpoints reads the tally's per stream shard checkpoints from
 // the counters table: items pk = ckpt#<ledger table>, sk = <shard id>,
 // seq = the last sequence number counted. The votes flow writes them
-// (votesddb.CheckpointKey); this is the rotator's read-only copy of the
-// key, held equal to it by tests/rotation_test.go, so that neither flow
-// links the other. It implements archive.Counted.
+// (votesddb.CheckpointKey); both flows take the key from
+// ledger.CheckpointPK, so that neither links the other. It implements
+// archive.Counted.
 type TallyCheckpoints struct {
 	DB    QueryAPI
 	Table string // the counters table
 }
 
 var _ archive.Counted = (*TallyCheckpoints)(nil)
-
-// CheckpointPK is the partition key of a ledger table's checkpoints.
-func CheckpointPK(ledgerTable string) string { return "ckpt#" + ledgerTable }
 
 // Uncounted returns the records of the shards whose last record is past
 // the shard's checkpoint (or that have none).
@@ -44,7 +42,7 @@ func (c *TallyCheckpoints) Uncounted(ctx context.Context, table string, recs []a
 	ckpt := map[string]string{}
 	p := dynamodb.NewQueryPaginator(c.DB, &dynamodb.QueryInput{
 		TableName: aws.String(c.Table), KeyConditionExpression: aws.String("pk = :pk"), ConsistentRead: aws.Bool(true),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: CheckpointPK(table)}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: ledger.CheckpointPK(table)}},
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -79,7 +77,7 @@ func (c *TallyCheckpoints) Tallied(ctx context.Context, table string) (int64, er
 	var sum int64
 	p := dynamodb.NewQueryPaginator(c.DB, &dynamodb.QueryInput{
 		TableName: aws.String(c.Table), KeyConditionExpression: aws.String("pk = :pk"), ConsistentRead: aws.Bool(true),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: CheckpointPK(table)}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: ledger.CheckpointPK(table)}},
 		ProjectionExpression:      aws.String("votes"),
 	})
 	for p.HasMorePages() {

@@ -35,6 +35,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
@@ -217,7 +218,7 @@ func (t *Tables) List(ctx context.Context, base string) ([]archive.Table, error)
 			return nil, fmt.Errorf("archiveddb: list tables: %w", err)
 		}
 		for _, n := range page.TableNames {
-			if b, _, ok := archive.MonthlyTable(n); ok && b == base {
+			if b, _, ok := ledger.SplitTable(n); ok && b == base {
 				names = append(names, n)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
@@ -122,7 +123,7 @@ func TestRotatorUnprotectsOnlyVerifiedOwnMonths(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, month, _ := archive.MonthlyTable(name)
+		_, month, _ := ledger.SplitTable(name)
 		rows, err := archive.SnapshotRows(archive.Partition{Table: prefix, Month: month}, scan, archive.State{}, at)
 		if err != nil {
 			t.Fatal(err)

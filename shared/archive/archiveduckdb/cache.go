@@ -19,6 +19,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // S3API is what the cache needs of S3; *s3.Client satisfies it.
@@ -172,8 +173,8 @@ func partitionOf(key string) (archive.Partition, bool) {
 }
 
 func validMonth(m string) bool {
-	_, _, ok := archive.MonthlyTable("x-" + m)
-	return ok
+	_, err := ledger.Opens(m)
+	return err == nil
 }
 
 // hidden: a name Athena and Hive skip (leading "_" or ".").

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 )
 
@@ -163,7 +164,7 @@ func (a *Archiver) quarantine(ctx context.Context, r events.DynamoDBEventRecord,
 	if errors.As(why, &pe) {
 		reasons = pe.Reasons
 	}
-	table, _, _ := StreamARN(r.EventSourceArn)
+	table, _, _ := ledger.StreamTable(r.EventSourceArn)
 	return a.Quarantine.Quarantine(ctx, archive.Quarantined{Table: table, SequenceNumber: r.Change.SequenceNumber, Record: raw, Reasons: reasons})
 }
 

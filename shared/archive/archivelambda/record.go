@@ -1,7 +1,6 @@
 package archivelambda
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,33 +10,16 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
 )
 
-// ErrBadARN: a stream record whose eventSourceARN is not a DynamoDB stream ARN.
-var ErrBadARN = errors.New("archivelambda: not a DynamoDB stream ARN")
+// ErrBadARN: a stream record whose eventSourceARN is not a DynamoDB stream
+// ARN (ledger.StreamTable parses it).
+var ErrBadARN = ledger.ErrBadStreamARN
 
 // ttlPrincipal is the userIdentity of the deletes DynamoDB's TTL makes.
 const ttlPrincipal = "dynamodb.amazonaws.com"
-
-// StreamARN splits a DynamoDB stream ARN,
-// arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>, into the
-// table name and the stream label.
-func StreamARN(arn string) (table, label string, err error) {
-	parts := strings.SplitN(arn, ":", 6)
-	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "dynamodb" {
-		return "", "", fmt.Errorf("%w: %q", ErrBadARN, arn)
-	}
-	rest, ok := strings.CutPrefix(parts[5], "table/")
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q", ErrBadARN, arn)
-	}
-	table, label, ok = strings.Cut(rest, "/stream/")
-	if !ok || table == "" || label == "" || strings.Contains(table, "/") {
-		return "", "", fmt.Errorf("%w: %q", ErrBadARN, arn)
-	}
-	return table, label, nil
-}
 
 // FromLambda converts a record of a Lambda DynamoDB stream event into the
 // archive's plain values. The images go through ddbstream.LambdaToDynamo,
@@ -48,7 +30,7 @@ func FromLambda(r events.DynamoDBEventRecord) (archive.Record, error) {
 	fail := func(err error) (archive.Record, error) {
 		return archive.Record{}, fmt.Errorf("archivelambda: record %q: %w", r.EventID, err)
 	}
-	table, label, err := StreamARN(r.EventSourceArn)
+	table, label, err := ledger.StreamTable(r.EventSourceArn)
 	if err != nil {
 		return fail(&PoisonError{Reasons: []string{err.Error()}, errs: []error{err}})
 	}

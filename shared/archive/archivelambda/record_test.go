@@ -16,36 +16,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
 )
 
-func TestStreamARN(t *testing.T) {
-	tests := []struct {
-		arn, table, label string
-		bad               bool
-	}{
-		{arn: archivetest.LedgerARN, table: archivetest.LedgerTable, label: "2026-11-01T00:00:00.000"},
-		{arn: "arn:aws-cn:dynamodb:cn-north-1:1:table/a.b_c-1/stream/L", table: "a.b_c-1", label: "L"},
-		{arn: "", bad: true},
-		{arn: "arn:aws:dynamodb:us-east-1:1:table/t", bad: true},
-		{arn: "arn:aws:dynamodb:us-east-1:1:table/t/stream/", bad: true},
-		{arn: "arn:aws:dynamodb:us-east-1:1:table//stream/x", bad: true},
-		{arn: "arn:aws:kinesis:us-east-1:1:stream/x", bad: true},
-		{arn: "arn:aws:dynamodb:us-east-1:1:table/t/index/i/stream/x", bad: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.arn, func(t *testing.T) {
-			table, label, err := archivelambda.StreamARN(tt.arn)
-			if tt.bad {
-				if !errors.Is(err, archivelambda.ErrBadARN) {
-					t.Fatalf("StreamARN = %q, %q, %v; want ErrBadARN", table, label, err)
-				}
-				return
-			}
-			if err != nil || table != tt.table || label != tt.label {
-				t.Errorf("StreamARN = %q, %q, %v; want %q, %q", table, label, err, tt.table, tt.label)
-			}
-		})
-	}
-}
-
 func TestFromLambdaFixture(t *testing.T) {
 	ev := archivetest.MustLoadEvent(t, "testdata/stream-event.json")
 	want := []struct {

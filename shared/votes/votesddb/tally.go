@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
@@ -41,10 +42,8 @@ var _ votes.TallyStore = (*Votes)(nil)
 
 // CheckpointKey is the key of a stream shard's checkpoint item.
 func CheckpointKey(s votes.StreamShard) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": str(checkpointPK(s.Table)), "sk": str(s.Shard)}
+	return map[string]types.AttributeValue{"pk": str(ledger.CheckpointPK(s.Table)), "sk": str(s.Shard)}
 }
-
-func checkpointPK(table string) string { return "ckpt#" + table }
 
 // Checkpoint reads a stream shard's checkpoint (strongly consistent).
 func (s *Votes) Checkpoint(ctx context.Context, sh votes.StreamShard) (string, error) {
@@ -118,8 +117,8 @@ func (s *Votes) CommitTally(ctx context.Context, sh votes.StreamShard, from stri
 func (s *Votes) checkpointExpiry(table string) time.Time {
 	exp := s.realNow().Add(CheckpointTTL)
 	if m, ok := strings.CutPrefix(table, s.ledgerPrefix+"-"); ok {
-		if start, err := time.Parse(votes.MonthLayout, m); err == nil {
-			if keep := start.AddDate(0, 1, 0).Add(CheckpointKeep); keep.After(exp) {
+		if start, err := ledger.Opens(m); err == nil {
+			if keep := ledger.End(start).Add(CheckpointKeep); keep.After(exp) {
 				exp = keep
 			}
 		}
@@ -151,10 +150,10 @@ func (s *Votes) Staleness(ctx context.Context, now time.Time) (votes.Staleness, 
 	}
 	var all []ckpt
 	cur := now.UTC()
-	for _, m := range []string{votes.MonthOf(cur.AddDate(0, -1, 1-cur.Day())), votes.MonthOf(cur)} {
+	for _, m := range []string{ledger.MonthOf(cur.AddDate(0, -1, 1-cur.Day())), ledger.MonthOf(cur)} {
 		p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
 			TableName: aws.String(s.counters), KeyConditionExpression: aws.String("pk = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(checkpointPK(s.LedgerTable(m)))},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(ledger.CheckpointPK(s.LedgerTable(m)))},
 			ProjectionExpression:      aws.String("#at, lastWrittenAt"),
 			ExpressionAttributeNames:  map[string]string{"#at": "at"},
 		})

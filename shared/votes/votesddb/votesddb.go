@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -82,7 +83,7 @@ func New(db API, countersTable, ledgerPrefix string) *Votes {
 func (s *Votes) SetClock(now func() time.Time) { s.now = now }
 
 // LedgerTable is the ledger table of a month (YYYY-MM).
-func (s *Votes) LedgerTable(month string) string { return s.ledgerPrefix + "-" + month }
+func (s *Votes) LedgerTable(month string) string { return ledger.TableName(s.ledgerPrefix, month) }
 
 func pollKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": str("poll#" + id), "sk": str("meta")}

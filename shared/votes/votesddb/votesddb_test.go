@@ -15,6 +15,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -82,8 +83,8 @@ func TestPolls(t *testing.T) {
 	}
 }
 
-// ledger creates the month's ledger table as the rotator does.
-func ledger(t *testing.T, s *Votes, db *dynamodb.Client, month string) {
+// createLedger creates the month's ledger table as the rotator does.
+func createLedger(t *testing.T, s *Votes, db *dynamodb.Client, month string) {
 	t.Helper()
 	if _, err := db.CreateTable(context.Background(), archiveddb.CreateInput(archive.Spec{Name: s.LedgerTable(month), Month: month})); err != nil {
 		t.Fatal(err)
@@ -130,7 +131,7 @@ func TestAllPolls(t *testing.T) {
 
 func TestPutVoteOnce(t *testing.T) {
 	s, db := newStore(t)
-	ledger(t, s, db, "2026-11")
+	createLedger(t, s, db, "2026-11")
 	ctx := context.Background()
 	for _, e := range []votes.Entry{entry("v1", "p", "a", "u1", false), entry("v2", "p", "a", "u2", false), entry("first", "one", "a", "alice", true)} {
 		if err := s.PutVote(ctx, e); err != nil {
@@ -217,7 +218,7 @@ func TestCommitTally(t *testing.T) {
 	if err := s.CreatePoll(ctx, votes.Poll{ID: "p", Options: opts, Shards: 2}); err != nil {
 		t.Fatal(err)
 	}
-	sh := votes.StreamShard{Table: s.LedgerTable(votes.MonthOf(clock)), Shard: "shardId-1"}
+	sh := votes.StreamShard{Table: s.LedgerTable(ledger.MonthOf(clock)), Shard: "shardId-1"}
 	if ck, err := s.Checkpoint(ctx, sh); err != nil || ck != "" {
 		t.Fatalf("fresh checkpoint %q, %v", ck, err)
 	}
@@ -261,7 +262,7 @@ func TestCommitTally(t *testing.T) {
 	// The checkpoint of this month's ledger is kept until 60 days after
 	// the month ends (the rotator sums them when it retires the month), by
 	// the real clock (DynamoDB's TTL), even when the store's clock is moved.
-	monthStart, _ := time.Parse(votes.MonthLayout, votes.MonthOf(clock))
+	monthStart, _ := ledger.Opens(ledger.MonthOf(clock))
 	keep := monthStart.AddDate(0, 1, 0).Add(CheckpointKeep)
 	item, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.counters), Key: CheckpointKey(sh)})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -60,7 +61,7 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	counter := &votes.Counter{
 		Store:   sv.store(env),
 		Rejects: votessqs.NewRejects(client, rejectsURL),
-		Fence:   votes.Fence{Grace: time.Duration(grace) * 24 * time.Hour},
+		Fence:   votes.Fence{Grace: time.Duration(grace) * ledger.Day},
 		Now:     sv.now,
 		Log:     env.Log,
 	}

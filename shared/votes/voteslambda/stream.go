@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
@@ -51,9 +51,9 @@ func (h *Stream) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) 
 	if arn == "" {
 		arn = ev.Records[0].EventSourceArn
 	}
-	table, err := TableOfStream(arn)
+	table, _, err := ledger.StreamTable(arn)
 	if err != nil {
-		return resp, err
+		return resp, fmt.Errorf("voteslambda: %w", err)
 	}
 	recs := make([]votes.LedgerRecord, 0, len(ev.Records))
 	invalid := 0
@@ -70,18 +70,6 @@ func (h *Stream) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) 
 	}
 	h.record(ctx, table, ev.ShardID, len(recs), invalid, res)
 	return resp, nil
-}
-
-// TableOfStream is the table name in a DynamoDB stream ARN
-// (arn:…:table/<name>/stream/<label>).
-func TableOfStream(arn string) (string, error) {
-	_, rest, ok := strings.Cut(arn, ":table/")
-	if ok {
-		if name, _, ok := strings.Cut(rest, "/stream/"); ok && name != "" {
-			return name, nil
-		}
-	}
-	return "", fmt.Errorf("voteslambda: %q is not a DynamoDB stream ARN", arn)
 }
 
 // LedgerRecordOf reads a ledger stream record. ok is false for an INSERT

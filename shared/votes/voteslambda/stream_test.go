@@ -118,18 +118,3 @@ func TestStreamHandlerRetriesFromTheTallysRecord(t *testing.T) {
 		t.Errorf("written at %s, want the item's countedAt", got)
 	}
 }
-
-func TestTableOfStream(t *testing.T) {
-	for arn, want := range map[string]string{
-		ledgerStream: "app-votes-2026-11",
-		"arn:aws:dynamodb:eu-west-1:1:table/t/stream/x": "t",
-		"arn:aws:dynamodb:eu-west-1:1:table//stream/x":  "",
-		"arn:aws:sqs:eu-west-1:1:queue":                 "",
-		"":                                              "",
-	} {
-		got, err := TableOfStream(arn)
-		if got != want || (err != nil) != (want == "") {
-			t.Errorf("TableOfStream(%q) = %q, %v; want %q", arn, got, err, want)
-		}
-	}
-}
