@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // NamedQuery is an analyst's question about the archive, as SQL that runs
@@ -113,7 +115,7 @@ func (q NamedQuery) CheckArgs(args []string) error {
 		if !strings.HasPrefix(p, "month") {
 			continue
 		}
-		if _, err := MonthStart(args[i]); err != nil {
+		if _, err := ledger.Opens(args[i]); err != nil {
 			return fmt.Errorf("archive: %s: argument %d is the %s, and %q is not one (its arguments, in order: %s)",
 				q.Name, i+1, p, args[i], strings.Join(q.Params, ", "))
 		}
