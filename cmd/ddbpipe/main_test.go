@@ -35,6 +35,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{"bad -param", []string{"local", "up", "-param", "novalue"}, "want Name=Value"},
 		{"unknown flag", []string{"demo", "-nope"}, "flag provided but not defined"},
 		{"root without the pins", []string{"local", "install", "-root", tmp}, "tools/localstack/package.json"},
+		{"no grace", []string{"tables", "rotate", "-grace-days", "0", "-state-dir", tmp}, "-grace-days 0: want 1 to 27 days"},
+		{"too much grace", []string{"tables", "rotate", "-grace-days", "28", "-state-dir", tmp}, "-grace-days 28: want 1 to 27 days"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,7 +54,7 @@ func newTablesCommand(name string, stderr io.Writer) *tablesCommand {
 	fs.SetOutput(stderr)
 	return &tablesCommand{
 		fs: fs, root: fs.String("root", "", "repository root"), state: fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)"),
-		grace: fs.Int("grace-days", 0, "days after a month's end before it is retired (default $ARCHIVE_GRACE_DAYS, else 2)"),
+		grace: fs.Int("grace-days", -1, "days after a month's end before it is retired, 1 to 27 (default $ARCHIVE_GRACE_DAYS, else 2)"),
 	}
 }
 
@@ -71,6 +71,11 @@ func first(getenv func(string) string, names ...string) string {
 // rotator builds the rotator the function runs, configured from the
 // function's variables or the stack's outputs (local.env).
 func (c *tablesCommand) rotator(ctx context.Context, log *slog.Logger) (*archive.Rotator, archivelambda.RotatorConfig, error) {
+	if g := *c.grace; g != -1 && (g < 1 || g > 27) {
+		// The template's ArchiveGraceDays bounds: a month retired at its
+		// very end would leave late votes and the stream no time.
+		return nil, archivelambda.RotatorConfig{}, fmt.Errorf("-grace-days %d: want 1 to 27 days, as the template's ArchiveGraceDays", g)
+	}
 	return stackRotation(ctx, *c.root, *c.state, *c.grace, log)
 }
 
@@ -183,7 +188,11 @@ func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	r.Now = func() time.Time { return now }
 	r.Policy.DrainWait = *drainWait
 	if !*asJSON {
-		fmt.Fprintf(stdout, "rotating %s-YYYY-MM at %s (grace %d days)\n", rc.LedgerPrefix, now.Format(time.RFC3339), rc.GraceDays)
+		days := "days"
+		if rc.GraceDays == 1 {
+			days = "day"
+		}
+		fmt.Fprintf(stdout, "rotating %s-YYYY-MM at %s (grace %d %s)\n", rc.LedgerPrefix, now.Format(time.RFC3339), rc.GraceDays, days)
 		r.OnStep = func(table string, s archive.StepResult) {
 			mark := "ok"
 			detail := s.Detail
