@@ -21,11 +21,12 @@ const goalCeilingRatio = 0.9
 
 // benchCeiling measures the design against the store it runs on. A plain
 // loader putting the counter's own ledger items, with the counter's
-// condition, as many at once as the counter's invocations can, into a
-// table of the ledger's shape (its stream on) gives the store's ceiling.
-// The deployed counter's steady rate on a backlog in the votes queue is set
-// beside it, with the stream's consumers held (on AWS they do not share the
-// table's capacity; here they share two cores with the emulator).
+// condition, as many at once as the counter's invocations can, into the
+// month's ledger (its stream on) gives the store's ceiling. The deployed
+// counter's steady rate on a backlog in the votes queue is set beside it,
+// in alternating slices at the same size of the ledger, with the stream's
+// consumers held (on AWS they do not share the table's capacity; here
+// they share two cores with the emulator).
 func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, error) {
 	env, err := awsShapedIdle(ctx, func(o *stack.Options) { o.TableWriteScale = 1 })
 	if err != nil {
@@ -40,18 +41,14 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 	if err := store.CreatePoll(ctx, votes.Poll{ID: "ceiling", Options: allOptions, Shards: 8}); err != nil {
 		return nil, err
 	}
-	loadFor := time.Duration(max(scale, 0.25) * float64(20*time.Second))
+	warmFor := time.Duration(max(scale, 0.25) * float64(20*time.Second))
 	l := &votesload.Ceiling{Store: store, PollID: "ceiling", Options: allOptions,
 		Writers: d.concurrency * counterParallel} // the counter's invocations × its puts in flight each
-	// A first load warms DynamoDB Local's JVM; its figure is not kept.
-	if _, err := l.Run(ctx, loadFor); err != nil {
+	// A first load warms DynamoDB Local's JVM; its figure sizes the backlog.
+	warm, err := l.Run(ctx, warmFor)
+	if err != nil {
 		return nil, err
 	}
-	ceilings := make([]float64, 1, ceilingRounds+1)
-	if ceilings[0], err = l.Run(ctx, loadFor/2); err != nil {
-		return nil, err
-	}
-
 	var releases []func()
 	for _, fn := range []string{"TallyFunction", "ArchiverFunction"} {
 		release, err := env.Runner.Hold(fn)
@@ -63,74 +60,163 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 	if err := env.Start(ctx); err != nil {
 		return nil, err
 	}
-	// Rounds of a flood between two measures of the ceiling: the
-	// emulator slows as the ledger grows, so each flood is set beside
-	// the ceiling on either side of it.
-	floods := map[string]int{}
-	var rounds []ceilingRound
-	for i := range ceilingRounds {
-		// Long enough that the batching window is at most a tenth of the
-		// counter's writing, at the ceiling just measured.
-		n := max(int(ceilings[i]*10*d.window.Seconds()*1.2), 2000)
-		poll := fmt.Sprint("flood-", i+1)
-		held, err := counterFlood(ctx, env, store, poll, n, uint64(9+i))
-		if err != nil {
-			return nil, err
-		}
-		after, err := l.Run(ctx, loadFor/2)
-		if err != nil {
-			return nil, err
-		}
-		ceilings = append(ceilings, after)
-		floods[poll] = n
-		rounds = append(rounds, ceilingRound{flood: held, before: ceilings[i], after: after})
+	sl := ceilingSlices{env: env, store: store, loader: l, slices: ceilingSliceCount, loadFor: 5 * time.Second, counterFor: 15 * time.Second}
+	runs, backlog, err := sl.run(ctx, warm)
+	if err != nil {
+		return nil, err
 	}
 	for _, release := range releases {
 		release()
 	}
-	floods["ceiling"] = int(l.Written())
-	for poll, want := range floods {
+	for poll, want := range map[string]int{"flood": backlog, "ceiling": int(l.Written())} {
 		if err := allCounted(ctx, store, poll, want); err != nil {
 			return nil, err
 		}
 	}
-	ratios := make([]float64, len(rounds))
-	for i, r := range rounds {
+	ratios := make([]float64, len(runs))
+	for i, r := range runs {
 		ratios[i] = r.ratio()
 	}
-	ratio := median(ratios)
+	slices.Sort(ratios)
+	ratio := (ratios[(len(ratios)-1)/2] + ratios[len(ratios)/2]) / 2 // the median, of an even count too
 
 	s := &section{title: "Votes: the counter against the store's ceiling"}
 	s.printf("A fresh stack (4 stream shards, conflicts on, IAM enforced). The store's ceiling: %d writers at once (the\n"+
 		"counter's %d invocations × %d puts each) putting the counter's own ledger items with its condition into the month's\n"+
-		"ledger, its stream on, for %s (after a first load of %s that warms the emulator's JVM). The counter: a backlog of\n"+
-		"votes in the votes queue, its steady rate the median of its per-second ledger writes over the middle 80 %% of the\n"+
-		"seconds it wrote. %d rounds of a flood between two measures of the ceiling: the emulator slows as the ledger grows,\n"+
-		"so each flood is set beside the mean of the ceilings on either side of it, and the figure is the median of the\n"+
-		"rounds. The ledger stream's consumers (the tally, the archiver) are held meanwhile (Runner.Hold): on AWS they do\n"+
-		"not take the table's capacity, while here they share this machine's %d cores with the emulator, and the counter\n"+
-		"then writes about half as fast. They are released after the floods, and every vote of the floods and of the\n"+
-		"loader is counted at the end.\n\n",
-		l.Writers, d.concurrency, counterParallel, (loadFor / 2).Round(time.Second), loadFor.Round(time.Second), ceilingRounds, runtime.NumCPU())
-	s.printf("| round | votes | seconds writing (window %s) | counter's steady rate (ledger writes/s) | ceiling before / after | against the ceiling |\n|---|---:|---:|---:|---:|---:|\n", d.window)
-	for i, r := range rounds {
-		s.printf("| %d | %d | %d (%.0f %%) | %.0f | %.0f / %.0f | %.2f |\n", i+1, r.flood.votes, r.flood.seconds,
-			100*d.window.Seconds()/float64(max(r.flood.seconds, 1)), r.flood.steady, r.before, r.after, r.ratio())
+		"ledger, its stream on, after a first load of %s that warms the emulator's JVM. The counter: a backlog of %d votes\n"+
+		"queued with it held. Then, %d times, the loader alone for %s (the counter held, none of its invocations running),\n"+
+		"and the counter alone on the backlog for %s, its steady rate the median of its per-second ledger writes after the\n"+
+		"slice's first 2 s; a last loader slice ends it. The emulator slows as the ledger grows, so each counter slice is\n"+
+		"set beside the mean of the loader slices either side of it, and the figure is the median of the slices. The ledger\n"+
+		"stream's consumers (the tally, the archiver) are held meanwhile (Runner.Hold): on AWS they do not take the table's\n"+
+		"capacity, while here they share this machine's %d cores with the emulator. They are released afterwards, and every\n"+
+		"vote of the backlog and of the loader is counted at the end.\n\n",
+		l.Writers, d.concurrency, counterParallel, warmFor.Round(time.Second), backlog, sl.slices, sl.loadFor, sl.counterFor, runtime.NumCPU())
+	s.printf("| slice | counter's steady rate (ledger writes/s) | ceiling before / after | against the ceiling |\n|---|---:|---:|---:|\n")
+	for i, r := range runs {
+		s.printf("| %d | %.0f | %.0f / %.0f | %.2f |\n", i+1, r.steady, r.before, r.after, r.ratio())
 	}
-	s.printf("\nGoal: steady counting ≥ %.1f × the store's ceiling (the median of the rounds): %s (%.2f).\n\n", goalCeilingRatio, metIf(ratio >= goalCeilingRatio), ratio)
+	s.printf("\nGoal: steady counting ≥ %.1f × the store's ceiling (the median of the slices): %s (%.2f).\n\n", goalCeilingRatio, metIf(ratio >= goalCeilingRatio), ratio)
 	return s, nil
 }
 
-// ceilingRounds is the number of floods set beside the store's ceiling.
-const ceilingRounds = 3
+// ceilingSliceCount is the number of counter slices set beside the
+// store's ceiling.
+const ceilingSliceCount = 4
 
-// ceilingRound is one flood and the ceilings measured either side of it.
-type ceilingRound struct {
-	flood         floodResult
+// ceilingSlices alternates the store's loader and the counter on one
+// backlog, each alone in its slice.
+type ceilingSlices struct {
+	env                 *stack.Env
+	store               *votesddb.Votes
+	loader              *votesload.Ceiling
+	slices              int
+	loadFor, counterFor time.Duration
+}
+
+// ceilingSlice is one slice of the counter's writing and the ceilings
+// measured just before and just after it.
+type ceilingSlice struct {
+	steady        float64
 	before, after float64
 }
 
-func (r ceilingRound) ratio() float64 { return r.flood.steady / ((r.before + r.after) / 2) }
+func (c ceilingSlice) ratio() float64 { return c.steady / ((c.before + c.after) / 2) }
+
+// run queues the backlog (sized from the warm ceiling so the counter never
+// runs dry) with the counter held, then runs the slices. It returns them
+// and the backlog's size; the counter is released, on what is left.
+func (c ceilingSlices) run(ctx context.Context, warm float64) ([]ceilingSlice, int, error) {
+	env := c.env
+	n := max(int(warm*c.counterFor.Seconds()*float64(c.slices)*1.5), 2000)
+	if err := c.store.CreatePoll(ctx, votes.Poll{ID: "flood", Options: allOptions, Shards: 8}); err != nil {
+		return nil, 0, err
+	}
+	release, err := env.Runner.Hold("CounterFunction")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { release() }()
+	res, err := votesload.Run(ctx, votessqs.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"]),
+		votesload.Options{PollID: "flood", Options: allOptions, Count: n, Concurrency: 8, Seed: 9})
+	if err == nil && res.Failed > 0 {
+		err = fmt.Errorf("%d votes not sent", res.Failed)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("backlog: %w", err)
+	}
+	ceiling, err := c.loaderSlice(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []ceilingSlice
+	for i := range c.slices {
+		release()
+		steady, err := c.counterSlice(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("slice %d: %w", i+1, err)
+		}
+		if release, err = env.Runner.Hold("CounterFunction"); err != nil {
+			return nil, 0, err
+		}
+		after, err := c.loaderSlice(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, ceilingSlice{steady: steady, before: ceiling, after: after})
+		ceiling = after
+	}
+	return out, n, nil
+}
+
+// loaderSlice waits until none of the counter's invocations runs, then
+// measures the store's ceiling for loadFor.
+func (c ceilingSlices) loaderSlice(ctx context.Context) (float64, error) {
+	for deadline := time.Now().Add(5 * time.Minute); functionStats(c.env.Runner, "CounterFunction").InFlight > 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the counter's invocations did not end in 5 minutes")
+		}
+	}
+	return c.loader.Run(ctx, c.loadFor)
+}
+
+// counterSlice samples the month's ledger's admitted writes each second
+// for counterFor and returns the median after the first 2 s. The backlog
+// must outlast it.
+func (c ceilingSlices) counterSlice(ctx context.Context) (float64, error) {
+	proxy := c.env.Proxies[faultproxy.DynamoDB]
+	ledger := ledgerTable(c.env, time.Now())
+	admitted := func() float64 {
+		for _, t := range proxy.TableStats() {
+			if t.Table == ledger {
+				return t.AdmittedUnits
+			}
+		}
+		return 0
+	}
+	last, lastAt := admitted(), time.Now()
+	var perSecond []float64
+	for end := time.Now().Add(c.counterFor); time.Now().Before(end); {
+		time.Sleep(time.Second)
+		now, at := admitted(), time.Now()
+		perSecond = append(perSecond, (now-last)/at.Sub(lastAt).Seconds())
+		last, lastAt = now, at
+		if debugVotes {
+			fmt.Printf("counter slice: %.0f/s\n", perSecond[len(perSecond)-1])
+		}
+	}
+	depth, err := queueDepth(ctx, c.env.Clients.SQS, c.env.Vars["VOTES_QUEUE_URL"])
+	if err != nil {
+		return 0, err
+	}
+	if depth == 0 {
+		return 0, fmt.Errorf("the backlog ran out: the slice's rate is not a steady one")
+	}
+	if len(perSecond) <= 2 {
+		return 0, fmt.Errorf("a counter slice of %s is too short", c.counterFor)
+	}
+	return median(perSecond[2:]), nil
+}
 
 // allCounted waits until a poll's results count want votes.
 func allCounted(ctx context.Context, store *votesddb.Votes, poll string, want int) error {
@@ -145,90 +231,6 @@ func allCounted(ctx context.Context, store *votesddb.Votes, poll string, want in
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// floodResult is what one flood of the votes queue came to.
-type floodResult struct {
-	votes   int
-	seconds int     // seconds the counter wrote
-	steady  float64 // ledger writes a second, the median of the middle 80 % of those seconds
-}
-
-// counterFlood queues n votes on a new poll with the counter held, so the rate
-// measured is the counter's and not the producer's, then lets the counter
-// at them and samples the month's ledger's admitted writes each second
-// until the queue is empty.
-func counterFlood(ctx context.Context, env *stack.Env, store *votesddb.Votes, poll string, n int, seed uint64) (floodResult, error) {
-	if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: allOptions, Shards: 8}); err != nil {
-		return floodResult{}, err
-	}
-	release, err := env.Runner.Hold("CounterFunction")
-	if err != nil {
-		return floodResult{}, err
-	}
-	res, err := votesload.Run(ctx, votessqs.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"]),
-		votesload.Options{PollID: poll, Options: allOptions, Count: n, Concurrency: 8, Seed: seed})
-	if err == nil && res.Failed > 0 {
-		err = fmt.Errorf("%d votes not sent", res.Failed)
-	}
-	if err != nil {
-		release()
-		return floodResult{}, fmt.Errorf("flood %s: %w", poll, err)
-	}
-	proxy := env.Proxies[faultproxy.DynamoDB]
-	ledger := ledgerTable(env, time.Now())
-	admitted := func() float64 {
-		for _, t := range proxy.TableStats() {
-			if t.Table == ledger {
-				return t.AdmittedUnits
-			}
-		}
-		return 0
-	}
-	last, lastAt := admitted(), time.Now()
-	start := last
-	release()
-	var perSecond []float64
-	deadline := time.Now().Add(15 * time.Minute)
-	for {
-		if time.Now().After(deadline) {
-			return floodResult{}, fmt.Errorf("flood %s: the counter wrote %.0f of %d votes in 15 minutes", poll, last-start, n)
-		}
-		time.Sleep(time.Second)
-		now, at := admitted(), time.Now()
-		if now > start { // from the first write on
-			perSecond = append(perSecond, (now-last)/at.Sub(lastAt).Seconds())
-		}
-		last, lastAt = now, at
-		if debugVotes {
-			st := proxy.Stats()
-			c := functionStats(env.Runner, "CounterFunction")
-			fmt.Printf("flood %s: %.0f written, %.0f/s req %d thr %d key %d conf %d tab %d 5xx %d up %d; counter inv %d inflight %d rec %d\n", poll, now-start, perSecond[len(perSecond)-1],
-				st.Requests, st.Throttled, st.KeyThrottled, st.Conflicts, st.TableThrottled, st.ServerErrors, st.UpstreamErrors, c.Invocations, c.InFlight, c.Records)
-		}
-		depth, err := queueDepth(ctx, env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"])
-		if err != nil {
-			return floodResult{}, err
-		}
-		if depth == 0 && now > start {
-			break
-		}
-	}
-	// The seconds it wrote: until 99 % of its writes (the votes it failed
-	// back come again after a retry delay, a tail of idle seconds).
-	total, sum := 0.0, 0.0
-	for _, x := range perSecond {
-		total += x
-	}
-	for i, x := range perSecond {
-		if sum += x; sum >= 0.99*total {
-			perSecond = perSecond[:i+1]
-			break
-		}
-	}
-	writing := len(perSecond)
-	cut := perSecond[writing/10 : max(writing-writing/10, writing/10+1)]
-	return floodResult{votes: n, seconds: writing, steady: median(cut)}, nil
 }
 
 func median(xs []float64) float64 {
