@@ -208,8 +208,10 @@ func TestIAMJudgesCalls(t *testing.T) {
 	_, asked2 := env.Judge.CacheLatency(false, 0.5)
 	p50, cached2 := env.Judge.CacheLatency(true, 0.5)
 	t.Logf("judge: 200 repeated calls, p50 %s from the cache", p50)
-	if asked2 != asked || cached2-cached != 200 {
-		t.Errorf("200 repeated calls: %d answered from the cache, %d asked the evaluator; want 200 and 0", cached2-cached, asked2-asked)
+	// The stack's pollers keep calling meanwhile (their repeated calls
+	// are cached too: one made a run count 201), so at least 200.
+	if asked2 != asked || cached2-cached < 200 {
+		t.Errorf("200 repeated calls: %d answered from the cache, %d asked the evaluator; want at least 200 and 0", cached2-cached, asked2-asked)
 	}
 }
 
