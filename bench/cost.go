@@ -15,9 +15,9 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/tools/bodies"
 	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
@@ -170,11 +170,11 @@ func objectsCost(ctx context.Context, s *section, env *stack.Env, scale float64)
 	}
 	pols := objectsPolicies() // our policy, always inline, always S3
 	docs := []doc{
-		{"1 KB random", objectstest.Random(1<<10, 4), pols[0]},
-		{"1 KB text", objectstest.Text(1 << 10), pols[0]},
-		{"100 KB text", objectstest.Text(100 << 10), pols[0]},
-		{"399 KB random", objectstest.Random(399<<10, 2), pols[1]},
-		{"399 KB random", objectstest.Random(399<<10, 2), pols[0]},
+		{"1 KB random", bodies.Random(1<<10, 4), pols[0]},
+		{"1 KB text", bodies.Text(1 << 10), pols[0]},
+		{"100 KB text", bodies.Text(100 << 10), pols[0]},
+		{"399 KB random", bodies.Random(399<<10, 2), pols[1]},
+		{"399 KB random", bodies.Random(399<<10, 2), pols[0]},
 	}
 	ops := max(5, int(20*scale))
 	table := env.Vars["OBJECTS_TABLE_NAME"]

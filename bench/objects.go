@@ -21,8 +21,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/tools/bodies"
 	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
@@ -106,12 +106,12 @@ type sizeClass struct {
 func sizeClasses(scale float64) []sizeClass {
 	n := func(base int) int { return max(2, int(float64(base)*scale)) }
 	return []sizeClass{
-		{"1 KB text", objectstest.Text(1 << 10), n(40)},
-		{"9 KB text", objectstest.Text(9 << 10), n(40)},
-		{"100 KB text", objectstest.Text(100 << 10), n(20)},
-		{"100 KB random", objectstest.Random(100<<10, 1), n(20)},
-		{"399 KB random", objectstest.Random(399<<10, 2), n(10)},
-		{"5 MB random", objectstest.Random(5<<20, 3), n(4)},
+		{"1 KB text", bodies.Text(1 << 10), n(40)},
+		{"9 KB text", bodies.Text(9 << 10), n(40)},
+		{"100 KB text", bodies.Text(100 << 10), n(20)},
+		{"100 KB random", bodies.Random(100<<10, 1), n(20)},
+		{"399 KB random", bodies.Random(399<<10, 2), n(10)},
+		{"5 MB random", bodies.Random(5<<20, 3), n(4)},
 	}
 }
 
@@ -251,7 +251,7 @@ func benchSharedBlobs(ctx context.Context, env *stack.Env, scale float64, s *sec
 	store.Shared = objectsddb.NewShared(awsenv.DynamoDB(countedConfig(env, &ddb)), table)
 	n := max(10, int(100*scale))
 	const size = 5 << 20
-	body := objectstest.Random(size, uint64(time.Now().UnixNano())) // bytes no earlier run stored
+	body := bodies.Random(size, uint64(time.Now().UnixNano())) // bytes no earlier run stored
 	run := fmt.Sprintf("bench/shared/%d/", time.Now().UnixNano())
 	var shared atomic.Int64
 	var next atomic.Int64
@@ -340,7 +340,7 @@ func benchChunkedReads(ctx context.Context, env *stack.Env, scale float64, s *se
 		blobs: objectss3.FromClient(env.Clients.S3, env.Vars["OBJECTS_BUCKET_NAME"]),
 	}
 	for _, size := range []int{1 << 20, 4 << 20, 16 << 20} {
-		body := objectstest.Random(size, uint64(size))
+		body := bodies.Random(size, uint64(size))
 		var rates [2]float64
 		for i, keep := range []bool{true, false} {
 			store := plain.store(objects.Policy{})
@@ -377,7 +377,7 @@ func benchChunkedReads(ctx context.Context, env *stack.Env, scale float64, s *se
 func benchMultipart(ctx context.Context, env *stack.Env, scale float64, s *section) error {
 	size := max(16<<20, int(50*scale)<<20)
 	const partSize = 8 << 20
-	body := objectstest.Random(size, 50)
+	body := bodies.Random(size, 50)
 	bucket := env.Vars["OBJECTS_BUCKET_NAME"]
 	client := env.Clients.S3
 	s.printf("\n### Multipart upload against one PutObject\n\nA %s random body, to the objects bucket through the S3 proxy; parts of %s.\n\n", humanBytes(float64(size)), humanBytes(partSize))

@@ -16,8 +16,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/tools/bodies"
 	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
@@ -77,7 +77,7 @@ func benchRanges(ctx context.Context, env *stack.Env, scale float64) (*section, 
 
 	// 4 MiB at small scales, up to the 16 MiB a chunked document may hold.
 	size := min(objects.DefaultChunkedMax, max(4<<20, int(16<<20*scale)))
-	body := objectstest.Random(size, 19)
+	body := bodies.Random(size, 19)
 	key := fmt.Sprintf("bench/ranges/%d/doc.bin", time.Now().UnixNano())
 	rec, err := store.Put(ctx, key, body, objects.PutOptions{KeepInTable: true, NoCompress: true})
 	if err != nil {

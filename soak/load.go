@@ -16,9 +16,9 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+	"github.com/ddbpipe/ddbpipe/tools/bodies"
 )
 
 // The polls of the soak: one with a hot option, one spread over ten.
@@ -325,7 +325,7 @@ func (s *soak) objectWorker(ctx context.Context, worker int) {
 // shared blob, however many keys hold it, while other keys holding it are
 // deleted and their references reaped.
 var sharedBodies = [][]byte{
-	objectstest.Random(48<<10, 101), objectstest.Random(48<<10, 102), objectstest.Random(48<<10, 103),
+	bodies.Random(48<<10, 101), bodies.Random(48<<10, 102), bodies.Random(48<<10, 103),
 }
 
 const (
@@ -412,9 +412,9 @@ func (s *soak) putObject(ctx context.Context, c *objectsclient.Client, key strin
 	sz := objectSizes[s.intn(len(objectSizes))]
 	var body []byte
 	if sz.random {
-		body = objectstest.Random(sz.size, uint64(n)<<8|uint64(s.intn(256)))
+		body = bodies.Random(sz.size, uint64(n)<<8|uint64(s.intn(256)))
 	} else {
-		body = append(objectstest.Text(sz.size-16), fmt.Sprintf("%016d", n)...)
+		body = append(bodies.Text(sz.size-16), fmt.Sprintf("%016d", n)...)
 	}
 	sum := sha256.Sum256(body)
 	s.load.mu.Lock()

@@ -18,7 +18,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
+	"github.com/ddbpipe/ddbpipe/tools/bodies"
 )
 
 // demoObjects drives the large-object store through its HTTP API: a small
@@ -36,14 +36,14 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	note := objectsclient.PutOptions{ContentType: "text/plain; charset=utf-8", CreateOnly: true}
 
 	small := fmt.Sprintf("demo/%s/notes.txt", run)
-	m, err := c.Put(ctx, small, objectstest.Text(4<<10), note)
+	m, err := c.Put(ctx, small, bodies.Text(4<<10), note)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", small, err)
 	}
 	fmt.Fprintf(w, "PUT /objects/%s (4 KB of text)     → v%d, stored %s\n", small, m.Version, placement(m))
 
 	big := fmt.Sprintf("demo/%s/photo.bin", run)
-	photo := objectstest.Random(300<<10, 7)
+	photo := bodies.Random(300<<10, 7)
 	m, err = c.Put(ctx, big, photo, objectsclient.PutOptions{ContentType: "application/octet-stream"})
 	if err != nil {
 		return fmt.Errorf("put %s: %w", big, err)
@@ -86,7 +86,7 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	fmt.Fprintf(w, "GET /objects/%s/versions → %d versions\n", small, len(vs))
 
 	up := fmt.Sprintf("demo/%s/video.bin", run)
-	body := objectstest.Random(20<<20, 9)
+	body := bodies.Random(20<<20, 9)
 	start := time.Now()
 	st, err := c.Upload(ctx, up, bytes.NewReader(body), int64(len(body)), objectsclient.UploadOptions{ContentType: "video/mp4"})
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -205,9 +204,6 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	start := time.Now()
 	e.Servers = o.Servers
-	if e.Servers == nil && testing.Testing() {
-		e.Servers, _ = servers.FromEnv(os.Getenv)
-	}
 	if e.Servers == nil {
 		e.Servers, err = servers.Start(ctx, servers.Options{Root: o.Root, DataDir: o.DataDir, Log: progress})
 		if err != nil {

@@ -12,12 +12,15 @@ package stacktest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
@@ -29,9 +32,13 @@ var (
 	err   error
 )
 
-// Main runs the tests and stops the servers if a test started them.
-func Main(m *testing.M) {
+// Main runs the tests, then the package's own cleanups (a stack built on
+// the servers, say), then stops the servers if a test started them.
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if stack != nil && !stack.Attached() {
 		_ = stack.Stop()
 	}
@@ -95,4 +102,31 @@ func AfterMonthTurn(tb testing.TB, within time.Duration) {
 		tb.Logf("waiting %s for the month to turn", wait.Round(time.Second))
 		time.Sleep(wait + time.Second)
 	}
+}
+
+var buckets atomic.Int64
+
+// Bucket creates a bucket of its own (named from prefix) on the servers'
+// S3 and, when the test ends, empties and removes it.
+func Bucket(tb testing.TB, prefix string) (*s3.Client, string) {
+	tb.Helper()
+	client := s3.NewFromConfig(Config(tb, Need(tb), nil), func(o *s3.Options) { o.UsePathStyle = true })
+	name := fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e10, buckets.Add(1))
+	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		tb.Fatalf("CreateBucket %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		for p := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(name)}); p.HasMorePages(); {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				break
+			}
+			for _, o := range page.Contents {
+				_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: o.Key})
+			}
+		}
+		_, _ = client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
+	})
+	return client, name
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -34,7 +33,7 @@ func mustPut(t *testing.T, client *s3.Client, bucket, key string, body []byte) {
 // while unchanged, dropped when their object goes; objects that are not
 // Parquet are skipped; and DuckDB counts the rows.
 func TestIntegrationSync(t *testing.T) {
-	client, bucket := archivetest.MustBucket(t)
+	client, bucket := stacktest.Bucket(t, "archive-it")
 	ctx := t.Context()
 	c := &archiveduckdb.Cache{Dir: t.TempDir(), S3: client, Bucket: bucket}
 
@@ -134,7 +133,7 @@ func TestIntegrationSync(t *testing.T) {
 // (archive.ReplayRows of the stream files' rows, archives3.PutRows at
 // archive.CompactedKey).
 func TestIntegrationNamedQueries(t *testing.T) {
-	client, bucket := archivetest.MustBucket(t)
+	client, bucket := stacktest.Bucket(t, "archive-it")
 	ctx := t.Context()
 	novVotes := votes("ddbpipe-votes-2026-11", nov, 300)
 	decVotes := votes("ddbpipe-votes-2026-12", dec, 60)

@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { stacktest.Main(m) }
 
 func TestIntegrationArchiveToS3(t *testing.T) {
-	client, name := archivetest.MustBucket(t)
+	client, name := stacktest.Bucket(t, "archive-it")
 	ctx := t.Context()
 	a := newArchiver(client, name, nil)
 	batch := archivetest.VoteBatch(0, 250)
@@ -72,7 +72,7 @@ func TestIntegrationArchiveToS3(t *testing.T) {
 }
 
 func TestIntegrationPoisonRecord(t *testing.T) {
-	client, name := archivetest.MustBucket(t)
+	client, name := stacktest.Bucket(t, "archive-it")
 	ctx := t.Context()
 	a := newArchiver(client, name, nil)
 	batch := archivetest.VoteBatch(1000, 20)

@@ -47,7 +47,7 @@ func (c crashS3) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, o
 // before the manifest, and one before the deletes, each leave an archive
 // that replays to the same state, and the next Compact finishes the job.
 func TestIntegrationCompactSurvivesCrashes(t *testing.T) {
-	client, name := archivetest.MustBucket(t)
+	client, name := stacktest.Bucket(t, "archive-it")
 	ctx := t.Context()
 	// The month's files, as the archiver writes them.
 	a := &archivelambda.Archiver{Files: archives3.Writer{S3: client, Bucket: name}, Log: slog.New(slog.DiscardHandler)}
@@ -147,7 +147,7 @@ func mustList(t *testing.T, client archives3.ListObjectsAPI, bucket, prefix stri
 
 // A snapshot export's rows land as one file and replay over the stream's.
 func TestIntegrationSnapshotWrite(t *testing.T) {
-	client, name := archivetest.MustBucket(t)
+	client, name := stacktest.Bucket(t, "archive-it")
 	ctx := t.Context()
 	p := archive.Partition{Table: "ddbpipe-votes", Month: "2026-11"}
 	parts := &archives3.Partitions{S3: client, Bucket: name}

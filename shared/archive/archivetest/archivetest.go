@@ -22,7 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 )
 
@@ -176,32 +175,4 @@ func VoteBatch(from, n int) []events.DynamoDBEventRecord {
 		recs[i] = VoteRecord(from + i)
 	}
 	return recs
-}
-
-// MustBucket creates a fresh bucket on the local S3 server (versitygw) and
-// empties and removes it when the test ends.
-func MustBucket(t *testing.T) (*s3.Client, string) {
-	t.Helper()
-	st := stacktest.Need(t)
-	cfg := stacktest.Config(t, st, nil)
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	name := fmt.Sprintf("archive-it-%d", time.Now().UnixNano())
-	if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatalf("CreateBucket: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		// Every object, the quarantine's too, so the bucket can go.
-		for p := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(name)}); p.HasMorePages(); {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				break
-			}
-			for _, o := range page.Contents {
-				_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: o.Key})
-			}
-		}
-		_, _ = client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
-	})
-	return client, name
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
@@ -28,20 +29,18 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if stackEnv != nil {
-		_ = stackEnv.Close()
-	}
-	os.Exit(code)
+	stacktest.Main(m, func() {
+		if stackEnv != nil {
+			_ = stackEnv.Close()
+		}
+	})
 }
 
 // upStack returns the running local stack, starting it on first use. It
 // skips under -short or without the servers, unless DDBPIPE_REQUIRE_STACK=1.
 func upStack(t *testing.T) *stack.Env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the local stack (-short)")
-	}
+	st := stacktest.Need(t)
 	stackOnce.Do(func() {
 		root, err := servers.FindRoot(".")
 		if err != nil {
@@ -50,7 +49,7 @@ func upStack(t *testing.T) *stack.Env {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		e, err := stack.Up(ctx, stack.Options{Root: root, Setups: setups(), StackName: "objapi", FunctionLog: io.Discard})
+		e, err := stack.Up(ctx, stack.Options{Root: root, Servers: st, Setups: setups(), StackName: "objapi", FunctionLog: io.Discard})
 		if err != nil {
 			stackErr = err
 			return

@@ -1,10 +1,8 @@
 package objectstest
 
 import (
-	"fmt"
-	"math/rand/v2"
-
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/tools/bodies"
 )
 
 // Sizes used by the proofs.
@@ -14,23 +12,10 @@ const (
 )
 
 // Random returns n incompressible bytes, the same for the same seed.
-func Random(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 1))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
+func Random(n int, seed uint64) []byte { return bodies.Random(n, seed) }
 
 // Text returns n bytes of repetitive JSON, which compresses well.
-func Text(n int) []byte {
-	b := make([]byte, 0, n+64)
-	for i := 0; len(b) < n; i++ {
-		b = fmt.Appendf(b, `{"id":%d,"name":"item %d","tags":["a","b"]},`, i, i%97)
-	}
-	return b[:n]
-}
+func Text(n int) []byte { return bodies.Text(n) }
 
 // RoundTripCase is one size class of the issue's round-trip proof, with the
 // placement the default policy must choose for it.
