@@ -43,7 +43,7 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 	}
 	warmFor := time.Duration(max(scale, 0.25) * float64(20*time.Second))
 	l := &votesload.Ceiling{Store: store, PollID: "ceiling", Options: allOptions,
-		Writers: d.concurrency * counterParallel} // the counter's invocations × its puts in flight each
+		Writers: d.concurrency * votes.DefaultParallel} // the counter's invocations × its puts in flight each
 	// A first load warms DynamoDB Local's JVM; its figure sizes the backlog.
 	warm, err := l.Run(ctx, warmFor)
 	if err != nil {
@@ -91,7 +91,7 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 		"stream's consumers (the tally, the archiver) are held meanwhile (Runner.Hold): on AWS they do not take the table's\n"+
 		"capacity, while here they share this machine's %d cores with the emulator. They are released afterwards, and every\n"+
 		"vote of the backlog and of the loader is counted at the end.\n\n",
-		l.Writers, d.concurrency, counterParallel, warmFor.Round(time.Second), backlog, sl.slices, sl.loadFor, sl.counterFor, runtime.NumCPU())
+		l.Writers, d.concurrency, votes.DefaultParallel, warmFor.Round(time.Second), backlog, sl.slices, sl.loadFor, sl.counterFor, runtime.NumCPU())
 	s.printf("| slice | counter's steady rate (ledger writes/s) | ceiling before / after | against the ceiling |\n|---|---:|---:|---:|\n")
 	for i, r := range runs {
 		s.printf("| %d | %.0f | %.0f / %.0f | %.2f |\n", i+1, r.steady, r.before, r.after, r.ratio())

@@ -48,7 +48,6 @@ const (
 	awsReadLatency  = 5 * time.Millisecond
 	awsWriteLatency = 8 * time.Millisecond
 	awsTxLatency    = 2 * awsWriteLatency
-	counterParallel = 16 // votes.Counter's default Parallel
 )
 
 // awsHandlerTime models a run's Lambda time (the consumer's, the tally's)
@@ -64,7 +63,7 @@ func awsHandlerTime(r runStats, d deployment, keyLimit float64) (consumer, tally
 		atLimit := time.Duration(float64(d.concurrency) * float64(r.n) / keyLimit * float64(time.Second))
 		return max(alone, atLimit), 0
 	}
-	rounds := r.keys.ledger/counterParallel + float64(r.invocations)
+	rounds := r.keys.ledger/votes.DefaultParallel + float64(r.invocations)
 	consumer = time.Duration(r.invocations)*awsReadLatency + time.Duration(rounds*float64(awsWriteLatency))
 	tally = time.Duration(r.tally.invocations)*awsReadLatency + time.Duration(r.tally.commits*float64(awsTxLatency))
 	return consumer, tally
@@ -153,7 +152,7 @@ func votesCost(s *section, env *stack.Env, d deployment, runs [2]runStats) (loca
 		"single-digit milliseconds; each function's calls on its critical path, the counter's puts %d at a time; the naive\n"+
 		"consumer's invocations all busy while its one item takes %.0f units a second), ddbpipe costs **%.2f×** the naive\n"+
 		"consumer ($%.3f against $%.3f per million votes); at DynamoDB Local's pace, %.2f×.\n",
-		awsReadLatency, awsWriteLatency, awsTxLatency, counterParallel, awsKeyLimit(), atAWS[1].total()/atAWS[0].total(),
+		awsReadLatency, awsWriteLatency, awsTxLatency, votes.DefaultParallel, awsKeyLimit(), atAWS[1].total()/atAWS[0].total(),
 		atAWS[1].total(), atAWS[0].total(), local[1].total()/local[0].total())
 	s.charts = append(s.charts, chart)
 	return local, atAWS

@@ -12,6 +12,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
@@ -87,7 +88,7 @@ func counterWriters(s *soak) (int, error) {
 		for _, ev := range f.Events {
 			scaling, _ := ev.Properties["ScalingConfig"].(map[string]any)
 			if n, err := strconv.Atoi(fmt.Sprint(scaling["MaximumConcurrency"])); ev.Type == "SQS" && err == nil && n > 0 {
-				return n * 16, nil // votes.Counter's Parallel
+				return n * votes.DefaultParallel, nil
 			}
 		}
 	}

@@ -87,6 +87,10 @@ type Result struct {
 	Parallel int
 }
 
+// DefaultParallel is how many puts one counter invocation keeps in flight
+// unless Counter.Parallel says otherwise.
+const DefaultParallel = 16
+
 // Counter validates batches of vote messages and writes each valid vote
 // once into its month's ledger: one conditional PutItem per vote, so a
 // redelivered vote finds its key taken and is not written (or counted)
@@ -102,7 +106,7 @@ type Counter struct {
 	// Wall is the real clock, the one the invocation's deadline is on
 	// (time.Now by default): the deadline margin is measured with it.
 	Wall func() time.Time
-	// Parallel bounds the puts in flight at once (default 16). The counter
+	// Parallel bounds the puts in flight at once (default DefaultParallel). The counter
 	// sheds below it while its puts are throttled or fail, and grows back
 	// as they succeed (shedding.go); Result.Parallel is the bound it ended at.
 	Parallel int
@@ -133,7 +137,7 @@ func (c *Counter) setDefaults() {
 		c.Wall = time.Now
 	}
 	if c.Parallel <= 0 {
-		c.Parallel = 16
+		c.Parallel = DefaultParallel
 	}
 	c.shed = newShedder(c.Parallel)
 	if c.MaxAttempts <= 0 {
