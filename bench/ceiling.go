@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"time"
@@ -69,7 +70,7 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 		release()
 	}
 	for poll, want := range map[string]int{"flood": backlog, "ceiling": int(l.Written())} {
-		if err := allCounted(ctx, store, poll, want); err != nil {
+		if err := allCounted(ctx, env, store, poll, want); err != nil {
 			return nil, err
 		}
 	}
@@ -164,6 +165,9 @@ func (c ceilingSlices) run(ctx context.Context, warm float64) ([]ceilingSlice, i
 			return nil, 0, err
 		}
 		out = append(out, ceilingSlice{steady: steady, before: ceiling, after: after})
+		if debugVotes {
+			fmt.Fprintf(os.Stderr, "  ceiling slice %d: counter %.0f/s, loader %.0f then %.0f puts/s\n", i+1, steady, ceiling, after)
+		}
 		ceiling = after
 	}
 	return out, n, nil
@@ -219,8 +223,9 @@ func (c ceilingSlices) counterSlice(ctx context.Context) (float64, error) {
 }
 
 // allCounted waits until a poll's results count want votes.
-func allCounted(ctx context.Context, store *votesddb.Votes, poll string, want int) error {
-	deadline := time.Now().Add(15 * time.Minute)
+func allCounted(ctx context.Context, env *stack.Env, store *votesddb.Votes, poll string, want int) error {
+	start := time.Now()
+	deadline, nextDebug := start.Add(15*time.Minute), start.Add(5*time.Second)
 	for {
 		t, err := votes.Results(ctx, store, poll, time.Now)
 		if err == nil && t.Total == int64(want) {
@@ -228,6 +233,15 @@ func allCounted(ctx context.Context, store *votesddb.Votes, poll string, want in
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("poll %s: %d of %d votes counted in 15 minutes (%v)", poll, t.Total, want, err)
+		}
+		if debugVotes && time.Now().After(nextDebug) {
+			nextDebug = nextDebug.Add(5 * time.Second)
+			fmt.Fprintf(os.Stderr, "  ceiling %s: poll %s counted %d/%d (%v)", time.Since(start).Round(time.Second), poll, t.Total, want, err)
+			for _, fn := range []string{"CounterFunction", "TallyFunction"} {
+				st := functionStats(env.Runner, fn)
+				fmt.Fprintf(os.Stderr, "; %s %d in flight, %d done, %d errors, %d records", fn, st.InFlight, st.Invocations, st.Errors, st.Records)
+			}
+			fmt.Fprintln(os.Stderr)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
