@@ -70,8 +70,11 @@ type Runner struct {
 	wiring    Wiring
 	esms      map[string]ESM // mappings created through the Lambda API
 	running   context.Context
-	wg        sync.WaitGroup
-	held      map[string]chan struct{} // by logical id: closed on release
+	// stopped is closed when the runner's last Start is stopped: held
+	// invocations then give up (waitHeld).
+	stopped chan struct{}
+	wg      sync.WaitGroup
+	held    map[string]chan struct{} // by logical id: closed on release
 }
 
 // Clock is the runner's time source; tests replace it to fire schedules.
@@ -245,15 +248,21 @@ func (r *Runner) Hold(ref string) (release func(), err error) {
 func (r *Runner) waitHeld(ctx context.Context, id string) error {
 	r.mu.Lock()
 	gate, ok := r.held[id]
+	stopped := r.stopped
 	r.mu.Unlock()
 	if !ok {
 		return nil
 	}
+	// An invocation's context outlives the runner's stop (a batch in
+	// flight ends), so the stop is watched too: a held function never
+	// keeps the runner from stopping.
 	select {
 	case <-gate:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-stopped:
+		return fmt.Errorf("runner: %s held when the runner stopped", id)
 	}
 }
 
@@ -384,12 +393,15 @@ func (r *Runner) Start(ctx context.Context) (stop func(), err error) {
 		return nil, errors.New("runner: already running")
 	}
 	r.running = ctx
+	stopped := make(chan struct{})
+	r.stopped = stopped
 	for _, s := range r.sources {
 		r.launch(s)
 	}
 	r.mu.Unlock()
 	return func() {
 		cancel()
+		close(stopped)
 		r.wg.Wait()
 		r.mu.Lock()
 		r.running = nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -262,6 +263,30 @@ func TestHold(t *testing.T) {
 	}
 	if _, err := r.Hold("F"); err != nil {
 		t.Fatalf("holding again after release: %v", err)
+	}
+}
+
+// An invocation waiting on a hold, with a context that outlives the
+// runner's stop (as a stream batch in flight has), ends when the runner
+// stops: a held function does not keep the stop waiting.
+func TestHoldEndsWithTheRunner(t *testing.T) {
+	r := New()
+	_ = r.AddFunction(Function{LogicalID: "F", Timeout: time.Minute, Handler: lambda.NewHandler(func() error { return nil })})
+	if _, err := r.Hold("F"); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Invoke(context.Background(), "F", []byte("{}"))
+		done <- err
+	}()
+	stop()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "held when the runner stopped") {
+		t.Fatalf("a held invocation at the runner's stop: %v, want it refused", err)
 	}
 }
 
