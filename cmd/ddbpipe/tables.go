@@ -249,6 +249,20 @@ type countersJSON struct {
 	Differ  int64 `json:"differ"`
 }
 
+// heldJSON is a table a run left alone (kept, or not created), and why.
+type heldJSON struct {
+	Table  string `json:"table"`
+	Reason string `json:"reason"`
+}
+
+func heldList(hs []archive.Held) []heldJSON {
+	out := []heldJSON{}
+	for _, h := range hs {
+		out = append(out, heldJSON{Table: h.Table, Reason: h.Reason})
+	}
+	return out
+}
+
 func reportJSON(rep archive.RotationReport) any {
 	out := struct {
 		Now         time.Time        `json:"now"`
@@ -256,8 +270,11 @@ func reportJSON(rep archive.RotationReport) any {
 		Warmed      []string         `json:"warmed"`
 		Subscribed  []string         `json:"subscribed"`
 		Retirements []retirementJSON `json:"retirements"`
+		Kept        []heldJSON       `json:"kept"`
+		Deferred    []heldJSON       `json:"deferred"`
 		Errors      []string         `json:"errors,omitempty"`
-	}{Now: rep.Now, Created: append([]string{}, rep.Created...), Warmed: append([]string{}, rep.Warmed...), Subscribed: append([]string{}, rep.Subscribed...), Retirements: []retirementJSON{}}
+	}{Now: rep.Now, Created: append([]string{}, rep.Created...), Warmed: append([]string{}, rep.Warmed...), Subscribed: append([]string{}, rep.Subscribed...),
+		Retirements: []retirementJSON{}, Kept: heldList(rep.Kept), Deferred: heldList(rep.Deferred)}
 	for _, e := range rep.Errors {
 		out.Errors = append(out.Errors, e.Error())
 	}

@@ -209,6 +209,48 @@ func (p RotationPolicy) Plan(now time.Time, existing []string) RotationPlan {
 	return pl
 }
 
+// coldByTheCounters keeps the months the counters' clock (r.Clock) does
+// not yet find cold, whatever the run's time (r.Now, which `tables rotate
+// -now` moves) says: the counters still take their votes.
+func (r *Rotator) coldByTheCounters(cold []string, now time.Time) (retire []string, kept []Held) {
+	pol := r.Policy.withDefaults()
+	counters := r.clock().UTC()
+	for _, name := range cold {
+		m, _ := pol.Owns(name)
+		coldAt, _ := pol.ColdAt(m)
+		if !counters.Before(coldAt) {
+			retire = append(retire, name)
+			continue
+		}
+		closes, _ := ledger.ClosesAt(m, time.Duration(pol.GraceDays)*ledger.Day)
+		why := fmt.Sprintf("cold by the run's time (%s), but the counters' clock reads %s: they take %s's votes until %s, and it retires from %s; kept",
+			now.Format(time.RFC3339), counters.Format(time.RFC3339), m, closes.Format(time.RFC3339), coldAt.Format(time.RFC3339))
+		r.step(name, StepResult{Step: StepEnsure, Detail: why})
+		kept = append(kept, Held{Table: name, Reason: why})
+	}
+	return retire, kept
+}
+
+// notAheadOfTheCounters drops the months after the counters' next month
+// from the tables to ensure: a run planned ahead (`tables rotate -now`)
+// creates no table the live stack would not have by its own clock.
+func (r *Rotator) notAheadOfTheCounters(ensure []string) (keep []string, deferred []Held) {
+	pol := r.Policy.withDefaults()
+	counters := r.clock().UTC()
+	next, _ := ledger.Add(ledger.MonthOf(counters), pol.Ahead)
+	for _, name := range ensure {
+		if m, ok := pol.Owns(name); ok && m > next {
+			why := fmt.Sprintf("not created: the counters' clock reads %s, and the rotator creates no month after %s",
+				counters.Format(time.RFC3339), next)
+			r.step(name, StepResult{Step: StepCreate, Detail: why})
+			deferred = append(deferred, Held{Table: name, Reason: why})
+			continue
+		}
+		keep = append(keep, name)
+	}
+	return keep, deferred
+}
+
 // Rotator runs the plan against the adapters.
 type Rotator struct {
 	Policy        RotationPolicy
@@ -330,10 +372,20 @@ type RotationReport struct {
 	Warmed     []string
 	Subscribed []string
 	Ensured    []string
-	// Kept are tables cold by the run's time but not by the counters' clock.
-	Kept        []string
+	// Kept are tables cold by the run's time but not by the counters'
+	// clock; Deferred are months ahead of the counters' next month, not
+	// created. Each with the reason, in words.
+	Kept        []Held
+	Deferred    []Held
 	Retirements []Retirement
 	Errors      []error
+}
+
+// Held is a table a run left alone although its time said otherwise, and
+// why.
+type Held struct {
+	Table  string
+	Reason string
 }
 
 // Retired counts the tables deleted.
@@ -411,20 +463,8 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 		names = append(names, t.Name)
 	}
 	plan := pol.Plan(now, names)
-	// Retire only what is cold by the counters' clock too.
-	var retire []string
-	for _, name := range plan.Retire {
-		m, _ := pol.Owns(name)
-		if cold, _ := pol.ColdAt(m); r.clock().Before(cold) {
-			r.step(name, StepResult{Step: StepEnsure, Detail: fmt.Sprintf(
-				"cold at %s by the run's time, but the counters take its votes until %s: kept",
-				now.Format(time.RFC3339), cold.Format(time.RFC3339))})
-			rep.Kept = append(rep.Kept, name)
-			continue
-		}
-		retire = append(retire, name)
-	}
-	plan.Retire = retire
+	plan.Retire, rep.Kept = r.coldByTheCounters(plan.Retire, now)
+	plan.Ensure, rep.Deferred = r.notAheadOfTheCounters(plan.Ensure)
 	for _, name := range plan.Ensure {
 		m, _ := strings.CutPrefix(name, pol.Prefix+"-")
 		spec := Spec{Name: name, Month: m, Capacity: pol.Capacity, Tags: tagsFor(pol.Tags, m)}

@@ -359,6 +359,20 @@ func TestRetireOnlyWhenColdByTheCountersClock(t *testing.T) {
 			if !tt.retire && w.table("app-votes-2026-11") == nil {
 				t.Error("November's table is gone")
 			}
+			if !tt.retire && len(rep.Kept) == 1 {
+				// The reason names the counters' clock and when they stop.
+				why := rep.Kept[0].Reason
+				for _, want := range []string{tt.clock.Format(time.RFC3339), "until 2026-12-03T00:00:00Z", "retires from 2026-12-03T01:00:00Z"} {
+					if !strings.Contains(why, want) {
+						t.Errorf("kept because %q; want it to say %q", why, want)
+					}
+				}
+			}
+			// No month after the counters' next one is created, whatever
+			// the run's time: January waits while they are in November.
+			if jan := w.table("app-votes-2027-01") != nil; jan != (tt.clock.Month() == time.December) {
+				t.Errorf("January's table exists %v with the counters at %s; deferred %+v", jan, tt.clock, rep.Deferred)
+			}
 		})
 	}
 }
