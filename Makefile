@@ -57,6 +57,16 @@ $(CFNGUARD_PKG)/package.json: $(CFNGUARD_DIR)/package.json $(CFNGUARD_DIR)/packa
 	cd $(CFNGUARD_DIR) && npm ci --legacy-peer-deps --no-audit --no-fund
 	@touch $@
 
+# The AWS SDK for JavaScript v3's SigV4 signer (@smithy/signature-v4),
+# pinned by package-lock.json: local/httpapi's signer tests sign requests
+# with it (tools/sigv4node/sign.mjs), beside the Go SDK's and botocore's.
+SIGV4NODE_DIR := tools/sigv4node
+SIGV4NODE_PKG := $(SIGV4NODE_DIR)/node_modules/@smithy/signature-v4
+$(SIGV4NODE_PKG)/package.json: $(SIGV4NODE_DIR)/package.json $(SIGV4NODE_DIR)/package-lock.json
+	@command -v npm >/dev/null || { echo "make test needs npm (Node.js 18+) for the SigV4 signer tests: https://nodejs.org or apt-get install npm"; exit 1; }
+	cd $(SIGV4NODE_DIR) && npm ci --legacy-peer-deps --no-audit --no-fund
+	@touch $@
+
 # gofmt, go vet, and the template: cfn-lint, cfn-guard, a moto deploy.
 lint: $(CFNGUARD_PKG)/package.json
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -80,7 +90,7 @@ lint: $(CFNGUARD_PKG)/package.json
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
 # DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go).
-test: lint install test-race fuzz
+test: lint install $(SIGV4NODE_PKG)/package.json test-race fuzz
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	@rm -rf $(IAM_RECORDS)/test
 	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/test DDBPIPE_REQUIRE_STACK=1 DDBPIPE_BIN=$(abspath $(DDBPIPE_BIN)) $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // Route authorizers, as the template names them (SAM's HttpApi Auth): a
@@ -224,40 +222,53 @@ func (s *Server) verifySigV4(r *http.Request, body []byte) (string, error) {
 			amzDate, now.Add(maxSkew).Format(f), now.Format(f)), "from the future")
 	}
 
-	// Sign the request again with only the headers the client signed, and
-	// the body as received, then compare.
-	u := *r.URL
-	u.Host = r.Host
-	u.Scheme = "http"
-	re := &http.Request{Method: r.Method, URL: &u, Host: r.Host, Header: http.Header{}}
-	for _, name := range a.signedHeaders {
-		switch name {
-		case "host":
-		case "content-length":
-			re.ContentLength = r.ContentLength
-		default:
-			vs, ok := r.Header[http.CanonicalHeaderKey(name)]
-			if !ok {
-				return "", forbidden(msgBadSignature, "signed header "+name+" is missing")
-			}
-			re.Header[http.CanonicalHeaderKey(name)] = vs
-		}
-	}
-	sum := sha256.Sum256(body)
-	creds := aws.Credentials{AccessKeyID: a.accessKey, SecretAccessKey: iam.SecretAccessKey,
-		SessionToken: r.Header.Get("X-Amz-Security-Token")}
-	err = v4.NewSigner().SignHTTP(context.Background(), creds, re, hex.EncodeToString(sum[:]), "execute-api", iam.Region, signedAt)
-	if err != nil {
-		return "", forbidden(msgBadSignature, err.Error())
-	}
-	want, ok := parseSigV4(re.Header.Get("Authorization"))
-	if !ok || !slices.Equal(want.signedHeaders, a.signedHeaders) {
-		return "", forbidden(msgBadSignature, "signed headers differ")
-	}
-	if !hmac.Equal([]byte(want.signature), []byte(a.signature)) {
-		return "", forbidden(msgBadSignature, "signature mismatch")
+	if err := s.checkSignature(r, a, amzDate, body); err != nil {
+		return "", err
 	}
 	return a.accessKey, nil
+}
+
+// checkSignature computes the signature of r as API Gateway canonicalizes
+// it (canonical.go) and compares it with a's. The path is tried as SigV4
+// normalizes it and, when that differs, as sent (the Go SDK's signer does
+// not normalize). A mismatch answers, as AWS does, with the canonical
+// request and the string to sign that were expected.
+func (s *Server) checkSignature(r *http.Request, a sigV4Auth, amzDate string, body []byte) error {
+	rawPath, rawQuery := requestTarget(r)
+	sum := sha256.Sum256(body)
+	q := &sigV4Request{method: r.Method, rawPath: rawPath, rawQuery: rawQuery, host: r.Host,
+		header: r.Header, length: r.ContentLength, payloadHash: hex.EncodeToString(sum[:])}
+	signed := make([]string, len(a.signedHeaders))
+	for i, h := range a.signedHeaders {
+		signed[i] = strings.ToLower(h)
+	}
+	slices.Sort(signed)
+	signed = slices.Compact(signed)
+	scope := strings.Join([]string{a.date, a.region, a.service, "aws4_request"}, "/")
+	secret := s.cfg.iam.SecretAccessKey
+
+	var want, wantCanonical, wantSTS string
+	for i, normalize := range []bool{true, false} {
+		path := canonicalURI(rawPath, normalize)
+		if i > 0 && path == canonicalURI(rawPath, true) {
+			break
+		}
+		canonical := q.canonicalRequest(path, signed)
+		sts := stringToSign(amzDate, scope, canonical)
+		sig := signature(secret, a.date, a.region, a.service, sts)
+		if hmac.Equal([]byte(sig), []byte(a.signature)) && slices.Equal(signed, a.signedHeaders) {
+			return nil
+		}
+		if i == 0 {
+			want, wantCanonical, wantSTS = sig, canonical, sts
+		}
+	}
+	reason := "signature mismatch"
+	if want == a.signature {
+		reason = "SignedHeaders not lower-case, sorted and distinct"
+	}
+	return forbidden(msgBadSignature+"\n\nThe Canonical String for this request should have been\n'"+wantCanonical+
+		"'\n\nThe String-to-Sign should have been\n'"+wantSTS+"'\n", reason)
 }
 
 // invokeARN is the execute-api ARN of r's route as IAM sees it:

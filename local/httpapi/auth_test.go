@@ -151,7 +151,11 @@ func TestSigV4(t *testing.T) {
 			if w.Code != tt.status {
 				t.Fatalf("status = %d, want %d (body %s)", w.Code, tt.status, w.Body)
 			}
-			if tt.message != "" {
+			switch tt.message {
+			case "":
+			case badSig:
+				assertSignatureRefused(t, w)
+			default:
 				assertMessage(t, w, tt.status, tt.message)
 			}
 			if tt.status >= 400 && rec.calls != 0 {
@@ -164,6 +168,52 @@ func TestSigV4(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// assertSignatureRefused checks API Gateway's InvalidSignatureException:
+// the message, then the canonical request and string to sign it expected.
+// It returns the canonical request.
+func assertSignatureRefused(tb testing.TB, w *httptest.ResponseRecorder) string {
+	tb.Helper()
+	if w.Code != http.StatusForbidden || w.Header().Get("X-Amzn-Errortype") != "InvalidSignatureException" {
+		tb.Fatalf("status %d, x-amzn-ErrorType %q; want 403 InvalidSignatureException (body %s)", w.Code, w.Header().Get("X-Amzn-Errortype"), w.Body)
+	}
+	var body struct{ Message string }
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		tb.Fatalf("body %s: %v", w.Body, err)
+	}
+	rest, ok := strings.CutPrefix(body.Message, msgBadSignature+"\n\nThe Canonical String for this request should have been\n'")
+	canonical, sts, ok2 := strings.Cut(rest, "'\n\nThe String-to-Sign should have been\n'")
+	if !ok || !ok2 || !strings.HasPrefix(sts, "AWS4-HMAC-SHA256\n") || !strings.HasSuffix(sts, "'\n") {
+		tb.Fatalf("message = %q, want the bad-signature message with the canonical request and the string to sign", body.Message)
+	}
+	return canonical
+}
+
+// A refusal quotes the canonical request as API Gateway builds it: the path
+// encoded once more, the query decoded, encoded again and sorted; the
+// string to sign hashes it. The same URL signed right passes.
+func TestSigV4RefusalQuotesCanonicalRequest(t *testing.T) {
+	const path = "/objects/a%20b?prefix=a%2F&delimiter=/"
+	s := mustServer(t, authRoutes, &recorder{}, WithIAM(testIAM), WithJWTAuthorizer("browser", JWTAuthorizer{Issuer: "https://issuer.invalid", JWKSURL: "http://127.0.0.1:1/none"}))
+	if w := serve(s, signed(t, "GET", path, "", goodCreds(), "execute-api", "us-east-1", fixedTime)); w.Code != 200 {
+		t.Fatalf("signed right: status %d, body %s", w.Code, w.Body)
+	}
+	c := goodCreds()
+	c.SecretAccessKey = "guess"
+	w := serve(s, signed(t, "GET", path, "", c, "execute-api", "us-east-1", fixedTime))
+	got := assertSignatureRefused(t, w)
+	want := "GET\n/objects/a%2520b\ndelimiter=%2F&prefix=a%2F\n" +
+		"content-type:text/plain\nhost:api.local\nx-amz-date:20240305T100730Z\n\ncontent-type;host;x-amz-date\n" +
+		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	if got != want {
+		t.Errorf("canonical request = %q, want %q", got, want)
+	}
+	sum := sha256.Sum256([]byte(want))
+	wantSTS := "AWS4-HMAC-SHA256\n20240305T100730Z\n20240305/us-east-1/execute-api/aws4_request\n" + hex.EncodeToString(sum[:])
+	if !strings.Contains(w.Body.String(), strings.ReplaceAll(wantSTS, "\n", `\n`)) {
+		t.Errorf("body %s does not quote the string to sign %q", w.Body, wantSTS)
 	}
 }
 

@@ -47,9 +47,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -290,5 +292,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, reqID string
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"message":%q}`, message)
+	_, _ = w.Write(messageBody(message)) // a client gone away is not our error
+}
+
+// messageBody is API Gateway's error envelope, {"message":"…"}, as JSON
+// (a signature refusal's message spans lines) without HTML escaping.
+func messageBody(message string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(struct {
+		Message string `json:"message"`
+	}{message}) // a string always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
