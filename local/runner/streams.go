@@ -252,8 +252,9 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 		closed := iter == nil
 		for len(buf) >= p.m.BatchSize || len(buf) > 0 && (closed || time.Since(firstAt) >= p.m.Window) {
 			n := min(len(buf), p.m.BatchSize)
-			// An invocation that started finishes even when the runner stops.
-			p.process(context.WithoutCancel(ctx), shard, buf[:n])
+			// An invocation that started finishes even when the runner
+			// stops; its retries do not start.
+			p.process(context.WithoutCancel(ctx), ctx, shard, buf[:n])
 			buf = buf[n:]
 			firstAt = time.Now()
 			if ctx.Err() != nil {
@@ -298,10 +299,12 @@ type pending struct {
 // process delivers one batch with Lambda's stream retry rules: a partial
 // failure resumes at the reported sequence number, a function error retries
 // (bisecting first when asked), and a batch that runs out of retries or age
-// goes to the on-failure destination so the shard moves on.
-func (p *streamPoller) process(ctx context.Context, shard string, records []streamtypes.Record) {
+// goes to the on-failure destination so the shard moves on. ctx is the
+// invocations' (they finish when the runner stops); once running ends, no
+// invocation or retry starts.
+func (p *streamPoller) process(ctx, running context.Context, shard string, records []streamtypes.Record) {
 	queue := []pending{{records: records}}
-	for len(queue) > 0 {
+	for len(queue) > 0 && running.Err() == nil {
 		b := queue[0]
 		queue = queue[1:]
 		resume, err := p.invoke(ctx, shard, b.records)
@@ -332,8 +335,8 @@ func (p *streamPoller) process(ctx context.Context, shard string, records []stre
 			continue
 		}
 		backoff := min(p.m.RetryBackoff<<min(b.attempts-1, 5), 2*time.Second)
-		if p.r.clock.Sleep(ctx, backoff) != nil {
-			return
+		if p.r.clock.Sleep(running, backoff) != nil {
+			return // the runner stopped: the batch is not retried
 		}
 		queue = append([]pending{b}, queue...)
 	}

@@ -173,3 +173,57 @@ func TestStreamRecordAgeExceeded(t *testing.T) {
 		t.Errorf("handler called %d times, want 1 (no retries past the age limit)", calls)
 	}
 }
+
+// Stopping the runner ends a shard's retries and its held invocations: a
+// batch that fails for ever (no retry or age limit), or waits on a held
+// function, does not keep stop() waiting.
+func TestStreamStopEndsRetriesAndHolds(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
+			fs := &fakeStream{
+				shards:  []streamtypes.Shard{{ShardId: aws.String("s"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1")}}},
+				records: map[string][]streamtypes.Record{"s": {record("1", time.Now())}},
+			}
+			r := New()
+			var mu sync.Mutex
+			calls := 0
+			_ = r.AddFunction(Function{LogicalID: "F", Timeout: time.Minute, Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				return errors.New("always fails")
+			})})
+			if held {
+				if _, err := r.Hold("F"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: "arn:s", BatchSize: 10, MaxRetryAttempts: -1,
+				PollInterval: time.Millisecond, RetryBackoff: time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			stop, err := r.Start(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !held {
+				waitUntil(10*time.Second, func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return calls >= 3
+				})
+			}
+			stopped := make(chan struct{})
+			go func() { stop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(time.Minute):
+				t.Fatal("stop() still waiting a minute later")
+			}
+			if mu.Lock(); held && calls != 0 {
+				t.Errorf("a held function was invoked %d times", calls)
+			}
+			mu.Unlock()
+		})
+	}
+}
