@@ -84,8 +84,8 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 	s := &section{title: "Votes: the counter against the store's ceiling"}
 	s.printf("A fresh stack (4 stream shards, conflicts on, IAM enforced). The store's ceiling: %d writers at once (the\n"+
 		"counter's %d invocations × %d puts each) putting the counter's own ledger items with its condition into the month's\n"+
-		"ledger, its stream on, after a first load of %s that warms the emulator's JVM. The counter: a backlog of %d votes\n"+
-		"queued with it held. Then, %d times, the loader alone for %s (the counter held, none of its invocations running),\n"+
+		"ledger, its stream on, after a first load of %s that warms the emulator's JVM. The counter: a backlog queued with it\n"+
+		"held, topped up before each of its slices to twice what the last ceiling puts in a slice (%d votes in all). Then, %d times, the loader alone for %s (the counter held, none of its invocations running),\n"+
 		"and the counter alone on the backlog for %s, its steady rate the median of its per-second ledger writes after the\n"+
 		"slice's first 2 s; a last loader slice ends it. The emulator slows as the ledger grows, so each counter slice is\n"+
 		"set beside the mean of the loader slices either side of it, and the figure is the median of the slices. The ledger\n"+
@@ -124,12 +124,14 @@ type ceilingSlice struct {
 
 func (c ceilingSlice) ratio() float64 { return c.steady / ((c.before + c.after) / 2) }
 
-// run queues the backlog (sized from the warm ceiling so the counter never
-// runs dry) with the counter held, then runs the slices. It returns them
-// and the backlog's size; the counter is released, on what is left.
+// run queues a backlog with the counter held, then runs the slices,
+// topping the backlog up before each counter slice so the counter never
+// runs dry: twice what the last ceiling would put in a slice. (A backlog
+// sized once from the warm-up's ceiling ran out in the second slice: the
+// JVM serves far less while it warms up.) It returns the slices and the
+// votes queued; the counter is released, on what is left.
 func (c ceilingSlices) run(ctx context.Context, warm float64) ([]ceilingSlice, int, error) {
 	env := c.env
-	n := max(int(warm*c.counterFor.Seconds()*float64(c.slices)*1.5), 2000)
 	if err := c.store.CreatePoll(ctx, votes.Poll{ID: "flood", Options: allOptions, Shards: 8}); err != nil {
 		return nil, 0, err
 	}
@@ -138,13 +140,9 @@ func (c ceilingSlices) run(ctx context.Context, warm float64) ([]ceilingSlice, i
 		return nil, 0, err
 	}
 	defer func() { release() }()
-	res, err := votesload.Run(ctx, votessqs.NewProducer(env.Clients.SQS, env.Vars["VOTES_QUEUE_URL"]),
-		votesload.Options{PollID: "flood", Options: allOptions, Count: n, Concurrency: 8, Seed: 9})
-	if err == nil && res.Failed > 0 {
-		err = fmt.Errorf("%d votes not sent", res.Failed)
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("backlog: %w", err)
+	queued := 0
+	if err := c.topUp(ctx, warm, &queued); err != nil {
+		return nil, 0, err
 	}
 	ceiling, err := c.loaderSlice(ctx)
 	if err != nil {
@@ -152,6 +150,9 @@ func (c ceilingSlices) run(ctx context.Context, warm float64) ([]ceilingSlice, i
 	}
 	var out []ceilingSlice
 	for i := range c.slices {
+		if err := c.topUp(ctx, ceiling, &queued); err != nil {
+			return nil, 0, err
+		}
 		release()
 		steady, err := c.counterSlice(ctx)
 		if err != nil {
@@ -166,11 +167,34 @@ func (c ceilingSlices) run(ctx context.Context, warm float64) ([]ceilingSlice, i
 		}
 		out = append(out, ceilingSlice{steady: steady, before: ceiling, after: after})
 		if debugVotes {
-			fmt.Fprintf(os.Stderr, "  ceiling slice %d: counter %.0f/s, loader %.0f then %.0f puts/s\n", i+1, steady, ceiling, after)
+			fmt.Fprintf(os.Stderr, "  ceiling slice %d: counter %.0f/s, loader %.0f then %.0f puts/s, %d votes queued in all\n", i+1, steady, ceiling, after, queued)
 		}
 		ceiling = after
 	}
-	return out, n, nil
+	return out, queued, nil
+}
+
+// topUp queues votes (the counter held) until the queue holds twice what
+// rate puts in a counter slice, at least 2,000; queued counts them.
+func (c ceilingSlices) topUp(ctx context.Context, rate float64, queued *int) error {
+	depth, err := queueDepth(ctx, c.env.Clients.SQS, c.env.Vars["VOTES_QUEUE_URL"])
+	if err != nil {
+		return err
+	}
+	n := max(int(2*rate*c.counterFor.Seconds()), 2000) - depth
+	if n <= 0 {
+		return nil
+	}
+	res, err := votesload.Run(ctx, votessqs.NewProducer(c.env.Clients.SQS, c.env.Vars["VOTES_QUEUE_URL"]),
+		votesload.Options{PollID: "flood", Options: allOptions, Count: n, Concurrency: 8, Seed: uint64(9 + *queued)})
+	if err == nil && res.Failed > 0 {
+		err = fmt.Errorf("%d votes not sent", res.Failed)
+	}
+	if err != nil {
+		return fmt.Errorf("backlog: %w", err)
+	}
+	*queued += n
+	return nil
 }
 
 // loaderSlice waits until none of the counter's invocations runs, then
