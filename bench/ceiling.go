@@ -233,11 +233,11 @@ func (c ceilingSlices) counterSlice(ctx context.Context) (float64, error) {
 			fmt.Printf("counter slice: %.0f/s\n", perSecond[len(perSecond)-1])
 		}
 	}
-	depth, err := queueDepth(ctx, c.env.Clients.SQS, c.env.Vars["VOTES_QUEUE_URL"])
+	visible, inFlight, err := votessqs.Depth(ctx, c.env.Clients.SQS, c.env.Vars["VOTES_QUEUE_URL"])
 	if err != nil {
 		return 0, err
 	}
-	if depth == 0 {
+	if visible+inFlight == 0 {
 		return 0, fmt.Errorf("the backlog ran out: the slice's rate is not a steady one")
 	}
 	if len(perSecond) <= 2 {

@@ -3,12 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/stack"
@@ -64,10 +59,11 @@ func benchOverload(ctx context.Context, _ *stack.Env, scale float64) (*section, 
 		time.Sleep(200 * time.Millisecond)
 	}
 	drained := time.Since(loaded)
-	dlq, err := queueDepth(ctx, env.Clients.SQS, env.Vars["VOTES_DEAD_LETTER_QUEUE_URL"])
+	visible, inFlight, err := votessqs.Depth(ctx, env.Clients.SQS, env.Vars["VOTES_DEAD_LETTER_QUEUE_URL"])
 	if err != nil {
 		return nil, err
 	}
+	dlq := visible + inFlight
 	backlog := float64(int64(n) - atEnd.Total)
 	ideal := time.Duration(backlog / limit * float64(time.Second))
 	counter := functionStats(env.Runner, "CounterFunction")
@@ -87,20 +83,6 @@ func benchOverload(ctx context.Context, _ *stack.Env, scale float64) (*section, 
 	s.printf("Goals: 0 dead letters: %s; every vote counted: %s; drain within 20 %% of the ideal: %s (%.2f×).\n\n",
 		metIf(dlq == 0), metIf(counted == int64(n)), metIf(drained.Seconds() <= 1.2*ideal.Seconds()), drained.Seconds()/max(ideal.Seconds(), 0.001))
 	return s, nil
-}
-
-func queueDepth(ctx context.Context, c *sqs.Client, url string) (int, error) {
-	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
-		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, v := range out.Attributes {
-		k, _ := strconv.Atoi(v)
-		n += k
-	}
-	return n, nil
 }
 
 // visibility and receives are the votes queue's, from the template's

@@ -18,7 +18,6 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
@@ -87,7 +86,7 @@ func (r *Result) add(name string, ok bool, format string, args ...any) {
 func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	start := time.Now()
 	v := s.env.Vars
-	sq := s.env.Clients.SQS
+	q := &queueOps{s: s}
 
 	// Votes: the queue empties (killed batches come back after their
 	// visibility timeout), dead letters are redriven, the counts settle.
@@ -98,9 +97,9 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	// 8 minutes: on a slow DynamoDB Local the 10-minute soak redrives
 	// thousands of dead letters (batches that ran out of time), which takes minutes.
 	for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		queued := queueDepth(ctx, sq, v["VOTES_QUEUE_URL"])
-		if dl := queueDepth(ctx, sq, v["VOTES_DEAD_LETTER_QUEUE_URL"]); dl > 0 {
-			redriven += s.redrive(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"], v["VOTES_QUEUE_URL"])
+		queued := q.depth(ctx, v["VOTES_QUEUE_URL"])
+		if dl := q.depth(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"]); dl > 0 {
+			redriven += q.redrive(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"], v["VOTES_QUEUE_URL"])
 			continue
 		}
 		now := s.results(ctx, store)
@@ -167,9 +166,9 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	s.checkListing(ctx, res)
 
 	// Every queue the pipeline dead-letters to is accounted for.
-	failures := queueDepth(ctx, sq, v["STREAM_FAILURES_QUEUE_URL"])
+	failures := q.depth(ctx, v["STREAM_FAILURES_QUEUE_URL"])
 	quarantined := countObjects(ctx, s.env.Clients.S3, v["ARCHIVE_BUCKET_NAME"], archive.QuarantinePrefix)
-	left := queueDepth(ctx, sq, v["VOTES_QUEUE_URL"]) + queueDepth(ctx, sq, v["VOTES_DEAD_LETTER_QUEUE_URL"])
+	left := q.depth(ctx, v["VOTES_QUEUE_URL"]) + q.depth(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"])
 	res.add("every dead letter, failure and quarantine accounted for", failures == 0 && quarantined == 0 && left == 0,
 		"votes queue and its dead-letter queue: %d left (%d dead letters redriven and counted); stream failures queue: %d; archive quarantine: %d objects",
 		left, redriven, failures, quarantined)
@@ -187,8 +186,8 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	// falls); a leak grows with the work, so it grows with the second too.
 	after := s.idle()
 	s.progress("idle after the soak: %d goroutines, %d open files; two more bursts of load to compare", after.Goroutines, after.FDs)
-	again := s.burst(ctx)
-	third := s.burst(ctx)
+	again := s.burst(ctx, q)
+	third := s.burst(ctx, q)
 	res.Leak = [4]leak{base, after, again, third}
 	procs := 0
 	for _, n := range third.Processes {
@@ -202,11 +201,12 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 			"(a leak: more than +10 after each burst); function processes left 30 s after they are reclaimed: %d (before the load: %d goroutines, %d files)",
 		s.cfg.LeakBurst, after.Goroutines, again.Goroutines, third.Goroutines, after.Pooled, again.Pooled, third.Pooled,
 		after.FDs, again.FDs, third.FDs, procs, base.Goroutines, base.FDs)
+	q.add(res)
 }
 
 // burst runs LeakBurst of the load, lets the votes queue empty and
 // returns the idle state after it.
-func (s *soak) burst(ctx context.Context) leak {
+func (s *soak) burst(ctx context.Context, q *queueOps) leak {
 	burst, stop := context.WithTimeout(ctx, s.cfg.LeakBurst)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.produceVotes(burst) })
@@ -216,7 +216,7 @@ func (s *soak) burst(ctx context.Context) leak {
 	wg.Wait()
 	stop()
 	queue := s.env.Vars["VOTES_QUEUE_URL"]
-	for deadline := time.Now().Add(time.Minute); queueDepth(ctx, s.env.Clients.SQS, queue) != 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Minute); q.depth(ctx, queue) != 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Second)
 	}
 	l := s.idle()
@@ -296,42 +296,58 @@ func uncounted(ctx context.Context, r *archive.Rotator) int {
 	return n
 }
 
-// queueDepth is a queue's visible plus in-flight messages (-1 when it
-// cannot be read).
-func queueDepth(ctx context.Context, c *sqs.Client, url string) int {
-	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
-		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-	if err != nil {
-		return -1
-	}
-	n := 0
-	for _, k := range []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"} {
-		var x int
-		fmt.Sscan(out.Attributes[k], &x)
-		n += x
-	}
-	return n
+// queueOps reads the queues' depths and redrives dead letters with the
+// votes flow's own operator code (votessqs), as `ddbpipe votes dlq
+// redrive` does, and keeps what failed: the faults are off while the soak
+// drains and checks, so a failed call is an invariant problem.
+type queueOps struct {
+	s      *soak
+	failed int
+	first  error
 }
 
-// redrive moves a dead-letter queue's messages back to the votes queue,
-// as an operator does with `ddbpipe votes dlq redrive`.
-func (s *soak) redrive(ctx context.Context, from, to string) int {
-	c := s.env.Clients.SQS
-	n := 0
-	for {
-		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(from), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
-		if err != nil || len(out.Messages) == 0 {
-			return n
-		}
-		for _, m := range out.Messages {
-			if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(to), MessageBody: m.Body}); err != nil {
-				continue
-			}
-			if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(from), ReceiptHandle: m.ReceiptHandle}); err == nil {
-				n++
-			}
-		}
+func (q *queueOps) fail(err error) {
+	if q.failed == 0 {
+		q.s.progress("a queue call failed (the invariants count it): %v", err)
 	}
+	q.failed++
+	if q.first == nil {
+		q.first = err
+	}
+}
+
+// depth is a queue's visible plus in-flight messages (-1 when it cannot
+// be read).
+func (q *queueOps) depth(ctx context.Context, url string) int {
+	visible, inFlight, err := votessqs.Depth(ctx, q.s.env.Clients.SQS, url)
+	if err != nil {
+		q.fail(err)
+		return -1
+	}
+	return visible + inFlight
+}
+
+// redrive moves a dead-letter queue's messages back to the votes queue
+// and returns how many it moved.
+func (q *queueOps) redrive(ctx context.Context, from, to string) int {
+	res, err := votessqs.Redrive(ctx, q.s.env.Clients.SQS, from, to, votessqs.RedriveOptions{})
+	if err != nil {
+		q.fail(fmt.Errorf("redrive (%d moved, %d not moved, %d sent but not deleted): %w", res.Moved, res.Failed, res.Undeleted, err))
+	}
+	return res.Moved
+}
+
+// add is the invariant on the queue calls.
+func (q *queueOps) add(res *Result) {
+	res.add("every queue depth read and dead letter redriven without error", q.failed == 0,
+		"%d failed calls to votessqs.Depth and votessqs.Redrive while draining and checking%s", q.failed, firstError(q.first))
+}
+
+func firstError(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "; first: " + err.Error()
 }
 
 var markerRE = regexp.MustCompile(`bad-\d{7}|v-\d{7}`)

@@ -346,14 +346,14 @@ func explainSQSOutcome(ctx context.Context, w io.Writer, c queueClient, rejectsU
 	}
 	rejected := map[string]string{}
 	if rejectsURL != "" {
-		msgs, err := peek(ctx, c, rejectsURL, 1000, 5) // at most 1,000: a local rejects queue holds far fewer
+		msgs, err := votessqs.Peek(ctx, c, rejectsURL, 1000, 5*time.Second) // at most 1,000: a local rejects queue holds far fewer
 		if err != nil {
 			fmt.Fprintf(w, "(could not read the rejects queue: %v)\n", err)
 		}
 		for _, m := range msgs {
 			var rm votessqs.RejectMessage
 			if json.Unmarshal([]byte(aws.ToString(m.Body)), &rm) == nil && rm.MessageID != "" {
-				reason, detail := rejectReason(m)
+				reason, detail := votessqs.RejectReason(m)
 				rejected[rm.MessageID] = reason + ": " + detail
 			}
 		}

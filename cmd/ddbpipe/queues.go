@@ -13,31 +13,23 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
-	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 // queueClient is what the queue commands need from SQS; *sqs.Client
 // satisfies it.
 type queueClient interface {
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
-	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
-	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
-	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	votessqs.InspectAPI
+	votessqs.RedriveAPI
 }
 
 var _ queueClient = (*sqs.Client)(nil)
@@ -105,213 +97,21 @@ func (q *queueFlags) open(ctx context.Context, args []string) (queueClient, stri
 	return sqs.NewFromConfig(cfg), url, getenv, nil
 }
 
-func (q *queueFlags) holdSeconds() int32 { return int32(q.hold.Round(time.Second) / time.Second) }
-
-// peek reads up to max messages (0: all) without consuming them: each is
-// received, hidden for hold seconds, and made visible again before peek
-// returns, whatever happened. A message seen twice (its hold ran out while
-// reading a long queue) is kept once.
-func peek(ctx context.Context, c queueClient, url string, max int, hold int32) ([]types.Message, error) {
-	var msgs []types.Message
-	seen := map[string]bool{}
-	var handles []string
-	var err error
-	for max == 0 || len(msgs) < max {
-		n := int32(10)
-		if max > 0 {
-			n = int32(min(10, max-len(msgs)))
-		}
-		var out *sqs.ReceiveMessageOutput
-		out, err = c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: n, VisibilityTimeout: hold, WaitTimeSeconds: 1,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			err = fmt.Errorf("receive from %s: %w", url, err)
-			break
-		}
-		if len(out.Messages) == 0 {
-			break
-		}
-		fresh := 0
-		for _, m := range out.Messages {
-			handles = append(handles, aws.ToString(m.ReceiptHandle))
-			if id := aws.ToString(m.MessageId); !seen[id] {
-				seen[id] = true
-				msgs = append(msgs, m)
-				fresh++
-			}
-		}
-		if fresh == 0 {
-			break // only messages read already: the queue went round
-		}
-	}
-	return msgs, errors.Join(err, release(context.WithoutCancel(ctx), c, url, handles))
-}
-
-// release makes received messages visible again at once.
-func release(ctx context.Context, c queueClient, url string, handles []string) error {
-	var errs []error
-	for start := 0; start < len(handles); start += 10 {
-		batch := handles[start:min(start+10, len(handles))]
-		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url)}
-		for i, h := range batch {
-			in.Entries = append(in.Entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: 0})
-		}
-		out, err := c.ChangeMessageVisibilityBatch(ctx, in)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("release messages on %s: %w", url, err))
-			continue
-		}
-		for _, f := range out.Failed {
-			errs = append(errs, fmt.Errorf("release a message on %s: %s %s", url, aws.ToString(f.Code), aws.ToString(f.Message)))
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%d release errors (those messages reappear when their hold ends); first: %w", len(errs), errs[0])
-	}
-	return nil
-}
-
-// queueSample is a message as the summaries show it.
-type queueSample struct {
-	MessageID string    `json:"messageId"`
-	Sent      time.Time `json:"sent,omitzero"`
-	Receives  int       `json:"receiveCount,omitempty"`
-	Reason    string    `json:"reason"`
-	Detail    string    `json:"detail,omitempty"`
-	Bytes     int       `json:"bytes"`
-	Body      string    `json:"body"` // the start of the body, printable
-}
-
-// queueSummary is what inspect prints.
+// queueSummary is what inspect prints: the package's summary, and what
+// to do next.
 type queueSummary struct {
-	Queue       string         `json:"queue"`
-	Kind        string         `json:"kind"`
-	Approximate int            `json:"approximateMessages"`
-	Read        int            `json:"read"`
-	ByReason    map[string]int `json:"byReason"`
-	Oldest      time.Time      `json:"oldest,omitzero"`
-	Newest      time.Time      `json:"newest,omitzero"`
-	Samples     []queueSample  `json:"samples"`
-	Next        string         `json:"next"`
-}
-
-// sampleBody is the start of a body, valid UTF-8 and printable: at most
-// 160 characters, control characters escaped.
-func sampleBody(b string) string {
-	b = strings.ToValidUTF8(b, "\uFFFD")
-	if utf8.RuneCountInString(b) > 160 {
-		b = string([]rune(b)[:160]) + "…"
-	}
-	var out strings.Builder
-	for _, r := range b {
-		if unicode.IsPrint(r) {
-			out.WriteRune(r)
-			continue
-		}
-		q := strconv.QuoteRuneToASCII(r)
-		out.WriteString(q[1 : len(q)-1])
-	}
-	return out.String()
-}
-
-func sentAt(m types.Message) time.Time {
-	ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
-
-// deadLetterReason classifies a dead letter: a vote the counter would
-// count (it failed for another reason: redriving it helps), or one it
-// would reject (then it should not be on the dead-letter queue at all).
-func deadLetterReason(body string, now time.Time) (reason, detail string) {
-	v, err := votes.Parse([]byte(body), now)
-	if err != nil {
-		r := votes.ReasonOf(err)
-		if r == "" {
-			r = "unreadable"
-		}
-		return "invalid: " + string(r), err.Error()
-	}
-	return "countable", "poll " + v.PollID
-}
-
-// rejectReason is a reject's reason: its attribute, else its body's.
-func rejectReason(m types.Message) (reason, detail string) {
-	var rm votessqs.RejectMessage
-	jerr := json.Unmarshal([]byte(aws.ToString(m.Body)), &rm)
-	if a, ok := m.MessageAttributes[votessqs.ReasonAttribute]; ok && aws.ToString(a.StringValue) != "" {
-		return aws.ToString(a.StringValue), rm.Detail
-	}
-	if jerr == nil && rm.Reason != "" {
-		return string(rm.Reason), rm.Detail
-	}
-	return "unknown (no reason attribute, body not a reject)", ""
-}
-
-// summarise counts msgs by reason and keeps the first samples.
-func summarise(kind, url string, msgs []types.Message, samples int, now time.Time) queueSummary {
-	s := queueSummary{Queue: url, Kind: kind, Read: len(msgs), ByReason: map[string]int{}, Samples: []queueSample{}}
-	for _, m := range msgs {
-		body := aws.ToString(m.Body)
-		var reason, detail string
-		if kind == "rejects" {
-			reason, detail = rejectReason(m)
-		} else {
-			reason, detail = deadLetterReason(body, now)
-		}
-		s.ByReason[reason]++
-		sent := sentAt(m)
-		if !sent.IsZero() && (s.Oldest.IsZero() || sent.Before(s.Oldest)) {
-			s.Oldest = sent
-		}
-		if sent.After(s.Newest) {
-			s.Newest = sent
-		}
-		if len(s.Samples) < samples {
-			n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-			s.Samples = append(s.Samples, queueSample{MessageID: aws.ToString(m.MessageId), Sent: sent, Receives: n,
-				Reason: reason, Detail: sampleBody(detail), Bytes: len(body), Body: sampleBody(body)})
-		}
-	}
-	return s
-}
-
-func approximateCount(ctx context.Context, c queueClient, url string) (int, error) {
-	visible, _, err := queueDepth(ctx, c, url)
-	return visible, err
-}
-
-// queueDepth is a queue's approximate number of messages waiting (visible)
-// and received but not yet deleted (in flight).
-func queueDepth(ctx context.Context, c queueClient, url string) (visible, inFlight int, err error) {
-	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-	if err != nil {
-		return 0, 0, fmt.Errorf("attributes of %s: %w", url, err)
-	}
-	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-	return visible, inFlight, nil
+	votessqs.Summary
+	Next string `json:"next"`
 }
 
 // inspect reads a queue without consuming it and summarises it.
-func inspect(ctx context.Context, c queueClient, kind, url string, max, samples int, hold int32, now time.Time) (queueSummary, error) {
-	approx, err := approximateCount(ctx, c, url)
-	if err != nil {
-		return queueSummary{}, err
-	}
-	msgs, err := peek(ctx, c, url, max, hold)
-	s := summarise(kind, url, msgs, samples, now)
-	s.Approximate = approx
+func inspect(ctx context.Context, c queueClient, kind votessqs.Kind, url string, max, samples int, hold time.Duration, now time.Time) (queueSummary, error) {
+	sum, err := votessqs.Inspect(ctx, c, kind, url, max, samples, hold, now)
+	s := queueSummary{Summary: sum}
 	switch {
-	case kind == "rejects":
+	case kind == votessqs.RejectsKind:
 		s.Next = "rejected votes are invalid and are never redriven: fix the producer (the reasons above say what it sends wrong) and send the votes again"
-	case s.ByReason["countable"] > 0:
+	case s.ByReason[votessqs.Countable] > 0:
 		s.Next = "find why the counter failed on them (its Errors alarm, its logs), fix it, then: ddbpipe votes dlq redrive [-dry-run] [-max N]"
 	default:
 		s.Next = "nothing to redrive"
@@ -350,7 +150,7 @@ func printSummary(w io.Writer, title string, s queueSummary, now time.Time) erro
 	return tw.Flush()
 }
 
-func queueInspect(kind, name, env, purpose, title string) func(context.Context, []string, io.Writer, io.Writer) error {
+func queueInspect(kind votessqs.Kind, name, env, purpose, title string) func(context.Context, []string, io.Writer, io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		q := newQueueFlags(name, env, purpose, 1000, stderr)
 		c, url, _, err := q.open(ctx, args)
@@ -358,7 +158,7 @@ func queueInspect(kind, name, env, purpose, title string) func(context.Context, 
 			return err
 		}
 		now := time.Now().UTC()
-		s, err := inspect(ctx, c, kind, url, *q.max, *q.samples, q.holdSeconds(), now)
+		s, err := inspect(ctx, c, kind, url, *q.max, *q.samples, *q.hold, now)
 		if s.Queue != "" {
 			var perr error
 			if *q.asJSON {
@@ -373,8 +173,8 @@ func queueInspect(kind, name, env, purpose, title string) func(context.Context, 
 }
 
 var (
-	votesDLQInspect     = queueInspect("dlq", "votes dlq inspect", envDeadLetters, "votes dead-letter queue", "votes dead-letter queue")
-	votesRejectsInspect = queueInspect("rejects", "votes rejects inspect", envRejects, "votes rejects queue", "votes rejects queue")
+	votesDLQInspect     = queueInspect(votessqs.DeadLetters, "votes dlq inspect", envDeadLetters, "votes dead-letter queue", "votes dead-letter queue")
+	votesRejectsInspect = queueInspect(votessqs.RejectsKind, "votes rejects inspect", envRejects, "votes rejects queue", "votes rejects queue")
 )
 
 // votesRejectsRedrive refuses: a rejected vote is invalid, and the counter
@@ -389,183 +189,9 @@ type redriveResult struct {
 	From   string `json:"from"`
 	To     string `json:"to"`
 	DryRun bool   `json:"dryRun,omitempty"`
-	// Moved: sent to the votes queue, then deleted from the dead letters.
-	Moved int `json:"moved"`
-	// Failed: not sent (each stays on the dead-letter queue, hidden until
-	// its hold ends).
-	Failed int `json:"failed"`
-	// Undeleted: sent but not deleted; it comes back and, seen again in
-	// this run, is deleted without being sent twice (or, in a later run,
-	// sent twice: the counter counts it once).
-	Undeleted int `json:"undeleted"`
-	// Retries: sends and deletes that failed and were tried again (or
-	// left for the next run).
-	Retries int `json:"retries"`
+	votessqs.RedriveResult
 	// Would: with -dry-run, the messages a redrive would move.
 	Would *queueSummary `json:"would,omitempty"`
-}
-
-// redrive moves up to max messages (0: all) from one queue to another in
-// batches of 10, deleting each from the source only after SQS took it on
-// the destination. A message is tried at most attempts times in a run; one
-// that fails stays on the source (hidden for hold seconds). Nothing is
-// lost; a message may be delivered twice (a delete that fails), which the
-// counter writes and counts once.
-func redrive(ctx context.Context, c queueClient, from, to string, max int, hold int32, progress func(redriveResult)) (redriveResult, error) {
-	const attempts = 3
-	res := redriveResult{From: from, To: to}
-	tries := map[string]int{}
-	sent := map[string]bool{}    // message ids sent in this run
-	deleted := map[string]bool{} // and deleted from the source
-	// stop: what ended the run early; first: the first failure of a
-	// message, which a later attempt may have made good.
-	var stop, first error
-	fail := func(err error) {
-		res.Retries++
-		if first == nil {
-			first = err
-		}
-	}
-	for max == 0 || res.Moved < max {
-		if ctx.Err() != nil {
-			stop = ctx.Err()
-			break
-		}
-		n := int32(10)
-		if max > 0 {
-			n = int32(min(10, max-res.Moved))
-		}
-		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(from), MaxNumberOfMessages: n, VisibilityTimeout: hold, WaitTimeSeconds: 1,
-			MessageAttributeNames: []string{"All"},
-		})
-		if err != nil {
-			stop = fmt.Errorf("receive from %s: %w", from, err)
-			break
-		}
-		if len(out.Messages) == 0 {
-			break
-		}
-		var batch, resent []types.Message
-		for _, m := range out.Messages {
-			id := aws.ToString(m.MessageId)
-			switch {
-			case sent[id]:
-				// sent already (its delete failed, or SQS delivered a copy):
-				// delete it, do not send it again
-				resent = append(resent, m)
-			case tries[id] < attempts:
-				tries[id]++
-				batch = append(batch, m)
-			}
-		}
-		if len(batch) == 0 && len(resent) == 0 {
-			break // only messages that failed every attempt: leave them
-		}
-		ok := resent
-		for _, group := range bySize(batch) {
-			in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(to)}
-			for i, m := range group {
-				in.Entries = append(in.Entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: m.Body, MessageAttributes: m.MessageAttributes})
-			}
-			sendOut, err := c.SendMessageBatch(ctx, in)
-			if err != nil {
-				fail(fmt.Errorf("send to %s: %w", to, err))
-				continue
-			}
-			for _, e := range sendOut.Successful {
-				if i, err := strconv.Atoi(aws.ToString(e.Id)); err == nil && i >= 0 && i < len(group) {
-					ok = append(ok, group[i])
-					sent[aws.ToString(group[i].MessageId)] = true
-				}
-			}
-			for _, f := range sendOut.Failed {
-				fail(fmt.Errorf("send to %s: entry refused: %s %s", to, aws.ToString(f.Code), aws.ToString(f.Message)))
-			}
-		}
-		gone, err := deleteAll(ctx, c, from, ok)
-		if err != nil {
-			fail(err)
-		}
-		for _, id := range gone {
-			deleted[id] = true
-		}
-		res.Moved, res.Undeleted, res.Failed = tally(tries, sent, deleted)
-		if progress != nil {
-			progress(res)
-		}
-	}
-	res.Moved, res.Undeleted, res.Failed = tally(tries, sent, deleted)
-	if res.Failed > 0 || res.Undeleted > 0 {
-		return res, errors.Join(stop, fmt.Errorf("%d not moved (still on %s), %d sent but not deleted; first failure: %w", res.Failed, from, res.Undeleted, first))
-	}
-	return res, stop
-}
-
-// bySize splits msgs into batches SQS takes: the sum of a batch's
-// message sizes (body, attribute names, types and values) at most
-// votessqs.MaxBatchBytes.
-func bySize(msgs []types.Message) [][]types.Message {
-	var out [][]types.Message
-	var cur []types.Message
-	size := 0
-	for _, m := range msgs {
-		n := len(aws.ToString(m.Body))
-		for k, a := range m.MessageAttributes {
-			n += len(k) + len(aws.ToString(a.DataType)) + len(aws.ToString(a.StringValue)) + len(a.BinaryValue)
-		}
-		if len(cur) > 0 && size+n > votessqs.MaxBatchBytes {
-			out = append(out, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, m)
-		size += n
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
-// tally counts the messages moved (sent and deleted), sent but not
-// deleted, and tried but never sent.
-func tally(tries map[string]int, sent, deleted map[string]bool) (moved, undeleted, failed int) {
-	for id := range tries {
-		switch {
-		case sent[id] && deleted[id]:
-			moved++
-		case sent[id]:
-			undeleted++
-		default:
-			failed++
-		}
-	}
-	return moved, undeleted, failed
-}
-
-// deleteAll deletes msgs from url; it returns the ids of those deleted.
-func deleteAll(ctx context.Context, c queueClient, url string, msgs []types.Message) ([]string, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url)}
-	for i, m := range msgs {
-		in.Entries = append(in.Entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
-	}
-	out, err := c.DeleteMessageBatch(context.WithoutCancel(ctx), in)
-	if err != nil {
-		return nil, fmt.Errorf("delete from %s: %w", url, err)
-	}
-	var gone []string
-	for _, e := range out.Successful {
-		if i, err := strconv.Atoi(aws.ToString(e.Id)); err == nil && i >= 0 && i < len(msgs) {
-			gone = append(gone, aws.ToString(msgs[i].MessageId))
-		}
-	}
-	if len(out.Failed) > 0 {
-		err = fmt.Errorf("delete from %s: %s %s", url, aws.ToString(out.Failed[0].Code), aws.ToString(out.Failed[0].Message))
-	}
-	return gone, err
 }
 
 func votesDLQRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -589,20 +215,21 @@ func votesDLQRedrive(ctx context.Context, args []string, stdout, stderr io.Write
 	var res redriveResult
 	if *dry {
 		now := time.Now().UTC()
-		s, err := inspect(ctx, c, "dlq", from, *q.max, *q.samples, q.holdSeconds(), now)
+		s, err := inspect(ctx, c, votessqs.DeadLetters, from, *q.max, *q.samples, *q.hold, now)
 		if err != nil {
 			return err
 		}
 		res = redriveResult{From: from, To: *to, DryRun: true, Would: &s}
 	} else {
-		var progress func(redriveResult)
+		o := votessqs.RedriveOptions{Max: *q.max, Hold: *q.hold}
 		if !*quiet {
-			progress = func(r redriveResult) {
+			o.Progress = func(r votessqs.RedriveResult) {
 				fmt.Fprintf(stderr, "\rmoved %d, not yet %d, retries %d", r.Moved, r.Failed, r.Retries)
 			}
 		}
-		res, err = redrive(ctx, c, from, *to, *q.max, q.holdSeconds(), progress)
-		if progress != nil {
+		res = redriveResult{From: from, To: *to}
+		res.RedriveResult, err = votessqs.Redrive(ctx, c, from, *to, o)
+		if o.Progress != nil {
 			fmt.Fprintln(stderr)
 		}
 	}
@@ -685,9 +312,9 @@ func readFailure(id, body string, now time.Time) failedBatch {
 	fb := failedBatch{MessageID: id}
 	var f streamFailure
 	if err := json.Unmarshal([]byte(body), &f); err != nil || f.Batch == nil {
-		fb.Problem = "not a stream failure record: " + sampleBody(body)
+		fb.Problem = "not a stream failure record: " + votessqs.Printable(body)
 		if err != nil {
-			fb.Problem = fmt.Sprintf("not JSON (%s): %s", sampleBody(err.Error()), sampleBody(body))
+			fb.Problem = fmt.Sprintf("not JSON (%s): %s", votessqs.Printable(err.Error()), votessqs.Printable(body))
 		}
 		fb.Action = "look at it by hand (aws sqs receive-message); it says nothing about a stream"
 		return fb
@@ -747,12 +374,12 @@ type failuresReport struct {
 	Batches     []failedBatch `json:"batches"`
 }
 
-func readFailures(ctx context.Context, c queueClient, url string, max int, hold int32, now time.Time) (failuresReport, error) {
-	approx, err := approximateCount(ctx, c, url)
+func readFailures(ctx context.Context, c queueClient, url string, max int, hold time.Duration, now time.Time) (failuresReport, error) {
+	approx, _, err := votessqs.Depth(ctx, c, url)
 	if err != nil {
 		return failuresReport{}, err
 	}
-	msgs, err := peek(ctx, c, url, max, hold)
+	msgs, err := votessqs.Peek(ctx, c, url, max, hold)
 	rep := failuresReport{Queue: url, Approximate: approx, Read: len(msgs), Batches: []failedBatch{}}
 	for _, m := range msgs {
 		fb := readFailure(aws.ToString(m.MessageId), aws.ToString(m.Body), now)
@@ -777,7 +404,7 @@ func archiveFailures(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	now := time.Now().UTC()
-	rep, err := readFailures(ctx, c, url, *q.max, q.holdSeconds(), now)
+	rep, err := readFailures(ctx, c, url, *q.max, *q.hold, now)
 	if rep.Queue == "" {
 		return err
 	}

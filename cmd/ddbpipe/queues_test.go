@@ -2,22 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
@@ -77,15 +73,6 @@ func TestReadFailureFixture(t *testing.T) {
 		fb := readFailure("m-x", hostile, later)
 		if fb.Problem == "" || fb.Action == "" || !utf8.ValidString(fb.Problem) {
 			t.Errorf("%.20q: %+v, want a problem and an action", hostile, fb)
-		}
-	}
-}
-
-func TestSampleBody(t *testing.T) {
-	for _, in := range []string{"\xff\xfe vote", strings.Repeat("é", 1000), "a\x00b\nc", `{"voteId":"\ud800"}`} {
-		got := sampleBody(in)
-		if !utf8.ValidString(got) || utf8.RuneCountInString(got) > 400 || strings.ContainsAny(got, "\x00\n") {
-			t.Errorf("sampleBody(%.20q) = %.40q", in, got)
 		}
 	}
 }
@@ -213,78 +200,8 @@ func TestQueuesInspectLocal(t *testing.T) {
 	}
 }
 
-// flakySQS fails sends as told and checks that a message is deleted from
-// the dead-letter queue only after its body was sent.
-type flakySQS struct {
-	*sqs.Client
-	t          *testing.T
-	dlq        string
-	mu         sync.Mutex
-	calls      int
-	failCall   map[int]bool // SendMessageBatch calls failing whole
-	failEntry  map[int]bool // calls whose entry "1" is refused
-	bodies     map[string]string
-	sentBodies map[string]int
-}
-
-func (f *flakySQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	out, err := f.Client.ReceiveMessage(ctx, in, opts...)
-	if err == nil && aws.ToString(in.QueueUrl) == f.dlq {
-		f.mu.Lock()
-		for _, m := range out.Messages {
-			f.bodies[aws.ToString(m.ReceiptHandle)] = aws.ToString(m.Body)
-		}
-		f.mu.Unlock()
-	}
-	return out, err
-}
-
-func (f *flakySQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	f.mu.Lock()
-	f.calls++
-	n := f.calls
-	f.mu.Unlock()
-	if f.failCall[n] {
-		return nil, errors.New("injected: send failed")
-	}
-	var refused []types.BatchResultErrorEntry
-	if f.failEntry[n] && len(in.Entries) > 1 {
-		refused = append(refused, types.BatchResultErrorEntry{Id: in.Entries[1].Id, Code: aws.String("InternalError"), Message: aws.String("injected"), SenderFault: false})
-		rest := *in
-		rest.Entries = append(append([]types.SendMessageBatchRequestEntry{}, in.Entries[:1]...), in.Entries[2:]...)
-		in = &rest
-	}
-	out, err := f.Client.SendMessageBatch(ctx, in, opts...)
-	if err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	for _, e := range out.Successful {
-		for _, req := range in.Entries {
-			if aws.ToString(req.Id) == aws.ToString(e.Id) {
-				f.sentBodies[aws.ToString(req.MessageBody)]++
-			}
-		}
-	}
-	f.mu.Unlock()
-	out.Failed = append(out.Failed, refused...)
-	return out, nil
-}
-
-func (f *flakySQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	f.mu.Lock()
-	for _, e := range in.Entries {
-		if body := f.bodies[aws.ToString(e.ReceiptHandle)]; f.sentBodies[body] == 0 {
-			f.t.Errorf("deleted a message never sent: %.40q", body)
-		}
-	}
-	f.mu.Unlock()
-	return f.Client.DeleteMessageBatch(ctx, in, opts...)
-}
-
-// Redrive moves every dead letter to the votes queue exactly once although
-// sends fail (a whole batch, one entry), deletes none before it is sent,
-// and a dry run moves nothing.
+// The redrive command: a dry run moves nothing, -max moves that many. (How
+// a redrive survives failures is votessqs's TestRedriveLocal.)
 func TestRedriveLocal(t *testing.T) {
 	state, c := queueEnv(t)
 	ctx := t.Context()
@@ -315,58 +232,6 @@ func TestRedriveLocal(t *testing.T) {
 		t.Errorf("after -max 12: %d on the votes queue, %d left; want 12, 13", len(moved), len(left))
 	}
 
-	// hold 1 s: the failed messages come back within the run and are
-	// retried there; hold 3 s: the run ends without them (an error saying
-	// so), and the next run moves them.
-	for _, hold := range []int32{1, 3} {
-		t.Run(fmt.Sprintf("hold %ds", hold), func(t *testing.T) {
-			dlq, votesQ := newQueue(t, c, "ops-dlq"), newQueue(t, c, "ops-votes")
-			for i := range 25 {
-				send(t, c, dlq, voteBody(i))
-			}
-			f := &flakySQS{Client: c, t: t, dlq: dlq, failCall: map[int]bool{2: true}, failEntry: map[int]bool{3: true},
-				bodies: map[string]string{}, sentBodies: map[string]int{}}
-			var progress []redriveResult
-			total := redriveResult{}
-			for run := 0; run < 3 && total.Moved < 25; run++ {
-				res, err := redrive(ctx, f, dlq, votesQ, 0, hold, func(r redriveResult) { progress = append(progress, r) })
-				t.Logf("run %d: moved %d, failed %d, undeleted %d, retries %d (%v)", run+1, res.Moved, res.Failed, res.Undeleted, res.Retries, err)
-				if (err != nil) != (res.Failed > 0) {
-					t.Errorf("run %d: error %v with %d not moved", run+1, err, res.Failed)
-				}
-				if res.Undeleted != 0 {
-					t.Errorf("run %d: %d sent but not deleted", run+1, res.Undeleted)
-				}
-				total.Moved += res.Moved
-				total.Retries += res.Retries
-				if res.Failed > 0 {
-					time.Sleep(time.Duration(hold)*time.Second + 500*time.Millisecond) // the failed ones' hold
-				}
-			}
-			if total.Moved != 25 || total.Retries < 2 || f.calls < 4 {
-				t.Errorf("moved %d after %d retries in %d sends, want 25 after the 2 injected failures", total.Moved, total.Retries, f.calls)
-			}
-			for body, n := range f.sentBodies {
-				if n != 1 || !want[body] {
-					t.Errorf("sent %d times: %.40q", n, body)
-				}
-			}
-			got := drain(t, c, votesQ)
-			seen := map[string]int{}
-			for _, b := range got {
-				seen[b]++
-			}
-			if len(got) != 25 || len(seen) != 25 {
-				t.Errorf("votes queue holds %d messages, %d distinct; want 25 each once", len(got), len(seen))
-			}
-			if left := drain(t, c, dlq); len(left) != 0 {
-				t.Errorf("dead-letter queue still holds %d", len(left))
-			}
-			if len(progress) == 0 || progress[len(progress)-1].Moved == 0 {
-				t.Errorf("progress %+v", progress)
-			}
-		})
-	}
 }
 
 // archive failures reads the stream-failure queue without consuming it.

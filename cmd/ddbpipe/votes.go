@@ -20,6 +20,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 // The identities the CLI's commands sign as on a local stack that judges
@@ -367,7 +368,7 @@ func inFlight(ctx context.Context, s votes.Staleness, root, state string) string
 	if err != nil {
 		return line
 	}
-	waiting, taken, err := queueDepth(ctx, sqs.NewFromConfig(cfg), getenv("VOTES_QUEUE_URL"))
+	waiting, taken, err := votessqs.Depth(ctx, sqs.NewFromConfig(cfg), getenv("VOTES_QUEUE_URL"))
 	if err != nil {
 		return line
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
 // catchUp says what -wait waits for: the votes queue to be empty, and the
@@ -82,7 +83,7 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 // pipelineBehind says what has not caught up yet ("" when all has).
 func pipelineBehind(ctx context.Context, r *archive.Rotator, q *sqs.Client, queueURL, objectsTable, objectsStream string, c catchUp) (string, error) {
 	if c.queue {
-		visible, inFlight, err := queueDepth(ctx, q, queueURL)
+		visible, inFlight, err := votessqs.Depth(ctx, q, queueURL)
 		if err != nil {
 			return "", fmt.Errorf("the votes queue: %w", err)
 		}

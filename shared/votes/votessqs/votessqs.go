@@ -1,7 +1,9 @@
 // Package votessqs is the SQS adapter of the votes flow: the Producer that
-// sends votes to the votes queue, and Rejects, the votes.RejectStore that
-// keeps the messages the counter will never count on the rejects queue. (The
-// load generator that drives the Producer is tools/votesload.)
+// sends votes to the votes queue, Rejects, the votes.RejectStore that keeps
+// the messages the counter will never count on the rejects queue, and what
+// an operator runs on the queues (Depth, Peek, Inspect, Redrive), which the
+// CLI, the soak and the bench share. (The load generator that drives the
+// Producer is tools/votesload.)
 //
 // Both send with SendMessageBatch: at most 10 entries and MaxBatchBytes per
 // call, and only the entries SQS reports as failed through no fault of the
