@@ -177,11 +177,11 @@ func (c ceilingSlices) run(ctx context.Context, warm float64) ([]ceilingSlice, i
 // topUp queues votes (the counter held) until the queue holds twice what
 // rate puts in a counter slice, at least 2,000; queued counts them.
 func (c ceilingSlices) topUp(ctx context.Context, rate float64, queued *int) error {
-	depth, err := queueDepth(ctx, c.env.Clients.SQS, c.env.Vars["VOTES_QUEUE_URL"])
+	visible, inFlight, err := votessqs.Depth(ctx, c.env.Clients.SQS, c.env.Vars["VOTES_QUEUE_URL"])
 	if err != nil {
 		return err
 	}
-	n := max(int(2*rate*c.counterFor.Seconds()), 2000) - depth
+	n := max(int(2*rate*c.counterFor.Seconds()), 2000) - visible - inFlight
 	if n <= 0 {
 		return nil
 	}
