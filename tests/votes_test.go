@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/runner"
@@ -84,19 +82,11 @@ func getResults(t *testing.T, env *stack.Env, poll string) results {
 // queueDepth is the visible plus in-flight messages of a queue.
 func queueDepth(t *testing.T, c *sqs.Client, url string) int {
 	t.Helper()
-	out, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
-		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-	}})
+	visible, inFlight, err := votessqs.Depth(context.Background(), c, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, k := range []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"} {
-		var v int
-		fmt.Sscan(out.Attributes[k], &v)
-		n += v
-	}
-	return n
+	return visible + inFlight
 }
 
 // The proof of the votes flow: 5,000 distinct votes plus 10 % re-sent,
