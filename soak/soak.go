@@ -52,15 +52,21 @@ type Config struct {
 	// worker its share), so its writes grow the objects table's stream at
 	// a known rate (see DefaultObjectRate).
 	ObjectsPerSecond float64
+	// Servers, when set, are running servers the soak provisions on
+	// instead of starting its own, under StackName; only without Faults
+	// (the faults restart a server).
+	Servers   *servers.Stack
+	StackName string
 	// Setups replace functions' own (registry.All) and run them in this
 	// process instead of their binaries: a test gives the tally one that
 	// ignores its checkpoint, to show the vote invariant breaking.
 	Setups map[string]lambdafn.Setup
-	// Faults turns on the proxies' fault mix, redeliveries, kills and the
-	// server restart; off, the soak is a plain load run.
+	// Faults turns on the proxies' fault mix, kills and the server
+	// restart; off, the soak is a plain load run (with redeliveries).
 	Faults bool
 	// DuplicateRate is the share of successful SQS and stream batches the
-	// runner delivers twice (Lambda's at-least-once delivery).
+	// runner delivers twice (Lambda's at-least-once delivery), from the
+	// load's start to the end of the checks, with Faults on or off.
 	DuplicateRate float64
 	// KillEvery is the time between two SIGKILLs of a function's process.
 	KillEvery time.Duration
@@ -221,17 +227,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Servers of its own: the soak restarts one, and DynamoDB Local slows
 	// down with other runs' tables.
-	s.servers, err = servers.Start(ctx, servers.Options{Root: cfg.Root, Log: io.Discard})
-	if err != nil {
-		return nil, err
+	if s.servers = cfg.Servers; s.servers == nil {
+		if s.servers, err = servers.Start(ctx, servers.Options{Root: cfg.Root, Log: io.Discard}); err != nil {
+			return nil, err
+		}
+		defer s.servers.Stop()
+	} else if cfg.Faults {
+		return nil, errors.New("soak: faults restart a server: they need servers of the soak's own (Config.Servers unset)")
 	}
-	defer s.servers.Stop()
 	// Every function runs on the producers' clock: 31 October until the
 	// crossing, then November (and the jump past October's grace); an
 	// hour earlier still during the setup.
 	s.clock = newVirtualClock(s.began, cfg.Duration)
 	s.env, err = stack.Up(ctx, stack.Options{
-		Root: cfg.Root, Params: params(cfg), Setups: setups, Servers: s.servers,
+		Root: cfg.Root, StackName: cfg.StackName, Params: params(cfg), Setups: setups, Servers: s.servers,
 		Processes: bins, FunctionLog: cfg.FnLog, Progress: io.Discard, ClockOffset: s.clock.offset(),
 		StreamShards: cfg.StreamShards, StreamSplitAfter: cfg.StreamSplitAfter, Conflicts: cfg.Conflicts,
 	})
@@ -278,6 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	wg.Go(func() { s.sample(loadCtx) })
 	wg.Go(func() { s.rotateDuringLoad(loadCtx, ctx) })
 	wg.Go(func() { s.jumpPastTheGrace(loadCtx) })
+	s.redeliver()
 	if cfg.Faults {
 		wg.Go(func() { s.injectFaults(loadCtx) })
 		wg.Go(func() { s.killFunctions(loadCtx) })
