@@ -95,7 +95,7 @@ func badVotes(t *testing.T, env *stack.Env, poll string, fill func(string) strin
 			t.Fatalf("counter on the bodies SQS refuses: %s, %v; want every one rejected, none retried", out, err)
 		}
 	}
-	got := rejectReasons(t, env, len(want))
+	got := rejectReasons(t, env, want)
 	for id, c := range want {
 		if string(got[id]) != c.Want {
 			t.Errorf("%s: reason %q, want %q", c.ID(), got[id], c.Want)

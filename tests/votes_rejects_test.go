@@ -85,7 +85,7 @@ func TestVotesRejectsWithReasons(t *testing.T) {
 	}
 	want["direct-1MiB"] = votes.ReasonTooLarge
 
-	got := rejectReasons(t, env, len(want))
+	got := rejectReasons(t, env, want)
 	for id, reason := range want {
 		if got[id] != reason {
 			t.Errorf("message %s: reason %q, want %q", id, got[id], reason)
@@ -105,9 +105,10 @@ func TestVotesRejectsWithReasons(t *testing.T) {
 	}
 }
 
-// rejectReasons drains the rejects queue until it has given n rejects, each
-// with its reason and a detail, and returns their reasons by message id.
-func rejectReasons(t *testing.T, env *stack.Env, n int) map[string]votes.Reason {
+// rejectReasons drains the rejects queue until every message of want has
+// its reject, each with its reason and a detail, and returns the reasons by
+// message id.
+func rejectReasons[V any](t *testing.T, env *stack.Env, want map[string]V) map[string]votes.Reason {
 	t.Helper()
 	got := map[string]votes.Reason{}
 	eventually(t, 60*time.Second, "every reject on the rejects queue", func() bool {
@@ -122,7 +123,14 @@ func rejectReasons(t *testing.T, env *stack.Env, n int) map[string]votes.Reason 
 			}
 			got[m.MessageID] = m.Reason
 		}
-		return len(got) >= n
+		// Every message sent, by its id: a count could be reached by a
+		// copy SQS took twice (a send retried after a lost answer).
+		for id := range want {
+			if _, ok := got[id]; !ok {
+				return false
+			}
+		}
+		return true
 	})
 	return got
 }

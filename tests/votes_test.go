@@ -89,7 +89,7 @@ func queueDepth(t *testing.T, c *sqs.Client, url string) int {
 	return visible + inFlight
 }
 
-// The proof of the votes flow: 5,000 distinct votes plus 10 % re-sent,
+// The proof of the votes flow: 3,000 distinct votes plus 10 % re-sent,
 // written once to the ledger and counted by the tally while DynamoDB throttles, the runner
 // delivers batches twice and handlers crash mid-batch. The totals equal
 // the distinct votes exactly, option by option, and the counter writes are
@@ -97,17 +97,17 @@ func queueDepth(t *testing.T, c *sqs.Client, url string) int {
 func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	t.Parallel() // waits on the pipeline: see TestMain
 	if testing.Short() {
-		t.Skip("5,000 votes")
+		t.Skip("3,000 votes")
 	}
-	// As on AWS: the ledger's stream in 4 shards that split after 400
+	// As on AWS: the ledger's stream in 4 shards that split after 250
 	// records (up to 16 shards by the end: 4 × 2²), one tally per shard at once,
 	// and transactions that overlap cancelled with TransactionConflict.
 	// The same proof at size (20,000 votes and more, 16 shards) runs in
 	// the bench (votes-shards) and in make soak.
-	const n = 5000
+	const n = 3000
 	env := upLocalAlone(t, map[string]string{
 		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
-	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, 400, true })
+	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, 250, true })
 	ctx := context.Background()
 	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
 	createPoll(t, env, `{"pollId":"big","options":["o0","o1","o2","o3","o4","o5","o6","o7","o8","o9"],"shards":8}`)
