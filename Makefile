@@ -111,7 +111,11 @@ IAM_RUN     ?= iam
 iam: install
 	@rm -rf $(IAM_RECORDS)/iam && mkdir -p $(IAM_RECORDS)/iam
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
-	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/iam $(DDBPIPE_BIN) demo -votes 300 > $(IAM_RECORDS)/iam/demo.log 2>&1 || { cat $(IAM_RECORDS)/iam/demo.log; exit 1; }
+	@echo "demo -votes 300 (its log: $(IAM_RECORDS)/iam/demo.log)"
+	@DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/iam $(DDBPIPE_BIN) demo -votes 300 > $(IAM_RECORDS)/iam/demo.log 2>&1 || { \
+		grep -h '^IAM denied: ' $(IAM_RECORDS)/iam/demo.log; \
+		$(MAKE) --no-print-directory iam-check IAM_RUN=iam; \
+		echo "make iam: the demo failed; the end of its log:"; tail -n 40 $(IAM_RECORDS)/iam/demo.log; exit 1; }
 	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/iam DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- $(GO) test -count=1 -run '^TestCommandsSignAsTheirIdentity$$' ./cmd/ddbpipe
 	@$(MAKE) --no-print-directory iam-check IAM_RUN=iam
 

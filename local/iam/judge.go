@@ -82,6 +82,9 @@ type Config struct {
 	// reads. Stderr receives the evaluator's own errors.
 	Log    io.Writer
 	Stderr io.Writer
+	// Denials, when set, receives one line per distinct denied triple as
+	// it happens, naming the identity, the action and the resource.
+	Denials io.Writer
 }
 
 // Judge authorizes the local stack's calls. Its methods are safe for
@@ -102,6 +105,7 @@ type Judge struct {
 	recMu   sync.Mutex
 	seen    map[Triple]int
 	log     io.Writer
+	denials io.Writer
 	timesMu sync.Mutex
 	times   []time.Duration // every judged request's
 	hits    []time.Duration // those answered from the cache alone
@@ -136,7 +140,7 @@ func Start(ctx context.Context, c Config) (*Judge, error) {
 	}
 	j := &Judge{
 		place: c.Place, adminKey: c.AdminKey, policies: c.Policies, byKey: map[string]Identity{},
-		seen: map[Triple]int{}, log: c.Log, done: make(chan struct{}),
+		seen: map[Triple]int{}, log: c.Log, denials: c.Denials, done: make(chan struct{}),
 	}
 	for name, ip := range c.Policies.Identities {
 		key := AccessKeyID(c.AdminKey, name)
@@ -414,6 +418,9 @@ func (j *Judge) record(t Triple) {
 	if j.seen[t] == 1 && j.log != nil {
 		b, _ := json.Marshal(t)
 		_, _ = j.log.Write(append(b, '\n'))
+	}
+	if j.seen[t] == 1 && j.denials != nil && t.Decision != Allowed {
+		_, _ = fmt.Fprintf(j.denials, "IAM denied: %s may not %s on %s (%s)\n", t.Identity, t.Action, t.Resource, t.Decision)
 	}
 }
 

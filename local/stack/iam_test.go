@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +25,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/iam"
 	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
@@ -37,8 +38,11 @@ var seq atomic.Int64
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	root, err := servers.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 // upJudged starts a stack with IAM enforced on template (the repository's
@@ -52,17 +56,21 @@ func upJudged(t *testing.T, template string) *stack.Env {
 // upJudgedWith is upJudged with the state folder (its iam/ holds the
 // records; "" a new one) and parameter overrides. The records stay out of
 // DDBPIPE_IAM_RECORDS: these stacks make denied calls on purpose.
-func upJudgedWith(t *testing.T, template, state string, params map[string]string) *stack.Env {
+func upJudgedWith(t *testing.T, template, state string, params map[string]string, tune ...func(*stack.Options)) *stack.Env {
 	t.Helper()
 	st := stacktest.Need(t)
 	root := repoRoot(t)
 	if state == "" {
 		state = t.TempDir()
 	}
-	env, err := stack.Up(context.Background(), stack.Options{
+	o := stack.Options{
 		Root: root, Template: template, Servers: st, Setups: registry.All, NoRotation: true, Params: params,
 		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: state, IAMRecords: filepath.Join(state, "iam"),
-	})
+	}
+	for _, f := range tune {
+		f(&o)
+	}
+	env, err := stack.Up(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,17 +260,25 @@ const archiverPut = `              - Effect: Allow
 // runs over the stack's records names the identity, action and resource.
 func TestIAMMutatedTemplate(t *testing.T) {
 	records := t.TempDir()
-	env := upJudgedWith(t, mutate(t, "ArchiverFunctionRole", archiverPut, ""), records, nil)
+	var progress lockedBuffer
+	env := upJudgedWith(t, mutate(t, "ArchiverFunctionRole", archiverPut, ""), records, nil, func(o *stack.Options) { o.Progress = &progress })
 	ctx := context.Background()
 	if err := env.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	archiver := awsenv.S3(env.AWSAs("ArchiverFunction"))
-	_, err := archiver.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: aws.String(env.Stack.Resources["ArchiveBucket"].Ref), Key: aws.String("table=t/month=2026-01/x.parquet"), Body: strings.NewReader("x"),
-	})
-	if code, _ := apiError(err); code != "AccessDenied" || !strings.Contains(err.Error(), "s3:PutObject") {
-		t.Errorf("archiver PutObject with the grant removed: %v, want AccessDenied naming s3:PutObject", err)
+	for range 2 {
+		_, err := archiver.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(env.Stack.Resources["ArchiveBucket"].Ref), Key: aws.String("table=t/month=2026-01/x.parquet"), Body: strings.NewReader("x"),
+		})
+		if code, _ := apiError(err); code != "AccessDenied" || !strings.Contains(err.Error(), "s3:PutObject") {
+			t.Errorf("archiver PutObject with the grant removed: %v, want AccessDenied naming s3:PutObject", err)
+		}
+	}
+	// The stack's progress names the denied call as it happens, once.
+	line := "IAM denied: ArchiverFunction may not s3:PutObject on arn:aws:s3:::"
+	if n := strings.Count(progress.String(), "/table=t/month=2026-01/x.parquet (ImplicitlyDenied)\n"); n != 1 || !strings.Contains(progress.String(), line) {
+		t.Errorf("the stack's progress names the denied PutObject %d times, want once (%q):\n%s", n, line, progress.String())
 	}
 
 	// The flow: an item written to the objects table reaches the archiver
@@ -356,4 +372,22 @@ func TestIAMWithKMSKey(t *testing.T) {
 	if code, _ := apiError(err); code != "AccessDenied" || !strings.Contains(err.Error(), "kms:GenerateDataKey") {
 		t.Errorf("archiver PutObject denied the key: %v, want AccessDenied naming kms:GenerateDataKey", err)
 	}
+}
+
+// lockedBuffer is a progress writer the stack's goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
