@@ -46,24 +46,7 @@ func benchVotes(ctx context.Context, env *stack.Env, scale float64) (*section, e
 		return nil, err
 	}
 	s := &section{title: "Votes: a naive counter against the ledger and its tally"}
-	s.printf("Two consumers of the same votes, each on a queue of its own with the counter's mapping from template.yaml\n"+
-		"(BatchSize %d, a %.0f s batching window, %d concurrent invocations, a %d s visibility timeout):\n\n"+
-		"- **naive**: what public samples do, one UpdateItem ADD per vote on one item. It gets its best case: throttled writes\n"+
-		"  are retried, up to 1 s apart, until they pass, so it never fails a message back to the queue.\n"+
-		"- **ddbpipe**: the counter as deployed (`voteslambda.SetupCounter` with CounterFunction's environment and its %.0f s\n"+
-		"  timeout), which writes each vote with one conditional PutItem (1 write unit) into its month's ledger, spread over\n"+
-		"  %d partition keys per poll; the stack's own TallyFunction counts them from the ledger's stream into the poll's\n"+
-		"  %d counter shards, with a checkpoint per stream shard, 2 units per item of each transaction. A vote is counted\n"+
-		"  when `votes.Results` shows it.\n\n"+
-		"\"End to end\" runs from the consumer's start to the first read (every 100 ms) that shows every vote; \"counting\"\n"+
-		"from the first invocation's start, leaving out the wait for the first batch (the pollers split the queued flood and\n"+
-		"each waits out its batching window for a batch that will not fill): a fixed cost of a finite flood that a continuous\n"+
-		"one does not pay. Write units are the ones the DynamoDB proxy admitted (throttled requests are not billed): on the\n"+
-		"poll's ledger keys, its counter keys, and the tally's checkpoint keys while the run lasted. A pass of %d votes\n"+
-		"through each consumer, not reported, warms DynamoDB Local up first. The scaled runs, which the goals judge, come\n"+
-		"next and the run at AWS's limit last: DynamoDB Local slows down as the ledger's stream grows (it keeps every record\n"+
-		"24 h), so a later run may write slower than an earlier one for that alone (the consumer's write units/s column).\n\n",
-		d.batch, d.window.Seconds(), d.concurrency, d.visibility, d.timeout.Seconds(), votes.LedgerSuffixes, d.shards, warmUpVotes)
+	votesIntro(s, d)
 
 	spread := flood{label: "ten-option spread", options: allOptions, seed: 1}
 	// DynamoDB Local's JVM compiles its hot paths during the first thousands
@@ -106,6 +89,28 @@ func benchVotes(ctx context.Context, env *stack.Env, scale float64) (*section, e
 		return nil, err
 	}
 	return s, nil
+}
+
+// votesIntro says what the two consumers are and what the figures measure.
+func votesIntro(s *section, d deployment) {
+	s.printf("Two consumers of the same votes, each on a queue of its own with the counter's mapping from template.yaml\n"+
+		"(BatchSize %d, a %.0f s batching window, %d concurrent invocations, a %d s visibility timeout):\n\n"+
+		"- **naive**: what public samples do, one UpdateItem ADD per vote on one item. It gets its best case: throttled writes\n"+
+		"  are retried, up to 1 s apart, until they pass, so it never fails a message back to the queue.\n"+
+		"- **ddbpipe**: the counter as deployed (`voteslambda.SetupCounter` with CounterFunction's environment and its %.0f s\n"+
+		"  timeout), which writes each vote with one conditional PutItem (1 write unit) into its month's ledger, spread over\n"+
+		"  %d partition keys per poll; the stack's own TallyFunction counts them from the ledger's stream into the poll's\n"+
+		"  %d counter shards, with a checkpoint per stream shard, 2 units per item of each transaction. A vote is counted\n"+
+		"  when `votes.Results` shows it.\n\n"+
+		"\"End to end\" runs from the consumer's start to the first read (every 100 ms) that shows every vote; \"counting\"\n"+
+		"from the first invocation's start, leaving out the wait for the first batch (the pollers split the queued flood and\n"+
+		"each waits out its batching window for a batch that will not fill): a fixed cost of a finite flood that a continuous\n"+
+		"one does not pay. Write units are the ones the DynamoDB proxy admitted (throttled requests are not billed): on the\n"+
+		"poll's ledger keys, its counter keys, and the tally's checkpoint keys while the run lasted. A pass of %d votes\n"+
+		"through each consumer, not reported, warms DynamoDB Local up first. The scaled runs, which the goals judge, come\n"+
+		"next and the run at AWS's limit last: DynamoDB Local slows down as the ledger's stream grows (it keeps every record\n"+
+		"24 h), so a later run may write slower than an earlier one for that alone (the consumer's write units/s column).\n\n",
+		d.batch, d.window.Seconds(), d.concurrency, d.visibility, d.timeout.Seconds(), votes.LedgerSuffixes, d.shards, warmUpVotes)
 }
 
 // pair runs the naive consumer, then ddbpipe, on the same flood.

@@ -78,34 +78,13 @@ func (r runStats) redelivered() int { return max(r.records-r.n, 0) }
 // runVotes loads n votes of fl into a new queue for a new poll, then
 // consumes them with c under the deployed mapping and measures it.
 func runVotes(ctx context.Context, env *stack.Env, d deployment, c consumer, fl flood, n int) (runStats, error) {
-	poll := fmt.Sprintf("bench-%d", time.Now().UnixNano()%1e9)
-	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
-	if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: allOptions, Shards: d.shards}); err != nil {
-		return runStats{}, err
-	}
-	q, err := env.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(poll),
-		Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(d.visibility)}})
+	poll, url, requests, err := floodQueue(ctx, env, d, c, fl, n)
 	if err != nil {
 		return runStats{}, err
-	}
-	url := aws.ToString(q.QueueUrl)
-	requests := queueRequests(env, poll)
-	load, err := votesload.Run(ctx, votessqs.NewProducer(env.Clients.SQS, url), votesload.Options{PollID: poll, Options: fl.options, Count: n, Concurrency: 8, Seed: fl.seed})
-	if err != nil || load.Failed > 0 {
-		return runStats{}, fmt.Errorf("%s: load: %v (%d failed)", c.label, err, load.Failed)
 	}
 	var metrics emfSums
-	h, err := c.handler(ctx, poll, &metrics)
+	r, timed, err := consumerRunner(ctx, env, d, c, poll, url, &metrics)
 	if err != nil {
-		return runStats{}, err
-	}
-	r := runner.New()
-	timed := &timedHandler{Handler: lambda.NewHandler(h)}
-	if err := r.AddFunction(runner.Function{LogicalID: "Consumer", Timeout: c.timeout, Handler: timed}); err != nil {
-		return runStats{}, err
-	}
-	if _, err := r.AddSQS(env.Clients.SQS, runner.SQSMapping{Function: "Consumer", QueueURL: url, BatchSize: d.batch, Window: d.window,
-		ReportBatchItemFailures: true, MaxConcurrency: d.concurrency, WaitTime: time.Second}); err != nil {
 		return runStats{}, err
 	}
 	proxy := env.Proxies[faultproxy.DynamoDB]
@@ -142,6 +121,48 @@ func runVotes(ctx context.Context, env *stack.Env, d deployment, c consumer, fl 
 	rs.tally.invocations = tallyAfter.Invocations - tallyBefore.Invocations
 	rs.tally.handlerTime = tallyAfter.Total - tallyBefore.Total
 	return rs, nil
+}
+
+// floodQueue creates a poll and a queue of its own, counts the queue's
+// requests from then on, and sends n votes of fl into it.
+func floodQueue(ctx context.Context, env *stack.Env, d deployment, c consumer, fl flood, n int) (poll, url string, requests func() sqsCounts, err error) {
+	poll = fmt.Sprintf("bench-%d", time.Now().UnixNano()%1e9)
+	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], env.Vars["LEDGER_TABLE_PREFIX"])
+	if err := store.CreatePoll(ctx, votes.Poll{ID: poll, Options: allOptions, Shards: d.shards}); err != nil {
+		return "", "", nil, err
+	}
+	q, err := env.Clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(poll),
+		Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(d.visibility)}})
+	if err != nil {
+		return "", "", nil, err
+	}
+	url = aws.ToString(q.QueueUrl)
+	requests = queueRequests(env, poll)
+	load, err := votesload.Run(ctx, votessqs.NewProducer(env.Clients.SQS, url), votesload.Options{PollID: poll, Options: fl.options, Count: n, Concurrency: 8, Seed: fl.seed})
+	if err != nil || load.Failed > 0 {
+		return "", "", nil, fmt.Errorf("%s: load: %v (%d failed)", c.label, err, load.Failed)
+	}
+	return poll, url, requests, nil
+}
+
+// consumerRunner is a runner of its own with the consumer on the queue at
+// url, mapped as the template maps the counter; timed notes its first and
+// last invocations.
+func consumerRunner(ctx context.Context, env *stack.Env, d deployment, c consumer, poll, url string, metrics *emfSums) (*runner.Runner, *timedHandler, error) {
+	h, err := c.handler(ctx, poll, metrics)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := runner.New()
+	timed := &timedHandler{Handler: lambda.NewHandler(h)}
+	if err := r.AddFunction(runner.Function{LogicalID: "Consumer", Timeout: c.timeout, Handler: timed}); err != nil {
+		return nil, nil, err
+	}
+	if _, err := r.AddSQS(env.Clients.SQS, runner.SQSMapping{Function: "Consumer", QueueURL: url, BatchSize: d.batch, Window: d.window,
+		ReportBatchItemFailures: true, MaxConcurrency: d.concurrency, WaitTime: time.Second}); err != nil {
+		return nil, nil, err
+	}
+	return r, timed, nil
 }
 
 // waitCounted reads the poll's count every 100 ms until it shows n, and
