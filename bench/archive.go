@@ -32,176 +32,265 @@ import (
 // native export's format) before and after compaction, objects per 100,000
 // records, and a DuckDB query over the compacted month.
 func benchArchive(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
-	n := max(1000, int(100_000*scale))
-	const batchSize = 100 // the DynamoDB event source's default batch
-	bucket := env.Vars["ARCHIVE_BUCKET_NAME"]
-	table := "bench-votes-2026-11"
-	part := archive.PartitionOf(table, time.Time{})
-	s := &section{title: "Archive (Parquet on S3, compaction, DuckDB)"}
-
-	// 1. The archiver, one shard's batches in order, through Handle.
-	recs := make([]events.DynamoDBEventRecord, n)
-	for i := range recs {
-		recs[i] = benchVoteRecord(table, i)
+	b := newArchiveBench(env, scale)
+	defer b.close()
+	for _, step := range []func(context.Context) error{
+		b.archive,     // 1. the archiver, one shard's batches in order
+		b.compact,     // 2. compaction, as the rotator does it
+		b.exportSizes, // 3. the export's format and stream records, gzip'd
+		b.openDuckDB,  // 4. DuckDB over the compacted month: copy, open
+		b.queryMonth,  // 4b. … and query it
+		b.queryPoll,   // 5. the analyst's question for one poll
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
 	}
-	a := &archivelambda.Archiver{Files: archives3.Writer{S3: env.Clients.S3, Bucket: bucket}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return b.report(), nil
+}
+
+// archiveBatchSize is the DynamoDB event source's default batch.
+const archiveBatchSize = 100
+
+// archiveQueryRuns is how many times the month's query is timed.
+const archiveQueryRuns = 5
+
+// archivePoll is the poll of the analyst's question.
+const archivePoll = "color"
+
+// archiveBench is one run of benchArchive: its inputs, then what each step
+// measured, in the order the steps fill it in.
+type archiveBench struct {
+	env    *stack.Env
+	n      int
+	bucket string
+	table  string
+	part   archive.Partition
+	recs   []events.DynamoDBEventRecord
+	log    *slog.Logger
+
+	archiveTime             time.Duration
+	before, after           []archive.File
+	bytesBefore, bytesAfter int64
+	dataAfter               int
+	compaction              archive.Compaction
+	compactTime             time.Duration
+	export, streamLines     float64
+	dir                     string
+	db                      *archiveduckdb.DB
+	syncTime, openTime      time.Duration
+	queryTime               time.Duration
+	groups                  int64
+	read, footer            int64
+}
+
+func newArchiveBench(env *stack.Env, scale float64) *archiveBench {
+	b := &archiveBench{
+		env:    env,
+		n:      max(1000, int(100_000*scale)),
+		bucket: env.Vars["ARCHIVE_BUCKET_NAME"],
+		table:  "bench-votes-2026-11",
+		log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	b.part = archive.PartitionOf(b.table, time.Time{})
+	b.recs = make([]events.DynamoDBEventRecord, b.n)
+	for i := range b.recs {
+		b.recs[i] = benchVoteRecord(b.table, i)
+	}
+	return b
+}
+
+// close closes the DuckDB and removes its cache.
+func (b *archiveBench) close() {
+	if b.db != nil {
+		b.db.Close()
+	}
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
+}
+
+// archive sends one shard's batches in order through Archiver.Handle.
+func (b *archiveBench) archive(ctx context.Context) error {
+	a := &archivelambda.Archiver{Files: archives3.Writer{S3: b.env.Clients.S3, Bucket: b.bucket}, Log: b.log}
 	start := time.Now()
-	for from := 0; from < n; from += batchSize {
-		resp, err := a.Handle(ctx, events.DynamoDBEvent{Records: recs[from:min(from+batchSize, n)]})
+	for from := 0; from < b.n; from += archiveBatchSize {
+		resp, err := a.Handle(ctx, events.DynamoDBEvent{Records: b.recs[from:min(from+archiveBatchSize, b.n)]})
 		if err != nil || len(resp.BatchItemFailures) > 0 {
-			return nil, fmt.Errorf("archive batch at %d: %+v, %v", from, resp, err)
+			return fmt.Errorf("archive batch at %d: %+v, %v", from, resp, err)
 		}
 	}
-	archiveTime := time.Since(start)
-	before, err := archives3.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
+	b.archiveTime = time.Since(start)
+	before, err := archives3.ListFiles(ctx, b.env.Clients.S3, b.bucket, b.part.Prefix())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var bytesBefore int64
+	b.before = before
 	for _, f := range before {
-		bytesBefore += f.Bytes
+		b.bytesBefore += f.Bytes
 	}
+	return nil
+}
 
-	// 2. Compaction, as the rotator does it when the month retires.
-	start = time.Now()
-	parts := &archives3.Partitions{S3: env.Clients.S3, Bucket: bucket, Log: a.Log}
-	c, err := parts.Compact(ctx, part, archive.DefaultCompactionPolicy, table, archive.Verification{At: time.Now(), OK: true, TableItems: n, ArchivedItems: n})
+// compact compacts the month, as the rotator does when the month retires.
+func (b *archiveBench) compact(ctx context.Context) error {
+	start := time.Now()
+	parts := &archives3.Partitions{S3: b.env.Clients.S3, Bucket: b.bucket, Log: b.log}
+	c, err := parts.Compact(ctx, b.part, archive.DefaultCompactionPolicy, b.table, archive.Verification{At: time.Now(), OK: true, TableItems: b.n, ArchivedItems: b.n})
 	if err != nil {
-		return nil, fmt.Errorf("compact: %w", err)
+		return fmt.Errorf("compact: %w", err)
 	}
-	compactTime := time.Since(start)
-	after, err := archives3.ListFiles(ctx, env.Clients.S3, bucket, part.Prefix())
+	b.compaction = c
+	b.compactTime = time.Since(start)
+	after, err := archives3.ListFiles(ctx, b.env.Clients.S3, b.bucket, b.part.Prefix())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var bytesAfter int64
-	var dataAfter int
+	b.after = after
 	for _, f := range after {
-		if f.Key != part.ManifestKey() {
-			bytesAfter += f.Bytes
-			dataAfter++
+		if f.Key != b.part.ManifestKey() {
+			b.bytesAfter += f.Bytes
+			b.dataAfter++
 		}
 	}
+	return nil
+}
 
-	// 3. The export's format for the same items.
+// exportSizes measures the export's format for the same items, and the
+// same records as gzip'd stream-record JSON lines: what the archive holds
+// (event id, keys, images, sequence), in a row format.
+func (b *archiveBench) exportSizes(context.Context) error {
+	export, err := gzipLines(len(b.recs), func(i int) any { return map[string]any{"Item": b.recs[i].Change.NewImage} })
+	if err != nil {
+		return err
+	}
+	streamLines, err := gzipLines(len(b.recs), func(i int) any { return b.recs[i] })
+	if err != nil {
+		return err
+	}
+	b.export, b.streamLines = float64(export), float64(streamLines)
+	return nil
+}
+
+// gzipLines is the size of n values as gzip'd JSON lines.
+func gzipLines(n int, value func(i int) any) (int, error) {
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	enc := json.NewEncoder(zw)
-	for _, r := range recs {
-		if err := enc.Encode(map[string]any{"Item": r.Change.NewImage}); err != nil {
-			return nil, err
+	for i := range n {
+		if err := enc.Encode(value(i)); err != nil {
+			return 0, err
 		}
 	}
 	if err := zw.Close(); err != nil {
-		return nil, err
+		return 0, err
 	}
-	export := float64(gz.Len())
+	return gz.Len(), nil
+}
 
-	// 3b. The same records as gzip'd stream-record JSON lines: what the
-	// archive holds (event id, keys, images, sequence), in a row format.
-	gz.Reset()
-	zw = gzip.NewWriter(&gz)
-	enc = json.NewEncoder(zw)
-	for _, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			return nil, err
-		}
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	streamLines := float64(gz.Len())
-
-	// 4. DuckDB over the compacted month: copy, open, query.
+// openDuckDB copies the compacted month to a local cache and opens DuckDB
+// over it.
+func (b *archiveBench) openDuckDB(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "ddbpipe-bench-archive-")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer os.RemoveAll(dir)
-	cache := &archiveduckdb.Cache{Dir: dir, S3: env.Clients.S3, Bucket: bucket}
-	f := archiveduckdb.Filter{Table: part.Table, Month: part.Month}
-	start = time.Now()
+	b.dir = dir
+	cache := &archiveduckdb.Cache{Dir: dir, S3: b.env.Clients.S3, Bucket: b.bucket}
+	f := archiveduckdb.Filter{Table: b.part.Table, Month: b.part.Month}
+	start := time.Now()
 	if _, err := cache.Sync(ctx, f); err != nil {
-		return nil, err
+		return err
 	}
-	syncTime := time.Since(start)
+	b.syncTime = time.Since(start)
 	start = time.Now()
 	db, err := archiveduckdb.Open(ctx, cache.Root(), f)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer db.Close()
-	openTime := time.Since(start)
+	b.db = db
+	b.openTime = time.Since(start)
+	return nil
+}
+
+// queryMonth times votes-per-poll-per-day over the month, and checks that
+// it counts every vote.
+func (b *archiveBench) queryMonth(ctx context.Context) error {
 	q, err := archive.LookupNamedQuery("votes-per-poll-per-day")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var queryTime time.Duration
-	var groups, counted int64
-	const runs = 5
-	for range runs {
-		start = time.Now()
-		res, err := db.Query(ctx, q.SQL, part.Month)
+	var counted int64
+	for range archiveQueryRuns {
+		start := time.Now()
+		res, err := b.db.Query(ctx, q.SQL, b.part.Month)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		queryTime += time.Since(start)
-		groups, counted = int64(len(res.Rows)), 0
+		b.queryTime += time.Since(start)
+		b.groups, counted = int64(len(res.Rows)), 0
 		for _, r := range res.Rows {
 			counted += r[3].(int64)
 		}
 	}
-	if counted != int64(n) {
-		return nil, fmt.Errorf("votes-per-poll-per-day counted %d votes, want %d", counted, n)
+	if counted != int64(b.n) {
+		return fmt.Errorf("votes-per-poll-per-day counted %d votes, want %d", counted, b.n)
 	}
+	return nil
+}
 
-	// 5. The analyst's question, "votes per option for poll P in month M":
-	// its answer must be exact, and what it reads is the column chunks of
-	// the columns it touches in the month's files.
-	const poll = "color"
+// queryPoll asks the analyst's question, "votes per option for poll P in
+// month M": its answer must be exact, and what it reads is the column
+// chunks of the columns it touches in the month's files.
+func (b *archiveBench) queryPoll(ctx context.Context) error {
 	want := map[string]int64{}
-	for _, r := range recs {
-		if r.Change.NewImage["pollId"].String() == poll {
+	for _, r := range b.recs {
+		if r.Change.NewImage["pollId"].String() == archivePoll {
 			want[r.Change.NewImage["optionId"].String()]++
 		}
 	}
 	perOption, err := archive.LookupNamedQuery("votes-per-option")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res, err := db.Query(ctx, perOption.SQL, part.Month, poll)
+	res, err := b.db.Query(ctx, perOption.SQL, b.part.Month, archivePoll)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	got := map[string]int64{}
 	for _, r := range res.Rows {
 		got[r[0].(string)] = r[1].(int64)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		return nil, fmt.Errorf("votes-per-option for %s: %v, want %v", poll, got, want)
+		return fmt.Errorf("votes-per-option for %s: %v, want %v", archivePoll, got, want)
 	}
-	read, footer, err := queryBytes(ctx, env, bucket, after, "poll_id", "option_id", "event_name", "replayed")
-	if err != nil {
-		return nil, err
-	}
+	b.read, b.footer, err = queryBytes(ctx, b.env, b.bucket, b.after, "poll_id", "option_id", "event_name", "replayed")
+	return err
+}
 
-	per := func(b float64) float64 { return b / float64(n) }
+// report is the section: the table of measures and the chart of bytes per
+// record.
+func (b *archiveBench) report() *section {
+	s := &section{title: "Archive (Parquet on S3, compaction, DuckDB)"}
+	n := b.n
+	per := func(x float64) float64 { return x / float64(n) }
 	per100k := func(objects int) float64 { return float64(objects) * 100_000 / float64(n) }
-	s.printf("%d vote ledger INSERTs (one month, one stream shard), archived in batches of %d through `Archiver.Handle` into versitygw.\n\n", n, batchSize)
+	export, streamLines := b.export, b.streamLines
+	s.printf("%d vote ledger INSERTs (one month, one stream shard), archived in batches of %d through `Archiver.Handle` into versitygw.\n\n", n, archiveBatchSize)
 	s.printf("| measure | value | goal |\n|---|---|---|\n")
-	s.printf("| archiver throughput (one shard, batches in order) | %.0f records/s (%s) | |\n", float64(n)/archiveTime.Seconds(), archiveTime.Round(time.Millisecond))
+	s.printf("| archiver throughput (one shard, batches in order) | %.0f records/s (%s) | |\n", float64(n)/b.archiveTime.Seconds(), b.archiveTime.Round(time.Millisecond))
 	s.printf("| gzip'd DynamoDB-JSON lines (export format), items only | %.1f B/record | |\n", per(export))
 	s.printf("| gzip'd stream records as Lambda gets them (JSON lines: event id, keys, images, sequence) | %.1f B/record | |\n", per(streamLines))
-	s.printf("| Parquet, per-batch files | %.1f B/record = %.2f× export | |\n", per(float64(bytesBefore)), float64(bytesBefore)/export)
-	s.printf("| Parquet, compacted | %.1f B/record = %.2f× export, %.2f× the stream records | ≤ 0.55× |\n", per(float64(bytesAfter)), float64(bytesAfter)/export, float64(bytesAfter)/streamLines)
-	s.printf("| objects per 100,000 records before compaction | %.0f | |\n", per100k(len(before)))
-	s.printf("| objects per 100,000 records after compaction (+ `_manifest.json`) | %.1f | ≤ 2 |\n", per100k(dataAfter))
-	s.printf("| compaction (read %d files, merge, write %d, manifest, delete) | %s | |\n", c.Merged, c.FilesAfter, compactTime.Round(time.Millisecond))
-	s.printf("| DuckDB: copy the compacted month to the local cache | %s | |\n", syncTime.Round(time.Millisecond))
-	s.printf("| DuckDB: open (views over the files) | %s | |\n", openTime.Round(time.Millisecond))
-	s.printf("| DuckDB: `votes-per-poll-per-day` over the month (%d groups, mean of %d) | %s | |\n", groups, runs, (queryTime / runs).Round(100*time.Microsecond))
-	s.printf("| `votes-per-option` for poll %q: data read (column chunks of poll_id, option_id, event_name, replayed; no page skipped) | %.0f B per 100,000 records (%d B) | ≤ 1 KB |\n", poll, float64(read)*100_000/float64(n), read)
-	s.printf("| the same query: footer and page index of the month's files (read once per file) | %d B | |\n", footer)
+	s.printf("| Parquet, per-batch files | %.1f B/record = %.2f× export | |\n", per(float64(b.bytesBefore)), float64(b.bytesBefore)/export)
+	s.printf("| Parquet, compacted | %.1f B/record = %.2f× export, %.2f× the stream records | ≤ 0.55× |\n", per(float64(b.bytesAfter)), float64(b.bytesAfter)/export, float64(b.bytesAfter)/streamLines)
+	s.printf("| objects per 100,000 records before compaction | %.0f | |\n", per100k(len(b.before)))
+	s.printf("| objects per 100,000 records after compaction (+ `_manifest.json`) | %.1f | ≤ 2 |\n", per100k(b.dataAfter))
+	s.printf("| compaction (read %d files, merge, write %d, manifest, delete) | %s | |\n", b.compaction.Merged, b.compaction.FilesAfter, b.compactTime.Round(time.Millisecond))
+	s.printf("| DuckDB: copy the compacted month to the local cache | %s | |\n", b.syncTime.Round(time.Millisecond))
+	s.printf("| DuckDB: open (views over the files) | %s | |\n", b.openTime.Round(time.Millisecond))
+	s.printf("| DuckDB: `votes-per-poll-per-day` over the month (%d groups, mean of %d) | %s | |\n", b.groups, archiveQueryRuns, (b.queryTime / archiveQueryRuns).Round(100*time.Microsecond))
+	s.printf("| `votes-per-option` for poll %q: data read (column chunks of poll_id, option_id, event_name, replayed; no page skipped) | %.0f B per 100,000 records (%d B) | ≤ 1 KB |\n", archivePoll, float64(b.read)*100_000/float64(n), b.read)
+	s.printf("| the same query: footer and page index of the month's files (read once per file) | %d B | |\n", b.footer)
 	s.printf("\nThe archive stores the ledger in its typed layout (schema version 2): the vote's ids and times in columns, the keys derived\n")
 	s.printf("from them, no event id; a retired month is one file of its replayed state sorted by poll, option and time, where one poll's\n")
 	s.printf("votes are a few runs of a dictionary-encoded column. The answers above are checked against the generated votes: exact.\n")
@@ -212,12 +301,12 @@ func benchArchive(ctx context.Context, env *stack.Env, scale float64) (*section,
 		Bars: []pngchart.Bar{
 			{Label: "gzip'd export lines", Value: per(export)},
 			{Label: "gzip'd stream records", Value: per(streamLines)},
-			{Label: "Parquet, per-batch files", Value: per(float64(bytesBefore))},
-			{Label: "Parquet, compacted", Value: per(float64(bytesAfter))},
+			{Label: "Parquet, per-batch files", Value: per(float64(b.bytesBefore))},
+			{Label: "Parquet, compacted", Value: per(float64(b.bytesAfter))},
 			{Label: "goal (0.55× export)", Value: per(export) * 0.55},
 		},
 	})
-	return s, nil
+	return s
 }
 
 // queryBytes adds up, over the data files listed, the compressed column

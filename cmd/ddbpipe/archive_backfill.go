@@ -202,7 +202,7 @@ func (j backfillJob) run(ctx context.Context) (backfillResult, error) {
 			break
 		}
 		if err != nil {
-			return res, fmt.Errorf("archives3: head s3://%s/%s: %w", j.Bucket, key, err)
+			return res, fmt.Errorf("head s3://%s/%s: %w", j.Bucket, key, err)
 		}
 		if attempt == 2 {
 			return res, fmt.Errorf("a backfill with the watermark %s exists already (s3://%s/%s): try again in a second",

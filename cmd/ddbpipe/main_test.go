@@ -16,6 +16,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
 func TestCommandLineErrors(t *testing.T) {
@@ -91,7 +94,8 @@ func TestHelp(t *testing.T) {
 }
 
 // Errors read in the user's words: a refused local endpoint is a stack not
-// running, JSON errors name fields and JSON types, package prefixes go.
+// running, JSON errors name fields and JSON types, the errors a user's
+// request causes lose their package's prefix; other errors show whole.
 func TestUserMessage(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,6 +108,11 @@ func TestUserMessage(t *testing.T) {
 		Options []string `json:"options"`
 	}
 	jsonErr := json.Unmarshal([]byte(`{"options":"a"}`), &v)
+	q, err := archive.LookupNamedQuery("votes-per-option")
+	if err != nil {
+		t.Fatal(err)
+	}
+	namedQueryArgs := q.CheckArgs([]string{"flavor", "color"})
 	for _, tt := range []struct {
 		name string
 		err  error
@@ -112,7 +121,10 @@ func TestUserMessage(t *testing.T) {
 	}{
 		{"refused", fmt.Errorf("votesddb: get poll p: %w", dialErr), "the local stack is not running (nothing answers at " + addr + ")", []string{"dial tcp", "connect:"}},
 		{"json", fmt.Errorf("read answer: %w", jsonErr), `field "options": want an array of strings, got a string`, []string{"Go struct", "[]string"}},
-		{"prefixes", errors.New("votes: poll: votes: rejected (bad-id): pollId \"../x\" contains '/'"), "poll: rejected (bad-id)", []string{"votes: "}},
+		{"prefixes", votes.Poll{ID: "../x", Options: []string{"a"}, Shards: 1}.Validate(), "poll: rejected (bad-id)", []string{"votes: "}},
+		{"wrapped", fmt.Errorf("vote 3: %w", &votes.RejectError{Reason: votes.ReasonUnknownOption, Detail: "no option x"}), "vote 3: rejected (unknown-option): no option x", []string{"votes: "}},
+		{"named query", namedQueryArgs, `votes-per-option: argument 1 is the month (YYYY-MM), and "flavor" is not one`, []string{"archive: "}},
+		{"not the user's", fmt.Errorf("votesddb: get poll p: %w", errors.New("ThrottlingException")), "votesddb: get poll p: ThrottlingException", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := userMessage(tt.err)

@@ -93,166 +93,227 @@ func ReadPolicies(transformed []byte, c cfn.Context, p Place) (*Policies, error)
 	if err != nil {
 		return nil, fmt.Errorf("iam: transformed template: %w", err)
 	}
-	stack := c.Pseudo["AWS::StackName"]
-	out := &Policies{Identities: map[string]IdentityPolicies{}, Resources: map[string]json.RawMessage{}}
-	live := func(id string) (cfn.Resource, bool) {
-		r, ok := t.Resources[id]
-		if !ok {
-			return r, false
-		}
-		on, err := t.ConditionTrue(r.Condition, c)
-		return r, err == nil && on
+	r := &policyReader{
+		t: t, c: c, p: p, stack: c.Pseudo["AWS::StackName"],
+		out:      &Policies{Identities: map[string]IdentityPolicies{}, Resources: map[string]json.RawMessage{}, BucketKeys: map[string]string{}},
+		managed:  map[string]json.RawMessage{},
+		attached: map[string][]string{},
 	}
-	resolve := func(what string, v any) (json.RawMessage, error) {
-		r, err := t.Resolve(v, c)
-		if err != nil {
-			return nil, fmt.Errorf("iam: %s: %w", what, err)
+	for _, step := range []func() error{
+		r.managedPolicies, // before the roles they are attached to
+		r.functionRoles,
+		r.bucketPolicies,
+		r.queuePolicies,
+		r.bucketKeys,
+	} {
+		if err := step(); err != nil {
+			return nil, err
 		}
-		b, err := json.Marshal(normalizeARNs(r, p))
-		if err != nil {
-			return nil, fmt.Errorf("iam: %s: %w", what, err)
-		}
-		return b, nil
 	}
+	if len(r.out.Identities) == 0 {
+		return nil, errors.New("iam: the transformed template has no function role and no managed policy")
+	}
+	return r.out, nil
+}
 
-	// Managed policies, and the roles they are attached to by their Roles.
-	managed := map[string]json.RawMessage{}
-	attached := map[string][]string{} // role → managed policy ids
-	for _, id := range t.ResourceIDs("AWS::IAM::ManagedPolicy") {
-		r, ok := live(id)
+// policyReader is one ReadPolicies: the template, what resolves it, and
+// the policies read so far.
+type policyReader struct {
+	t     *cfn.Template
+	c     cfn.Context
+	p     Place
+	stack string // the stack's name
+	out   *Policies
+
+	managed  map[string]json.RawMessage // managed policy id → its document
+	attached map[string][]string        // role → managed policy ids (by the policies' Roles)
+}
+
+// live is the template's resource id, if its condition holds.
+func (r *policyReader) live(id string) (cfn.Resource, bool) {
+	res, ok := r.t.Resources[id]
+	if !ok {
+		return res, false
+	}
+	on, err := r.t.ConditionTrue(res.Condition, r.c)
+	return res, err == nil && on
+}
+
+// resolve is a policy document with its intrinsics resolved and its ARNs
+// normalized.
+func (r *policyReader) resolve(what string, v any) (json.RawMessage, error) {
+	res, err := r.t.Resolve(v, r.c)
+	if err != nil {
+		return nil, fmt.Errorf("iam: %s: %w", what, err)
+	}
+	b, err := json.Marshal(normalizeARNs(res, r.p))
+	if err != nil {
+		return nil, fmt.Errorf("iam: %s: %w", what, err)
+	}
+	return b, nil
+}
+
+// managedPolicies reads the managed policies, each an identity of its
+// own, and the roles they are attached to by their Roles.
+func (r *policyReader) managedPolicies() error {
+	for _, id := range r.t.ResourceIDs("AWS::IAM::ManagedPolicy") {
+		res, ok := r.live(id)
 		if !ok {
 			continue
 		}
-		doc, err := resolve(id, r.Properties["PolicyDocument"])
+		doc, err := r.resolve(id, res.Properties["PolicyDocument"])
 		if err != nil {
-			return nil, err
+			return err
 		}
-		managed[id] = doc
-		for _, role := range asList(r.Properties["Roles"]) {
+		r.managed[id] = doc
+		for _, role := range asList(res.Properties["Roles"]) {
 			if ref := refOf(role); ref != "" {
-				attached[ref] = append(attached[ref], id)
+				r.attached[ref] = append(r.attached[ref], id)
 			}
 		}
 		name := PolicyIdentityName(id)
-		out.Identities[name] = IdentityPolicies{
-			Role: id, Principal: fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", p.AccountID, stack, name),
+		r.out.Identities[name] = IdentityPolicies{
+			Role: id, Principal: fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", r.p.AccountID, r.stack, name),
 			Policies: []NamedPolicy{{Name: id, Policy: doc}},
 		}
 	}
+	return nil
+}
 
-	// Each function's execution role.
-	for _, id := range t.ResourceIDs("AWS::Lambda::Function") {
-		r, ok := live(id)
+// functionRoles reads each function's execution role: its inline
+// policies and the managed ones attached to it.
+func (r *policyReader) functionRoles() error {
+	for _, id := range r.t.ResourceIDs("AWS::Lambda::Function") {
+		res, ok := r.live(id)
 		if !ok {
 			continue
 		}
-		roleID := getAttOf(r.Properties["Role"])
-		role, ok := live(roleID)
+		roleID := getAttOf(res.Properties["Role"])
+		role, ok := r.live(roleID)
 		if !ok || role.Type != "AWS::IAM::Role" {
-			return nil, fmt.Errorf("iam: function %s: its Role is not a role of the template", id)
+			return fmt.Errorf("iam: function %s: its Role is not a role of the template", id)
 		}
-		ip := IdentityPolicies{Role: roleID, Principal: fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", p.AccountID, stack, roleID)}
-		for i, pol := range asList(role.Properties["Policies"]) {
-			m, _ := pol.(map[string]any)
-			name := cfn.Scalar(m["PolicyName"])
-			if name == "" {
-				name = fmt.Sprintf("%s-inline-%d", roleID, i)
-			}
-			doc, err := resolve(roleID+" "+name, m["PolicyDocument"])
-			if err != nil {
-				return nil, err
-			}
-			ip.Policies = append(ip.Policies, NamedPolicy{Name: name, Policy: doc})
+		ip, err := r.rolePolicies(roleID, role)
+		if err != nil {
+			return err
 		}
-		policyIDs := attached[roleID]
-		for _, arn := range asList(role.Properties["ManagedPolicyArns"]) {
-			ref := refOf(arn)
-			if _, ok := managed[ref]; ok {
-				policyIDs = append(policyIDs, ref)
-				continue
-			}
-			s, _ := t.ResolveString(arn, c)
-			return nil, fmt.Errorf("iam: role %s attaches %s, which is not a managed policy of the template: the local judge cannot read it", roleID, s)
-		}
-		slices.Sort(policyIDs)
-		for _, mp := range slices.Compact(policyIDs) {
-			ip.Policies = append(ip.Policies, NamedPolicy{Name: mp, Policy: managed[mp]})
-		}
-		out.Identities[id] = ip
+		r.out.Identities[id] = ip
 	}
+	return nil
+}
 
-	// Resource policies: buckets' and queues'.
-	for _, id := range t.ResourceIDs("AWS::S3::BucketPolicy") {
-		r, ok := live(id)
-		if !ok {
-			continue
+// rolePolicies are a role's inline policies, then its managed ones in
+// the order of their ids.
+func (r *policyReader) rolePolicies(roleID string, role cfn.Resource) (IdentityPolicies, error) {
+	ip := IdentityPolicies{Role: roleID, Principal: fmt.Sprintf("arn:aws:iam::%s:role/%s-%s", r.p.AccountID, r.stack, roleID)}
+	for i, pol := range asList(role.Properties["Policies"]) {
+		m, _ := pol.(map[string]any)
+		name := cfn.Scalar(m["PolicyName"])
+		if name == "" {
+			name = fmt.Sprintf("%s-inline-%d", roleID, i)
 		}
-		bucket, err := t.ResolveString(r.Properties["Bucket"], c)
+		doc, err := r.resolve(roleID+" "+name, m["PolicyDocument"])
 		if err != nil {
-			return nil, fmt.Errorf("iam: %s Bucket: %w", id, err)
+			return ip, err
 		}
-		doc, err := resolve(id, r.Properties["PolicyDocument"])
-		if err != nil {
-			return nil, err
-		}
-		out.Resources["arn:aws:s3:::"+bucket] = doc
+		ip.Policies = append(ip.Policies, NamedPolicy{Name: name, Policy: doc})
 	}
-	for _, id := range t.ResourceIDs("AWS::SQS::QueuePolicy") {
-		r, ok := live(id)
+	policyIDs := r.attached[roleID]
+	for _, arn := range asList(role.Properties["ManagedPolicyArns"]) {
+		ref := refOf(arn)
+		if _, ok := r.managed[ref]; ok {
+			policyIDs = append(policyIDs, ref)
+			continue
+		}
+		s, _ := r.t.ResolveString(arn, r.c)
+		return ip, fmt.Errorf("iam: role %s attaches %s, which is not a managed policy of the template: the local judge cannot read it", roleID, s)
+	}
+	slices.Sort(policyIDs)
+	for _, mp := range slices.Compact(policyIDs) {
+		ip.Policies = append(ip.Policies, NamedPolicy{Name: mp, Policy: r.managed[mp]})
+	}
+	return ip, nil
+}
+
+// bucketPolicies reads the buckets' resource policies.
+func (r *policyReader) bucketPolicies() error {
+	for _, id := range r.t.ResourceIDs("AWS::S3::BucketPolicy") {
+		res, ok := r.live(id)
 		if !ok {
 			continue
 		}
-		doc, err := resolve(id, r.Properties["PolicyDocument"])
+		bucket, err := r.t.ResolveString(res.Properties["Bucket"], r.c)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("iam: %s Bucket: %w", id, err)
 		}
-		queues, err := t.Resolve(r.Properties["Queues"], c)
+		doc, err := r.resolve(id, res.Properties["PolicyDocument"])
 		if err != nil {
-			return nil, fmt.Errorf("iam: %s Queues: %w", id, err)
+			return err
+		}
+		r.out.Resources["arn:aws:s3:::"+bucket] = doc
+	}
+	return nil
+}
+
+// queuePolicies reads the queues' resource policies.
+func (r *policyReader) queuePolicies() error {
+	for _, id := range r.t.ResourceIDs("AWS::SQS::QueuePolicy") {
+		res, ok := r.live(id)
+		if !ok {
+			continue
+		}
+		doc, err := r.resolve(id, res.Properties["PolicyDocument"])
+		if err != nil {
+			return err
+		}
+		queues, err := r.t.Resolve(res.Properties["Queues"], r.c)
+		if err != nil {
+			return fmt.Errorf("iam: %s Queues: %w", id, err)
 		}
 		for _, q := range asList(queues) {
 			name, err := queueNameOf(cfn.Scalar(q))
 			if err != nil {
-				return nil, fmt.Errorf("iam: %s: %w", id, err)
+				return fmt.Errorf("iam: %s: %w", id, err)
 			}
-			out.Resources[p.queueARN(name)] = doc
+			r.out.Resources[r.p.queueARN(name)] = doc
 		}
 	}
-	// Buckets encrypted with a KMS key.
-	out.BucketKeys = map[string]string{}
-	for _, id := range t.ResourceIDs("AWS::S3::Bucket") {
-		r, ok := live(id)
-		if !ok || r.Properties["BucketEncryption"] == nil {
+	return nil
+}
+
+// bucketKeys reads the buckets encrypted with a KMS key, and gives each
+// key its policy.
+func (r *policyReader) bucketKeys() error {
+	for _, id := range r.t.ResourceIDs("AWS::S3::Bucket") {
+		res, ok := r.live(id)
+		if !ok || res.Properties["BucketEncryption"] == nil {
 			continue
 		}
-		name, err := t.ResolveString(r.Properties["BucketName"], c)
+		name, err := r.t.ResolveString(res.Properties["BucketName"], r.c)
 		if err != nil {
-			return nil, fmt.Errorf("iam: %s BucketName: %w", id, err)
+			return fmt.Errorf("iam: %s BucketName: %w", id, err)
 		}
-		enc, err := t.Resolve(r.Properties["BucketEncryption"], c)
+		enc, err := r.t.Resolve(res.Properties["BucketEncryption"], r.c)
 		if err != nil {
-			return nil, fmt.Errorf("iam: %s BucketEncryption: %w", id, err)
+			return fmt.Errorf("iam: %s BucketEncryption: %w", id, err)
 		}
 		m, _ := enc.(map[string]any)
 		for _, rule := range asList(m["ServerSideEncryptionConfiguration"]) {
 			rm, _ := rule.(map[string]any)
 			def, _ := rm["ServerSideEncryptionByDefault"].(map[string]any)
 			if key := cfn.Scalar(def["KMSMasterKeyID"]); cfn.Scalar(def["SSEAlgorithm"]) == "aws:kms" && key != "" {
-				out.BucketKeys[name] = key
+				r.out.BucketKeys[name] = key
 				// A key's own policy must allow too (KMS requires it). The
 				// key is not the template's: its policy is taken as AWS's
 				// default one, which lets the account's IAM policies decide
 				// (KmsKeyArn's description asks for that).
-				out.Resources[key] = json.RawMessage(fmt.Sprintf(
+				r.out.Resources[key] = json.RawMessage(fmt.Sprintf(
 					`{"Version":"2012-10-17","Statement":[{"Sid":"Enable IAM User Permissions","Effect":"Allow","Principal":{"AWS":"arn:aws:iam::%s:root"},"Action":"kms:*","Resource":"*"}]}`,
-					p.AccountID))
+					r.p.AccountID))
 			}
 		}
 	}
-	if len(out.Identities) == 0 {
-		return nil, errors.New("iam: the transformed template has no function role and no managed policy")
-	}
-	return out, nil
+	return nil
 }
 
 // ResourcePolicyKey is the key of the resource policy that guards a call's

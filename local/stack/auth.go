@@ -31,26 +31,26 @@ func readHTTPAuth(t *cfn.Template, c cfn.Context) (map[string]httpAuth, error) {
 	for _, id := range t.ResourceIDs("AWS::Serverless::HttpApi") {
 		raw, err := t.Resolve(t.Resources[id].Properties["Auth"], c)
 		if err != nil {
-			return nil, fmt.Errorf("local: %s Auth: %w", id, err)
+			return nil, fmt.Errorf("stack: %s Auth: %w", id, err)
 		}
 		auth := obj(raw)
 		a := httpAuth{defaultAuthorizer: cfn.Scalar(auth["DefaultAuthorizer"]), jwt: map[string]httpapi.JWTAuthorizer{}}
 		if a.defaultAuthorizer == httpapi.AuthIAM && cfn.Scalar(auth["EnableIamAuthorizer"]) != "true" {
-			return nil, fmt.Errorf("local: %s: DefaultAuthorizer AWS_IAM needs EnableIamAuthorizer: true", id)
+			return nil, fmt.Errorf("stack: %s: DefaultAuthorizer AWS_IAM needs EnableIamAuthorizer: true", id)
 		}
 		for name, v := range obj(auth["Authorizers"]) {
 			jc := obj(obj(v)["JwtConfiguration"])
 			if jc == nil {
-				return nil, fmt.Errorf("local: %s authorizer %s: only JWT authorizers are supported locally", id, name)
+				return nil, fmt.Errorf("stack: %s authorizer %s: only JWT authorizers are supported locally", id, name)
 			}
 			a.jwt[name] = httpapi.JWTAuthorizer{Issuer: cfn.Scalar(jc["issuer"]), Audience: stringList(jc["audience"])}
 		}
 		body, err := t.Resolve(t.Resources[id].Properties["DefinitionBody"], c)
 		if err != nil {
-			return nil, fmt.Errorf("local: %s DefinitionBody: %w", id, err)
+			return nil, fmt.Errorf("stack: %s DefinitionBody: %w", id, err)
 		}
 		if err := a.readDefinition(obj(body)); err != nil {
-			return nil, fmt.Errorf("local: %s DefinitionBody: %w", id, err)
+			return nil, fmt.Errorf("stack: %s DefinitionBody: %w", id, err)
 		}
 		out[id] = a
 	}

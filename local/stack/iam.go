@@ -90,7 +90,7 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 		recDir, name = d, fmt.Sprintf("%s.%d", name, os.Getpid())
 	}
 	if err := os.MkdirAll(recDir, 0o755); err != nil {
-		return fmt.Errorf("local: %w", err)
+		return fmt.Errorf("stack: %w", err)
 	}
 	if err := iam.WritePolicies(recDir, name, e.Stack.Options.StackName, pol); err != nil {
 		return err
@@ -98,7 +98,7 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 	logPath := filepath.Join(recDir, "calls-"+name+".jsonl")
 	f, err := os.Create(logPath)
 	if err != nil {
-		return fmt.Errorf("local: %w", err)
+		return fmt.Errorf("stack: %w", err)
 	}
 	e.iamLog, e.IAMLogPath = f, logPath
 	j, err := iam.Start(ctx, iam.Config{

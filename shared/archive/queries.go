@@ -109,14 +109,14 @@ ORDER BY lpad(sequence_number, 40, '0')
 // the wrong order fail instead of matching no row.
 func (q NamedQuery) CheckArgs(args []string) error {
 	if len(args) != len(q.Params) {
-		return fmt.Errorf("archive: %s takes %d arguments (%s), got %d", q.Name, len(q.Params), strings.Join(q.Params, ", "), len(args))
+		return namedQueryError("%s takes %d arguments (%s), got %d", q.Name, len(q.Params), strings.Join(q.Params, ", "), len(args))
 	}
 	for i, p := range q.Params {
 		if !strings.HasPrefix(p, "month") {
 			continue
 		}
 		if _, err := ledger.Opens(args[i]); err != nil {
-			return fmt.Errorf("archive: %s: argument %d is the %s, and %q is not one (its arguments, in order: %s)",
+			return namedQueryError("%s: argument %d is the %s, and %q is not one (its arguments, in order: %s)",
 				q.Name, i+1, p, args[i], strings.Join(q.Params, ", "))
 		}
 	}
@@ -134,7 +134,17 @@ func LookupNamedQuery(name string) (NamedQuery, error) {
 	for i, q := range NamedQueries {
 		names[i] = q.Name
 	}
-	return NamedQuery{}, fmt.Errorf("archive: no named query %q (there are: %s)", name, strings.Join(names, ", "))
+	return NamedQuery{}, namedQueryError("no named query %q (there are: %s)", name, strings.Join(names, ", "))
+}
+
+// NamedQueryError is a named query asked for that does not exist, or
+// arguments it does not take.
+type NamedQueryError struct{ Detail string }
+
+func (e *NamedQueryError) Error() string { return "archive: " + e.Detail }
+
+func namedQueryError(format string, args ...any) *NamedQueryError {
+	return &NamedQueryError{Detail: fmt.Sprintf(format, args...)}
 }
 
 var subVariable = regexp.MustCompile(`\$\{([A-Za-z0-9_:.]+)\}`)

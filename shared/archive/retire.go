@@ -102,14 +102,14 @@ func (r *Rotator) startRetirement(ctx context.Context, t Table) (rt *retirement,
 	rt.ret = Retirement{Table: t.Name, Partition: rt.p}
 	if !owned {
 		// Nothing is touched: not the stream, not the protection, not the table.
-		rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("rotation: %s is not one of the %s-YYYY-MM tables; left alone", t.Name, pol.Prefix)
+		rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("archive: %s is not one of the %s-YYYY-MM tables; left alone", t.Name, pol.Prefix)
 		return rt, false
 	}
 	c, err := r.Archive.Read(ctx, rt.p)
 	if err != nil {
 		// Whether the month was retired is unknown: nothing is touched,
 		// and the next run looks again.
-		rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("rotation: %s: read the archive of %s before retiring: %w; left alone", t.Name, rt.p.Prefix(), err)
+		rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("archive: %s: read the archive of %s before retiring: %w; left alone", t.Name, rt.p.Prefix(), err)
 		r.log().Error("rotation: the archive could not be read; table left alone", "table", t.Name, "err", err)
 		return rt, false
 	}
@@ -122,7 +122,7 @@ func (r *Rotator) startRetirement(ctx context.Context, t Table) (rt *retirement,
 	if c.AlreadyRetired() && t.StreamEnabled {
 		v := c.Manifest.Verification
 		rt.ret.Outcome = Alarm
-		rt.ret.Err = fmt.Errorf("rotation: %s exists again (created %s, stream on) although its month was verified archived (%d items) at %s: left alone; its items are late writes, not in the archive",
+		rt.ret.Err = fmt.Errorf("archive: %s exists again (created %s, stream on) although its month was verified archived (%d items) at %s: left alone; its items are late writes, not in the archive",
 			t.Name, t.CreatedAt.Format(time.RFC3339), v.ArchivedItems, v.At.Format(time.RFC3339))
 		r.log().Error("rotation alarm: a retired month's table was created again; left alone", "table", t.Name, "err", rt.ret.Err)
 		return rt, false
@@ -143,7 +143,7 @@ func (rt *retirement) run(ctx context.Context, s retireStep) bool {
 		rt.alarm = nil
 	}
 	if err != nil {
-		rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("rotation: %s: %s: %w", rt.t.Name, s.step, err)
+		rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("archive: %s: %s: %w", rt.t.Name, s.step, err)
 		return false
 	}
 	return true

@@ -157,7 +157,7 @@ func (p RotationPolicy) ColdAt(m string) (time.Time, error) {
 	p = p.withDefaults()
 	t, err := ledger.ColdAt(m, time.Duration(p.GraceDays)*ledger.Day, p.FenceMargin)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("rotation: %w", err)
+		return time.Time{}, fmt.Errorf("archive: %w", err)
 	}
 	return t, nil
 }
@@ -480,7 +480,7 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 			// was retired is unknown.
 			if c, err := r.Archive.Read(ctx, Partition{Table: pol.Prefix, Month: m}); err != nil || c.AlreadyRetired() {
 				if err == nil {
-					err = fmt.Errorf("rotation: %s was retired (archive verified %s); not created again", name, c.Manifest.Verification.At.Format(time.RFC3339))
+					err = fmt.Errorf("archive: %s was retired (archive verified %s); not created again", name, c.Manifest.Verification.At.Format(time.RFC3339))
 				}
 				r.step(name, StepResult{Step: StepCreate, Err: err, Took: time.Since(start)})
 				rep.Errors = append(rep.Errors, err)
@@ -529,7 +529,7 @@ func (r *Rotator) Run(ctx context.Context) RotationReport {
 	}
 	for _, name := range plan.Retire {
 		if ctx.Err() != nil {
-			rep.Errors = append(rep.Errors, fmt.Errorf("rotation: %s not retired: %w", name, ctx.Err()))
+			rep.Errors = append(rep.Errors, fmt.Errorf("archive: %s not retired: %w", name, ctx.Err()))
 			continue
 		}
 		rep.Retirements = append(rep.Retirements, r.Retire(ctx, byName[name]))
@@ -596,7 +596,7 @@ func (r *Rotator) warm(ctx context.Context, t *Table, created bool, asked *Warm,
 	switch {
 	case err != nil:
 		say("raising it from %s failed", cur)
-		res.Err = fmt.Errorf("rotation: %s: warm throughput: %w", t.Name, err)
+		res.Err = fmt.Errorf("archive: %s: warm throughput: %w", t.Name, err)
 		return res, false
 	case !raised:
 		say("the server has no warm throughput: skipped")

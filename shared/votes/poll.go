@@ -30,34 +30,54 @@ type Poll struct {
 
 // Validate checks a poll before it is created. Only new polls are checked:
 // a poll created before a rule was added keeps its id, and its votes and
-// results keep working.
+// results keep working. Its errors are *PollError.
 func (p Poll) Validate() error {
 	if err := checkID("pollId", p.ID); err != nil {
-		return fmt.Errorf("votes: poll: %w", err)
+		return &PollError{Detail: "poll", Err: err}
 	}
 	if err := checkPathSegment("pollId", p.ID); err != nil {
-		return fmt.Errorf("votes: poll: %w", err)
+		return &PollError{Detail: "poll", Err: err}
 	}
 	if len(p.Options) == 0 || len(p.Options) > MaxOptions {
-		return fmt.Errorf("votes: poll %s: needs 1 to %d options, got %d", p.ID, MaxOptions, len(p.Options))
+		return pollError("poll %s: needs 1 to %d options, got %d", p.ID, MaxOptions, len(p.Options))
 	}
 	seen := map[string]bool{}
 	for _, o := range p.Options {
 		if err := checkID("optionId", o); err != nil {
-			return fmt.Errorf("votes: poll %s: %w", p.ID, err)
+			return &PollError{Detail: "poll " + p.ID, Err: err}
 		}
 		if seen[o] {
-			return fmt.Errorf("votes: poll %s: option %q is listed twice", p.ID, o)
+			return pollError("poll %s: option %q is listed twice", p.ID, o)
 		}
 		seen[o] = true
 	}
 	if p.Shards < 1 || p.Shards > MaxShards {
-		return fmt.Errorf("votes: poll %s: shards must be 1 to %d, got %d", p.ID, MaxShards, p.Shards)
+		return pollError("poll %s: shards must be 1 to %d, got %d", p.ID, MaxShards, p.Shards)
 	}
 	if !p.Opens.IsZero() && !p.Closes.IsZero() && !p.Closes.After(p.Opens) {
-		return fmt.Errorf("votes: poll %s: closesAt %s is not after opensAt %s", p.ID, p.Closes.Format(time.RFC3339), p.Opens.Format(time.RFC3339))
+		return pollError("poll %s: closesAt %s is not after opensAt %s", p.ID, p.Closes.Format(time.RFC3339), p.Opens.Format(time.RFC3339))
 	}
 	return nil
+}
+
+// PollError is a poll Validate refuses: what is wrong with it, and the
+// *RejectError when its id or an option's is refused.
+type PollError struct {
+	Detail string
+	Err    error
+}
+
+func (e *PollError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("votes: %s: %v", e.Detail, e.Err)
+	}
+	return "votes: " + e.Detail
+}
+
+func (e *PollError) Unwrap() error { return e.Err }
+
+func pollError(format string, args ...any) *PollError {
+	return &PollError{Detail: fmt.Sprintf(format, args...)}
 }
 
 // checkPathSegment enforces the rules of one URL path segment, so that a

@@ -144,138 +144,188 @@ func Run(ctx context.Context, s Sender, o Options) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, err
 	}
+	l := newLoad(s, o)
+	l.startWorkers(ctx)
+	stopped := l.generate(ctx)
+	close(l.jobs)
+	l.wg.Wait()
+	return l.result(stopped)
+}
+
+// load is one Run: what is left to plan, and, shared with the workers
+// under mu, what was sent.
+type load struct {
+	s      Sender
+	o      Options
+	start  time.Time
+	rng    *rand.Rand
+	pick   func(*rand.Rand) string
+	chunk  int // messages per batch
+	bucket tokenBucket
+	total  int // messages planned
+
+	// The generator's alone.
+	newLeft, dupLeft int
+
+	jobs chan []loadMsg
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	changed  *sync.Cond   // a batch finished
+	pool     []votes.Vote // votes sent, to duplicate
+	inflight int
+	first    error
+	res      Result
+}
+
+func newLoad(s Sender, o Options) *load {
 	if o.NewID == nil {
 		o.NewID = votessqs.NewVoteID
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	start := time.Now()
-	res := Result{PollID: o.PollID, PerOption: make(map[string]int, len(o.Options))}
+	l := &load{s: s, o: o, start: time.Now(), jobs: make(chan []loadMsg)}
+	l.changed = sync.NewCond(&l.mu)
+	l.res = Result{PollID: o.PollID, PerOption: make(map[string]int, len(o.Options))}
 	for _, opt := range o.Options {
-		res.PerOption[opt] = 0
+		l.res.PerOption[opt] = 0
 	}
 	seed := o.Seed
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	pick := optionPicker(o.Options, o.Skew)
-	newLeft, dupLeft := o.Count, o.Duplicates()
-	total := newLeft + dupLeft
-	chunk := votessqs.MaxBatchEntries
+	l.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	l.pick = optionPicker(o.Options, o.Skew)
+	l.newLeft, l.dupLeft = o.Count, o.Duplicates()
+	l.total = l.newLeft + l.dupLeft
+	l.chunk = votessqs.MaxBatchEntries
 	if o.Rate > 0 {
-		chunk = min(max(int(o.Rate/20), 1), votessqs.MaxBatchEntries) // about 20 batches a second, or more
+		l.chunk = min(max(int(o.Rate/20), 1), votessqs.MaxBatchEntries) // about 20 batches a second, or more
 	}
-	bucket := tokenBucket{rate: o.Rate, burst: float64(chunk)}
+	l.bucket = tokenBucket{rate: o.Rate, burst: float64(l.chunk)}
+	return l
+}
 
-	var (
-		mu       sync.Mutex
-		changed  = sync.NewCond(&mu) // a batch finished
-		pool     []votes.Vote        // votes sent, to duplicate
-		inflight int
-		first    error
-	)
-	jobs := make(chan []loadMsg)
-	var wg sync.WaitGroup
-	workers := o.Concurrency
+// startWorkers starts o.Concurrency (default 4) senders of the jobs.
+func (l *load) startWorkers(ctx context.Context) {
+	workers := l.o.Concurrency
 	if workers == 0 {
 		workers = 4
 	}
 	for range workers {
-		wg.Go(func() {
-			for job := range jobs {
-				vs := make([]votes.Vote, len(job))
-				for i, m := range job {
-					vs[i] = m.vote
-				}
-				sr, err := s.Send(ctx, vs)
-				failed := make(map[int]bool, len(sr.Failed))
-				for _, f := range sr.Failed {
-					failed[f.Index] = true
-				}
-				mu.Lock()
-				if err != nil && first == nil {
-					first = err
-				}
-				for i, m := range job {
-					switch {
-					case failed[i] || err != nil && len(sr.Failed) == 0: // not sent at all
-						res.Failed++
-					case m.dup:
-						res.Duplicates++
-					default:
-						res.Sent++
-						res.PerOption[m.vote.OptionID]++
-						pool = append(pool, m.vote)
-					}
-				}
-				inflight--
-				if o.Progress != nil {
-					o.Progress(res.Sent+res.Duplicates, res.Duplicates, total)
-				}
-				changed.Broadcast()
-				mu.Unlock()
+		l.wg.Go(func() {
+			for job := range l.jobs {
+				l.send(ctx, job)
 			}
 		})
 	}
+}
 
-	var stopped error
-generate:
-	for newLeft+dupLeft > 0 {
-		if err := ctx.Err(); err != nil {
-			stopped = err
-			break
-		}
-		job := make([]loadMsg, 0, chunk)
-	fill:
-		for len(job) < chunk && newLeft+dupLeft > 0 {
-			mu.Lock()
-			for newLeft == 0 && len(pool) == 0 && len(job) == 0 && inflight > 0 {
-				changed.Wait() // only duplicates are left: wait for something to duplicate
-			}
-			dup, n := votes.Vote{}, len(pool)
-			useDup := dupLeft > 0 && n > 0 && (newLeft == 0 || rng.Float64()*float64(newLeft+dupLeft) < float64(dupLeft))
-			if useDup {
-				dup = pool[rng.IntN(n)]
-			}
-			mu.Unlock()
-			switch {
-			case useDup:
-				job = append(job, loadMsg{vote: dup, dup: true})
-				dupLeft--
-			case newLeft > 0:
-				job = append(job, loadMsg{vote: newVote(o, rng, pick)})
-				newLeft--
-			case len(job) > 0:
-				break fill // send these; the duplicates wait for a vote to be sent
-			default:
-				break generate // nothing was sent, so nothing can be duplicated
-			}
-		}
-		if o.Rate > 0 {
-			if err := retry.Sleep(ctx, bucket.take(time.Now(), float64(len(job)))); err != nil {
-				newLeft, dupLeft = newLeft+countNew(job), dupLeft+len(job)-countNew(job)
-				stopped = err
-				break
-			}
-		}
-		mu.Lock()
-		inflight++
-		mu.Unlock()
-		jobs <- job
+// send sends one job and counts what became of each of its messages.
+func (l *load) send(ctx context.Context, job []loadMsg) {
+	vs := make([]votes.Vote, len(job))
+	for i, m := range job {
+		vs[i] = m.vote
 	}
-	close(jobs)
-	wg.Wait()
-	res.Failed += newLeft + dupLeft // planned, never tried
-	res.Elapsed = time.Since(start)
+	sr, err := l.s.Send(ctx, vs)
+	failed := make(map[int]bool, len(sr.Failed))
+	for _, f := range sr.Failed {
+		failed[f.Index] = true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil && l.first == nil {
+		l.first = err
+	}
+	for i, m := range job {
+		switch {
+		case failed[i] || err != nil && len(sr.Failed) == 0: // not sent at all
+			l.res.Failed++
+		case m.dup:
+			l.res.Duplicates++
+		default:
+			l.res.Sent++
+			l.res.PerOption[m.vote.OptionID]++
+			l.pool = append(l.pool, m.vote)
+		}
+	}
+	l.inflight--
+	if l.o.Progress != nil {
+		l.o.Progress(l.res.Sent+l.res.Duplicates, l.res.Duplicates, l.total)
+	}
+	l.changed.Broadcast()
+}
+
+// generate plans the messages, a job at a time, paced, until none is left,
+// the context ends (its error) or nothing can be duplicated.
+func (l *load) generate(ctx context.Context) error {
+	for l.newLeft+l.dupLeft > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		job, ok := l.nextJob()
+		if !ok {
+			return nil // nothing was sent, so nothing can be duplicated
+		}
+		if l.o.Rate > 0 {
+			if err := retry.Sleep(ctx, l.bucket.take(time.Now(), float64(len(job)))); err != nil {
+				l.newLeft, l.dupLeft = l.newLeft+countNew(job), l.dupLeft+len(job)-countNew(job)
+				return err
+			}
+		}
+		l.mu.Lock()
+		l.inflight++
+		l.mu.Unlock()
+		l.jobs <- job
+	}
+	return nil
+}
+
+// nextJob is up to chunk messages, new votes and duplicates mixed in the
+// proportion left; false when there is nothing to send and nothing sent
+// to duplicate.
+func (l *load) nextJob() ([]loadMsg, bool) {
+	job := make([]loadMsg, 0, l.chunk)
+	for len(job) < l.chunk && l.newLeft+l.dupLeft > 0 {
+		l.mu.Lock()
+		for l.newLeft == 0 && len(l.pool) == 0 && len(job) == 0 && l.inflight > 0 {
+			l.changed.Wait() // only duplicates are left: wait for something to duplicate
+		}
+		dup, n := votes.Vote{}, len(l.pool)
+		useDup := l.dupLeft > 0 && n > 0 && (l.newLeft == 0 || l.rng.Float64()*float64(l.newLeft+l.dupLeft) < float64(l.dupLeft))
+		if useDup {
+			dup = l.pool[l.rng.IntN(n)]
+		}
+		l.mu.Unlock()
+		switch {
+		case useDup:
+			job = append(job, loadMsg{vote: dup, dup: true})
+			l.dupLeft--
+		case l.newLeft > 0:
+			job = append(job, loadMsg{vote: newVote(l.o, l.rng, l.pick)})
+			l.newLeft--
+		case len(job) > 0:
+			return job, true // send these; the duplicates wait for a vote to be sent
+		default:
+			return nil, false
+		}
+	}
+	return job, true
+}
+
+// result is the Result once the workers are done, and its error.
+func (l *load) result(stopped error) (Result, error) {
+	res := l.res
+	res.Failed += l.newLeft + l.dupLeft // planned, never tried
+	res.Elapsed = time.Since(l.start)
 	switch {
 	case stopped != nil:
-		return res, fmt.Errorf("votesload: stopped with %d of %d messages sent: %w", res.Sent+res.Duplicates, total, stopped)
-	case first != nil:
-		return res, fmt.Errorf("votesload: %d of %d messages not sent; first: %w", res.Failed, total, first)
+		return res, fmt.Errorf("votesload: stopped with %d of %d messages sent: %w", res.Sent+res.Duplicates, l.total, stopped)
+	case l.first != nil:
+		return res, fmt.Errorf("votesload: %d of %d messages not sent; first: %w", res.Failed, l.total, l.first)
 	case res.Failed > 0:
-		return res, fmt.Errorf("votesload: %d of %d messages not sent", res.Failed, total)
+		return res, fmt.Errorf("votesload: %d of %d messages not sent", res.Failed, l.total)
 	}
 	return res, nil
 }

@@ -96,7 +96,7 @@ func List(ctx context.Context, api S3API, bucket string, f Filter) (Listing, err
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return Listing{}, fmt.Errorf("duckarchive: list s3://%s/table=: %w", bucket, err)
+			return Listing{}, fmt.Errorf("archiveduckdb: list s3://%s/table=: %w", bucket, err)
 		}
 		for _, o := range page.Contents {
 			key := aws.ToString(o.Key)
@@ -268,7 +268,7 @@ func (c *Cache) Sync(ctx context.Context, f Filter) (SyncResult, error) {
 	for key := range index {
 		if p, ok := partitionOf(key); ok && synced[p] && !live[key] {
 			if err := os.Remove(c.localPath(key)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return res, fmt.Errorf("duckarchive: remove stale copy: %w", err)
+				return res, fmt.Errorf("archiveduckdb: remove stale copy: %w", err)
 			}
 			delete(index, key)
 			res.Removed++
@@ -348,16 +348,16 @@ var parquetMagic = []byte("PAR1")
 func (c *Cache) download(ctx context.Context, o Object) (valid bool, err error) {
 	out, err := c.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.Bucket), Key: aws.String(o.Key)})
 	if err != nil {
-		return false, fmt.Errorf("duckarchive: get s3://%s/%s: %w", c.Bucket, o.Key, err)
+		return false, fmt.Errorf("archiveduckdb: get s3://%s/%s: %w", c.Bucket, o.Key, err)
 	}
 	defer out.Body.Close()
 	path := c.localPath(o.Key)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return false, fmt.Errorf("duckarchive: cache folder: %w", err)
+		return false, fmt.Errorf("archiveduckdb: cache folder: %w", err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".download-*")
 	if err != nil {
-		return false, fmt.Errorf("duckarchive: cache file: %w", err)
+		return false, fmt.Errorf("archiveduckdb: cache file: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
 	n, err := io.Copy(tmp, out.Body)
@@ -365,17 +365,17 @@ func (c *Cache) download(ctx context.Context, o Object) (valid bool, err error) 
 		err = cerr
 	}
 	if err != nil {
-		return false, fmt.Errorf("duckarchive: download s3://%s/%s: %w", c.Bucket, o.Key, err)
+		return false, fmt.Errorf("archiveduckdb: download s3://%s/%s: %w", c.Bucket, o.Key, err)
 	}
 	if n != o.Bytes {
-		return false, fmt.Errorf("duckarchive: download s3://%s/%s: got %d bytes, listed %d", c.Bucket, o.Key, n, o.Bytes)
+		return false, fmt.Errorf("archiveduckdb: download s3://%s/%s: got %d bytes, listed %d", c.Bucket, o.Key, n, o.Bytes)
 	}
 	if !isParquet(tmp.Name(), n) {
 		_ = os.Remove(path) // an older, valid copy no longer matches the object
 		return false, nil
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return false, fmt.Errorf("duckarchive: cache file: %w", err)
+		return false, fmt.Errorf("archiveduckdb: cache file: %w", err)
 	}
 	return true, nil
 }
@@ -406,7 +406,7 @@ func (c *Cache) readIndex() (map[string]indexEntry, error) {
 		return index, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("duckarchive: read cache index: %w", err)
+		return nil, fmt.Errorf("archiveduckdb: read cache index: %w", err)
 	}
 	if err := json.Unmarshal(b, &index); err != nil {
 		// A damaged index costs a download, not a failure.
@@ -418,17 +418,17 @@ func (c *Cache) readIndex() (map[string]indexEntry, error) {
 func (c *Cache) writeIndex(index map[string]indexEntry) error {
 	b, err := json.MarshalIndent(index, "", "  ")
 	if err != nil {
-		return fmt.Errorf("duckarchive: encode cache index: %w", err)
+		return fmt.Errorf("archiveduckdb: encode cache index: %w", err)
 	}
 	if err := os.MkdirAll(c.Root(), 0o755); err != nil {
-		return fmt.Errorf("duckarchive: cache folder: %w", err)
+		return fmt.Errorf("archiveduckdb: cache folder: %w", err)
 	}
 	tmp := c.indexPath() + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("duckarchive: write cache index: %w", err)
+		return fmt.Errorf("archiveduckdb: write cache index: %w", err)
 	}
 	if err := os.Rename(tmp, c.indexPath()); err != nil {
-		return fmt.Errorf("duckarchive: write cache index: %w", err)
+		return fmt.Errorf("archiveduckdb: write cache index: %w", err)
 	}
 	return nil
 }
@@ -440,12 +440,12 @@ func Manifest(ctx context.Context, api S3API, bucket string, pl PartitionListing
 	}
 	out, err := api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(pl.Manifest)})
 	if err != nil {
-		return archive.Manifest{}, false, fmt.Errorf("duckarchive: get s3://%s/%s: %w", bucket, pl.Manifest, err)
+		return archive.Manifest{}, false, fmt.Errorf("archiveduckdb: get s3://%s/%s: %w", bucket, pl.Manifest, err)
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(out.Body, 64<<20))
 	if err != nil {
-		return archive.Manifest{}, false, fmt.Errorf("duckarchive: read s3://%s/%s: %w", bucket, pl.Manifest, err)
+		return archive.Manifest{}, false, fmt.Errorf("archiveduckdb: read s3://%s/%s: %w", bucket, pl.Manifest, err)
 	}
 	m, err = archive.ParseManifest(b)
 	if err != nil {
@@ -459,7 +459,7 @@ func Manifest(ctx context.Context, api S3API, bucket string, pl PartitionListing
 func Rows(ctx context.Context, api S3API, bucket, key string) (int64, error) {
 	h, err := api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
-		return 0, fmt.Errorf("duckarchive: head s3://%s/%s: %w", bucket, key, err)
+		return 0, fmt.Errorf("archiveduckdb: head s3://%s/%s: %w", bucket, key, err)
 	}
 	n, err := strconv.ParseInt(h.Metadata[archives3.MetaRows], 10, 64)
 	if err != nil {

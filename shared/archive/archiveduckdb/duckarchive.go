@@ -64,9 +64,9 @@ import (
 // Sentinel errors, for errors.Is.
 var (
 	// ErrEmpty: the archive (or the part a filter selects) holds no data.
-	ErrEmpty = errors.New("duckarchive: the archive is empty")
+	ErrEmpty = errors.New("archiveduckdb: the archive is empty")
 	// ErrUnknownTable: a filter names a table the archive does not hold.
-	ErrUnknownTable = errors.New("duckarchive: no such table in the archive")
+	ErrUnknownTable = errors.New("archiveduckdb: no such table in the archive")
 )
 
 // QueryError is a query DuckDB refused or could not run, with the SQL it was
@@ -77,7 +77,7 @@ type QueryError struct {
 }
 
 func (e *QueryError) Error() string {
-	return fmt.Sprintf("duckarchive: query failed: %v\nSQL:\n%s", e.Err, indent(strings.TrimSpace(e.SQL)))
+	return fmt.Sprintf("archiveduckdb: query failed: %v\nSQL:\n%s", e.Err, indent(strings.TrimSpace(e.SQL)))
 }
 
 func (e *QueryError) Unwrap() error { return e.Err }
@@ -131,7 +131,7 @@ func Open(ctx context.Context, root string, f Filter, known ...string) (*DB, err
 	}
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
-		return nil, fmt.Errorf("duckarchive: start duckdb: %w", err)
+		return nil, fmt.Errorf("archiveduckdb: start duckdb: %w", err)
 	}
 	d := &DB{db: db, Skipped: skipped}
 	tables := make([]string, 0, len(byTable))
@@ -176,11 +176,11 @@ func Open(ctx context.Context, root string, f Filter, known ...string) (*DB, err
 		sel, err := d.selectFiles(ctx, v.Files)
 		if err != nil {
 			db.Close()
-			return nil, fmt.Errorf("duckarchive: read the schema of view %s over %d files: %w", v.Name, len(v.Files), err)
+			return nil, fmt.Errorf("archiveduckdb: read the schema of view %s over %d files: %w", v.Name, len(v.Files), err)
 		}
 		if _, err := db.ExecContext(ctx, "CREATE VIEW "+quoteIdent(v.Name)+" AS "+sel); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("duckarchive: create view %s over %d files: %w", v.Name, len(v.Files), err)
+			return nil, fmt.Errorf("archiveduckdb: create view %s over %d files: %w", v.Name, len(v.Files), err)
 		}
 	}
 	for _, t := range missing {
@@ -189,7 +189,7 @@ func Open(ctx context.Context, root string, f Filter, known ...string) (*DB, err
 		}
 		if _, err := db.ExecContext(ctx, "CREATE VIEW "+quoteIdent(names[t])+" AS "+emptySelect(archive.LayoutFor(t))); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("duckarchive: create the empty view %s: %w", names[t], err)
+			return nil, fmt.Errorf("archiveduckdb: create the empty view %s: %w", names[t], err)
 		}
 		d.Views = append(d.Views, View{Name: names[t], Table: t})
 	}
@@ -202,7 +202,7 @@ func Open(ctx context.Context, root string, f Filter, known ...string) (*DB, err
 		}
 		if _, err := db.ExecContext(ctx, "CREATE VIEW archive AS "+strings.Join(parts, " UNION ALL BY NAME ")); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("duckarchive: create the empty view archive: %w", err)
+			return nil, fmt.Errorf("archiveduckdb: create the empty view archive: %w", err)
 		}
 		d.Views = append(d.Views, View{Name: "archive"})
 	}
@@ -260,18 +260,18 @@ func (d *DB) dropOutdated(ctx context.Context) error {
 	q := "SELECT file_name, decode(value) FROM parquet_kv_metadata(" + fileList(all) + ") WHERE decode(key) = " + quoteString(archiveparquet.SchemaVersionKey)
 	rows, err := d.db.QueryContext(ctx, q)
 	if err != nil {
-		return fmt.Errorf("duckarchive: read the files' metadata: %w", err)
+		return fmt.Errorf("archiveduckdb: read the files' metadata: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var f, v string
 		if err := rows.Scan(&f, &v); err != nil {
-			return fmt.Errorf("duckarchive: read the files' metadata: %w", err)
+			return fmt.Errorf("archiveduckdb: read the files' metadata: %w", err)
 		}
 		version[filepath.FromSlash(f)] = v
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("duckarchive: read the files' metadata: %w", err)
+		return fmt.Errorf("archiveduckdb: read the files' metadata: %w", err)
 	}
 	views := d.Views[:0]
 	for _, v := range d.Views {
@@ -419,7 +419,7 @@ func scan(root string, f Filter) (byTable map[string][]string, skipped []string,
 		return byTable, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("duckarchive: read cache: %w", err)
+		return nil, nil, fmt.Errorf("archiveduckdb: read cache: %w", err)
 	}
 	var tables []string
 	for _, td := range tdirs {
@@ -441,7 +441,7 @@ func scan(root string, f Filter) (byTable map[string][]string, skipped []string,
 		}
 		mdirs, err := os.ReadDir(filepath.Join(root, "table="+t))
 		if err != nil {
-			return nil, nil, fmt.Errorf("duckarchive: read cache: %w", err)
+			return nil, nil, fmt.Errorf("archiveduckdb: read cache: %w", err)
 		}
 		for _, md := range mdirs {
 			month, ok := strings.CutPrefix(md.Name(), "month=")
@@ -451,7 +451,7 @@ func scan(root string, f Filter) (byTable map[string][]string, skipped []string,
 			dir := filepath.Join(root, "table="+t, md.Name())
 			entries, err := os.ReadDir(dir)
 			if err != nil {
-				return nil, nil, fmt.Errorf("duckarchive: read cache: %w", err)
+				return nil, nil, fmt.Errorf("archiveduckdb: read cache: %w", err)
 			}
 			for _, e := range entries {
 				if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".parquet") || hidden(e.Name()) {

@@ -34,7 +34,7 @@ func WriteResult(w io.Writer, r *Result, format string) error {
 	case FormatJSONLines:
 		return writeJSON(w, r, false)
 	}
-	return fmt.Errorf("duckarchive: unknown format %q (want table, csv, json or jsonl)", format)
+	return fmt.Errorf("archiveduckdb: unknown format %q (want table, csv, json or jsonl)", format)
 }
 
 // maxCell keeps a table's columns readable; csv and json are never cut.
@@ -112,11 +112,11 @@ func writeJSON(w io.Writer, r *Result, array bool) error {
 		for i := range r.Columns {
 			k, err := json.Marshal(r.Columns[i])
 			if err != nil {
-				return fmt.Errorf("duckarchive: encode column name: %w", err)
+				return fmt.Errorf("archiveduckdb: encode column name: %w", err)
 			}
 			val, err := r.json(n, i)
 			if err != nil {
-				return fmt.Errorf("duckarchive: encode column %s: %w", r.Columns[i], err)
+				return fmt.Errorf("archiveduckdb: encode column %s: %w", r.Columns[i], err)
 			}
 			if i > 0 {
 				b.WriteByte(',')

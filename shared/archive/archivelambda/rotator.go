@@ -73,10 +73,10 @@ func rotatorConfig(getenv func(string) string) (RotatorConfig, error) {
 	}
 	var errs []error
 	if c.WarmWriteMax < c.WarmWriteMin {
-		errs = append(errs, fmt.Errorf("rotator: LEDGER_WARM_WRITE_UNITS_MAX=%d is below LEDGER_WARM_WRITE_UNITS_MIN=%d", c.WarmWriteMax, c.WarmWriteMin))
+		errs = append(errs, fmt.Errorf("archivelambda: rotator: LEDGER_WARM_WRITE_UNITS_MAX=%d is below LEDGER_WARM_WRITE_UNITS_MIN=%d", c.WarmWriteMax, c.WarmWriteMin))
 	}
 	if c.WarmReadMax < c.WarmReadMin {
-		errs = append(errs, fmt.Errorf("rotator: LEDGER_WARM_READ_UNITS_MAX=%d is below LEDGER_WARM_READ_UNITS_MIN=%d", c.WarmReadMax, c.WarmReadMin))
+		errs = append(errs, fmt.Errorf("archivelambda: rotator: LEDGER_WARM_READ_UNITS_MAX=%d is below LEDGER_WARM_READ_UNITS_MIN=%d", c.WarmReadMax, c.WarmReadMin))
 	}
 	return c, errors.Join(errs...)
 }
