@@ -3,6 +3,10 @@
 # versitygw S3 server); installs land in .local/ and ~/.cache/ddbpipe.
 
 GO        ?= go
+# Builds name no directory of this machine, so the Go build cache serves
+# every clone of the repository (CI clones afresh each run): a fresh clone
+# compiles only what changed, not every package again.
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 # What Lambda runs: a static linux/arm64 binary named bootstrap, without the
 # legacy RPC entry point (provided.al2023 uses the Runtime API).
@@ -84,13 +88,16 @@ lint: $(CFNGUARD_PKG)/package.json
 	$(PYTHON) tools/cfncheck/guard.py $(CFNGUARD_BIN) $(CFNGUARD_PKG)/rules/control-tower/cfn-guard template.yaml build/transformed.json $(GUARD_SERVICES)
 	$(PYTHON) tools/cfncheck/motodeploy.py build/transformed.json
 
-# Lint, then unit tests under the race detector (-short: the integration
-# tests run once, below), then every test with the local servers started
+# Lint, the unit tests under the race detector (-short: the integration
+# tests run once, below) and the fuzz targets, two at a time (lint is
+# mostly one Python process; each target's output stays together), then
+# every test with the local servers started
 # once for all packages (`ddbpipe local servers` exports their endpoints;
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
 # DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go).
-test: lint install $(SIGV4NODE_PKG)/package.json test-race fuzz
+test: install $(SIGV4NODE_PKG)/package.json $(CFNGUARD_PKG)/package.json
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint test-race fuzz
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	@rm -rf $(IAM_RECORDS)/test
 	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/test DDBPIPE_REQUIRE_STACK=1 DDBPIPE_BIN=$(abspath $(DDBPIPE_BIN)) $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
