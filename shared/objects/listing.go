@@ -3,6 +3,7 @@ package objects
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -101,19 +102,12 @@ type Lister struct {
 }
 
 // ValidatePrefix checks a listing prefix: empty, or the start of a key
-// (ValidateKey's characters, no leading '/', at most MaxKeyBytes).
+// (at most MaxKeyBytes of UTF-8 without NUL, as ValidateKey says).
 func ValidatePrefix(p string) error {
-	switch {
-	case p == "":
-		return nil
-	case len(p) > MaxKeyBytes:
+	if len(p) > MaxKeyBytes {
 		return invalid(ReasonBadPrefix, "the prefix is %d bytes, the limit is %d", len(p), MaxKeyBytes)
-	case !utf8.ValidString(p):
-		return invalid(ReasonBadPrefix, "the prefix is not valid UTF-8")
-	case p[0] == '/':
-		return invalid(ReasonBadPrefix, "the prefix starts with '/': keys never do (list \"docs/\", not \"/docs/\")")
 	}
-	return keyRunes(ReasonBadPrefix, "prefix", p)
+	return keyBytes(ReasonBadPrefix, ReasonBadPrefix, "prefix", p)
 }
 
 func (o ListOptions) validate() (ListOptions, error) {
@@ -122,8 +116,8 @@ func (o ListOptions) validate() (ListOptions, error) {
 	}
 	if o.Delimiter != "" {
 		r, n := utf8.DecodeRuneInString(o.Delimiter)
-		if n != len(o.Delimiter) || r == utf8.RuneError || unicode.IsControl(r) {
-			return o, invalid(ReasonBadDelimiter, "the delimiter must be one character, such as '/'; got %q", o.Delimiter)
+		if n != len(o.Delimiter) || r == utf8.RuneError && n <= 1 || r == 0 {
+			return o, invalid(ReasonBadDelimiter, "the delimiter must be one UTF-8 character other than NUL, such as '/'; got %q", truncate(o.Delimiter, 16))
 		}
 	}
 	switch {
@@ -142,16 +136,22 @@ type cursor struct {
 	from              Bound
 }
 
-const cursorVersion = "1"
+const cursorVersion = "2"
 
-// encode makes the opaque cursor: base64url of its fields.
+// maxCursor bounds a cursor's length: a prefix and a key of MaxKeyBytes
+// each, every byte of them a control character JSON writes as six
+// (\u0001), in base64 (4 bytes for 3), with room for the rest.
+const maxCursor = 2 * 6 * MaxKeyBytes * 4 / 3 * 5 / 4
+
+// encode makes the opaque cursor: base64url of a JSON array of its fields
+// (JSON, so that prefixes and keys may hold any character).
 func (c cursor) encode() string {
 	incl := "0"
 	if c.from.Inclusive {
 		incl = "1"
 	}
-	raw := strings.Join([]string{cursorVersion, c.prefix, c.delimiter, incl, c.from.Key}, "\n")
-	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+	raw, _ := json.Marshal([]string{cursorVersion, c.prefix, c.delimiter, incl, c.from.Key}) // strings always marshal
+	return base64.RawURLEncoding.EncodeToString(raw)
 }
 
 // decodeCursor reads a cursor and checks it belongs to this listing: the
@@ -160,15 +160,15 @@ func decodeCursor(s string, o ListOptions) (cursor, error) {
 	bad := func(why string) error {
 		return invalid(ReasonBadCursor, "the cursor %s: pass the cursor of the page before, with the same prefix and delimiter", why)
 	}
-	if len(s) > 4*MaxKeyBytes {
+	if len(s) > maxCursor {
 		return cursor{}, bad("is too long")
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || !utf8.Valid(raw) {
+	if err != nil {
 		return cursor{}, bad("is not one this API made")
 	}
-	f := strings.Split(string(raw), "\n")
-	if len(f) != 5 || f[0] != cursorVersion || (f[3] != "0" && f[3] != "1") {
+	var f []string
+	if err := json.Unmarshal(raw, &f); err != nil || len(f) != 5 || f[0] != cursorVersion || (f[3] != "0" && f[3] != "1") {
 		return cursor{}, bad("is not one this API made")
 	}
 	c := cursor{prefix: f[1], delimiter: f[2], from: Bound{Key: f[4], Inclusive: f[3] == "1"}}
