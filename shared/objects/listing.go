@@ -1,9 +1,10 @@
 package objects
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -136,22 +137,34 @@ type cursor struct {
 	from              Bound
 }
 
-const cursorVersion = "2"
+// A cursor is base64url of: the version, '0' or '1' (from.Inclusive), the
+// first 8 bytes of SHA-256(prefix, NUL, delimiter) (neither holds NUL),
+// and from.Key. It names its listing by a digest, not by the prefix
+// itself, so that with a prefix of 1,024 bytes, percent-encoded, it fits
+// in API Gateway's 10,240 bytes of request line.
+const (
+	cursorVersion = '2'
+	cursorTagSize = 8
+	cursorHead    = 2 + cursorTagSize
+)
 
-// maxCursor bounds a cursor's length: a prefix and a key of MaxKeyBytes
-// each, every byte of them a control character JSON writes as six
-// (\u0001), in base64 (4 bytes for 3), with room for the rest.
-const maxCursor = 2 * 6 * MaxKeyBytes * 4 / 3 * 5 / 4
+// maxCursor is the longest cursor: a key of MaxKeyBytes after the head.
+var maxCursor = base64.RawURLEncoding.EncodedLen(cursorHead + MaxKeyBytes)
 
-// encode makes the opaque cursor: base64url of a JSON array of its fields
-// (JSON, so that prefixes and keys may hold any character).
+// listingTag names a listing (its prefix and delimiter) in its cursors.
+func listingTag(prefix, delimiter string) []byte {
+	h := sha256.Sum256([]byte(prefix + "\x00" + delimiter))
+	return h[:cursorTagSize]
+}
+
+// encode makes the opaque cursor.
 func (c cursor) encode() string {
-	incl := "0"
+	incl := byte('0')
 	if c.from.Inclusive {
-		incl = "1"
+		incl = '1'
 	}
-	raw, _ := json.Marshal([]string{cursorVersion, c.prefix, c.delimiter, incl, c.from.Key}) // strings always marshal
-	return base64.RawURLEncoding.EncodeToString(raw)
+	raw := append([]byte{cursorVersion, incl}, listingTag(c.prefix, c.delimiter)...)
+	return base64.RawURLEncoding.EncodeToString(append(raw, c.from.Key...))
 }
 
 // decodeCursor reads a cursor and checks it belongs to this listing: the
@@ -164,17 +177,13 @@ func decodeCursor(s string, o ListOptions) (cursor, error) {
 		return cursor{}, bad("is too long")
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
+	if err != nil || len(raw) < cursorHead || raw[0] != cursorVersion || raw[1] != '0' && raw[1] != '1' || !utf8.Valid(raw[cursorHead:]) {
 		return cursor{}, bad("is not one this API made")
 	}
-	var f []string
-	if err := json.Unmarshal(raw, &f); err != nil || len(f) != 5 || f[0] != cursorVersion || (f[3] != "0" && f[3] != "1") {
-		return cursor{}, bad("is not one this API made")
+	if !bytes.Equal(raw[2:cursorHead], listingTag(o.Prefix, o.Delimiter)) {
+		return cursor{}, bad("was made for another prefix or delimiter")
 	}
-	c := cursor{prefix: f[1], delimiter: f[2], from: Bound{Key: f[4], Inclusive: f[3] == "1"}}
-	if c.prefix != o.Prefix || c.delimiter != o.Delimiter {
-		return cursor{}, bad(fmt.Sprintf("was made for prefix %q and delimiter %q", c.prefix, c.delimiter))
-	}
+	c := cursor{prefix: o.Prefix, delimiter: o.Delimiter, from: Bound{Key: string(raw[cursorHead:]), Inclusive: raw[1] == '1'}}
 	if end := prefixEnd(c.prefix); c.from.Key < c.prefix || end != "" && c.from.Key > end {
 		return cursor{}, bad("points outside the prefix")
 	}
