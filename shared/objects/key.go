@@ -63,10 +63,6 @@ func keyBytes(notUTF8, nul Reason, what, s string) error {
 	return nil
 }
 
-// IsUploadID reports whether s has the form of an upload id (a write id:
-// 1 to 64 lower-case letters and digits).
-func IsUploadID(s string) bool { return validWriteID(s) == nil }
-
 // NormalizeContentType checks a media type and returns it in canonical
 // form (lowercase type and parameter names); "" becomes
 // DefaultContentType.
