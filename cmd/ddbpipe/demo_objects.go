@@ -83,7 +83,7 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("versions of %s: %w", small, err)
 	}
-	fmt.Fprintf(w, "GET /objects/%s/versions → %d versions\n", small, len(vs))
+	fmt.Fprintf(w, "GET /objects/%s?versions → %d versions\n", small, len(vs))
 
 	up := fmt.Sprintf("demo/%s/video.bin", run)
 	body := bodies.Random(20<<20, 9)

@@ -139,7 +139,7 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 		{asAPIInvoke, "GET", "/objects/ids/doc", ""},
 		{asAPIInvoke, "HEAD", "/objects/ids/doc", ""},
 		{asAPIInvoke, "PUT", "/objects/ids/api", "via the API"},
-		{asAPIInvoke, "POST", "/objects/ids/big/uploads", `{"size":5000000,"sha256":"` + strings.Repeat("0", 64) + `"}`},
+		{asAPIInvoke, "POST", "/objects/ids/big?uploads", `{"size":5000000,"sha256":"` + strings.Repeat("0", 64) + `"}`},
 		{asAPIInvoke, "DELETE", "/objects/ids/api", ""},
 		{asAPIRead, "GET", "/polls/ids/results", ""},
 		{asAPIRead, "GET", "/objects?prefix=ids/", ""},

@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
@@ -111,7 +114,7 @@ func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if st.Unchanged {
 			how = unchangedNote
 		}
-		fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s)\n", key, st.Version, st.Size, how)
+		fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s)\n", showKey(key), st.Version, st.Size, how)
 		return nil
 	}
 	m, err := c.Put(ctx, key, body, o)
@@ -122,7 +125,7 @@ func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if m.Unchanged {
 		how = unchangedNote
 	}
-	fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s)\n", key, m.Version, m.Size, how)
+	fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s)\n", showKey(key), m.Version, m.Size, how)
 	return nil
 }
 
@@ -156,10 +159,10 @@ func objectsUpload(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	if st.Unchanged {
-		fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s; upload %s)\n", key, st.Version, st.Size, unchangedNote, st.ID)
+		fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s; upload %s)\n", showKey(key), st.Version, st.Size, unchangedNote, st.ID)
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s: version %d (%d bytes, upload %s)\n", key, st.Version, st.Size, st.ID)
+	fmt.Fprintf(stdout, "%s: version %d (%d bytes, upload %s)\n", showKey(key), st.Version, st.Size, st.ID)
 	return nil
 }
 
@@ -189,7 +192,7 @@ func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		if *out != "-" {
-			fmt.Fprintf(stderr, "%s: version %d, bytes %d-%d of %d, %s → %s\n", key, p.Version, p.Off, p.Off+int64(len(p.Body))-1, p.Size, p.ContentType, *out)
+			fmt.Fprintf(stderr, "%s: version %d, bytes %d-%d of %d, %s → %s\n", showKey(key), p.Version, p.Off, p.Off+int64(len(p.Body))-1, p.Size, p.ContentType, *out)
 		}
 		return nil
 	}
@@ -201,7 +204,7 @@ func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *out != "-" {
-		fmt.Fprintf(stderr, "%s: version %d, %d bytes, %s → %s\n", key, o.Version, o.Size, o.ContentType, *out)
+		fmt.Fprintf(stderr, "%s: version %d, %d bytes, %s → %s\n", showKey(key), o.Version, o.Size, o.ContentType, *out)
 	}
 	return nil
 }
@@ -296,10 +299,10 @@ func objectsLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		case *asJSON:
 			err = enc.Encode(it.Entry)
 		case it.Prefix != "":
-			fmt.Fprintf(tw, "\tPRE\t\t%s\n", it.Prefix)
+			fmt.Fprintf(tw, "\tPRE\t\t%s\n", showKey(it.Prefix))
 		default:
 			e := it.Entry
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", e.Modified.Format("2006-01-02 15:04:05"), e.Size, e.Version, e.Key)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", e.Modified.Format("2006-01-02 15:04:05"), e.Size, e.Version, showKey(e.Key))
 		}
 		if err != nil {
 			return err
@@ -332,7 +335,7 @@ func objectsRm(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: deleted at version %d\n", key, v)
+	fmt.Fprintf(stdout, "%s: deleted at version %d\n", showKey(key), v)
 	return nil
 }
 
@@ -341,4 +344,15 @@ func readInput(file string) ([]byte, error) {
 		return io.ReadAll(os.Stdin)
 	}
 	return os.ReadFile(file)
+}
+
+// showKey is a key as the CLI prints it: as it is, or Go-quoted when it
+// holds a character that does not print (a control, a format character
+// such as a bidirectional override), begins or ends with a space, or
+// begins with a quote, so every key printed reads back unambiguously.
+func showKey(k string) string {
+	if k == "" || k[0] == '"' || k[0] == ' ' || k[len(k)-1] == ' ' || strings.IndexFunc(k, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(k)
+	}
+	return k
 }

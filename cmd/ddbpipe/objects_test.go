@@ -4,17 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
@@ -145,6 +149,102 @@ func TestObjectsCommands(t *testing.T) {
 	}
 	if lsr, err := cli("objects", "ls", "-r", "cli/"); err != nil || strings.Contains(lsr, "cli/doc.txt") {
 		t.Fatalf("ls after rm = %q, %v; want cli/doc.txt gone", lsr, err)
+	}
+
+	// Every key S3's rule takes round-trips through the commands: put,
+	// get, versions, ls with and without -r, rm.
+	t.Run("keys", func(t *testing.T) {
+		objectstest.RoundTripKeys(t, cliKeyClient(t, api), objectstest.S3Keys(1000, 29), []string{"", "/"}, 8)
+	})
+}
+
+// cliKeyClient drives a key round trip with the objects commands, each
+// key after "--" as a user would write it.
+func cliKeyClient(t *testing.T, api string) objectstest.KeyClient {
+	dir := t.TempDir()
+	var files atomic.Int64
+	cli := func(ctx context.Context, args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(ctx, append(args[:2:2], append([]string{"-api", api}, args[2:]...)...), &out, &errOut)
+		return out.String(), err
+	}
+	// number reads the last "<word> N" of a command's answer: the key
+	// before it may hold anything.
+	number := func(out, word string) (int64, error) {
+		i := strings.LastIndex(out, word+" ")
+		if i < 0 {
+			return 0, fmt.Errorf("no %q in %q", word, out)
+		}
+		var n int64
+		_, err := fmt.Sscanf(out[i+len(word)+1:], "%d", &n)
+		return n, err
+	}
+	return objectstest.KeyClient{
+		Put: func(ctx context.Context, key string, body []byte) (int64, error) {
+			f := filepath.Join(dir, fmt.Sprintf("%d", files.Add(1)))
+			if err := os.WriteFile(f, body, 0o644); err != nil {
+				return 0, err
+			}
+			out, err := cli(ctx, "objects", "put", "-file", f, "-type", "text/plain", "--", key)
+			if err != nil {
+				return 0, err
+			}
+			return number(out, "version")
+		},
+		Get: func(ctx context.Context, key string, version int64) ([]byte, error) {
+			out, err := cli(ctx, "objects", "get", "-version", fmt.Sprint(version), "--", key)
+			return []byte(out), err
+		},
+		Versions: func(ctx context.Context, key string) ([]int64, error) {
+			out, err := cli(ctx, "objects", "versions", "-json", "--", key)
+			if err != nil {
+				return nil, err
+			}
+			var ms []struct{ Version int64 }
+			if err := json.Unmarshal([]byte(out), &ms); err != nil {
+				return nil, err
+			}
+			var vs []int64
+			for _, m := range ms {
+				vs = append(vs, m.Version)
+			}
+			return vs, nil
+		},
+		List: func(ctx context.Context, prefix, delimiter string) (keys, prefixes []string, err error) {
+			args := []string{"objects", "ls", "-json"}
+			switch delimiter {
+			case "":
+				args = append(args, "-r")
+			case "/":
+			default:
+				return nil, nil, fmt.Errorf("objects ls lists by '/' only, not %q", delimiter)
+			}
+			out, err := cli(ctx, append(args, "--", prefix)...)
+			if err != nil {
+				return nil, nil, err
+			}
+			dec := json.NewDecoder(strings.NewReader(out))
+			for dec.More() {
+				var line struct{ Key, Prefix string }
+				if err := dec.Decode(&line); err != nil {
+					return nil, nil, err
+				}
+				if line.Prefix != "" {
+					prefixes = append(prefixes, line.Prefix)
+				} else {
+					keys = append(keys, line.Key)
+				}
+			}
+			return keys, prefixes, nil
+		},
+		Delete: func(ctx context.Context, key string) (int64, error) {
+			out, err := cli(ctx, "objects", "rm", "--", key)
+			if err != nil {
+				return 0, err
+			}
+			return number(out, "version")
+		},
+		IsNotFound: objectsclient.IsNotFound,
 	}
 }
 

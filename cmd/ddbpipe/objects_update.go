@@ -49,7 +49,7 @@ func objectsUpdate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s; %d attempt(s))\n", key, m.Version, m.Size, m.Kind, runs)
+	fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s; %d attempt(s))\n", showKey(key), m.Version, m.Size, m.Kind, runs)
 	return nil
 }
 

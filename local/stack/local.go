@@ -177,167 +177,261 @@ type Env struct {
 // Up starts the servers and proxies, provisions the template and hosts the
 // functions. Call Start to drive the event sources and Close to end it all.
 func Up(ctx context.Context, o Options) (_ *Env, err error) {
+	u := newUp(o)
+	defer func() {
+		if err != nil {
+			u.closeListeners()
+			_ = u.e.Close()
+		}
+	}()
+	for _, step := range []func(context.Context) error{
+		u.parseTemplate,
+		u.startServers,
+		u.startProxies,
+		u.listen,
+		u.connect,
+		u.provision,
+		u.judge,
+		u.prepareRunner,
+		u.moveClock,
+		u.hostFunctions,
+		u.rotate,
+	} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return u.e, nil
+}
+
+// up is one run of Up: its options, the Env it builds and what passes from
+// one step to the next.
+type up struct {
+	o               Options
+	e               *Env
+	enforceIAM      bool
+	progress        io.Writer
+	tpl             *cfn.Template
+	apiLn, lambdaLn net.Listener
+}
+
+func newUp(o Options) *up {
 	if o.Template == "" {
 		o.Template = filepath.Join(o.Root, "template.yaml")
 	}
-	enforceIAM := !o.NoIAM
+	u := &up{o: o, enforceIAM: !o.NoIAM, progress: o.Progress}
 	if v := os.Getenv(EnforceIAMVar); v != "" {
-		enforceIAM = v == "1" || v == "true" || v == "on"
+		u.enforceIAM = v == "1" || v == "true" || v == "on"
 	}
-	progress := o.Progress
-	if progress == nil {
-		progress = io.Discard
+	if u.progress == nil {
+		u.progress = io.Discard
 	}
 	flog := o.FunctionLog
 	if flog == nil {
 		flog = io.Discard
 	}
-	e := &Env{flog: flog, Proxies: map[faultproxy.Service]*faultproxy.Proxy{}, ProxyURLs: map[faultproxy.Service]string{}, log: slog.New(slog.NewJSONHandler(flog, &slog.HandlerOptions{Level: o.LogLevel}))}
-	defer func() {
-		if err != nil {
-			_ = e.Close()
-		}
-	}()
-	tpl, err := cfn.ParseFile(o.Template)
-	if err != nil {
-		return nil, err
+	u.e = &Env{flog: flog, Proxies: map[faultproxy.Service]*faultproxy.Proxy{}, ProxyURLs: map[faultproxy.Service]string{},
+		log: slog.New(slog.NewJSONHandler(flog, &slog.HandlerOptions{Level: o.LogLevel}))}
+	return u
+}
+
+func (u *up) parseTemplate(context.Context) (err error) {
+	u.tpl, err = cfn.ParseFile(u.o.Template)
+	return err
+}
+
+// startServers uses the servers given, else starts the stack's own.
+func (u *up) startServers(ctx context.Context) (err error) {
+	e := u.e
+	if e.Servers = u.o.Servers; e.Servers != nil {
+		return nil
 	}
 	start := time.Now()
-	e.Servers = o.Servers
-	if e.Servers == nil {
-		e.Servers, err = servers.Start(ctx, servers.Options{Root: o.Root, DataDir: o.DataDir, Log: progress})
-		if err != nil {
-			return nil, err
-		}
-		e.ownServers = true
-		fmt.Fprintf(progress, "local servers up in %s\n", time.Since(start).Round(100*time.Millisecond))
+	if e.Servers, err = servers.Start(ctx, servers.Options{Root: u.o.Root, DataDir: u.o.DataDir, Log: u.progress}); err != nil {
+		return err
 	}
+	e.ownServers = true
+	fmt.Fprintf(u.progress, "local servers up in %s\n", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
 
+// startProxies puts a fault proxy (and, with IAM enforced, the judge's
+// gate) in front of each server.
+func (u *up) startProxies(context.Context) error {
+	e := u.e
 	e.gate.admin = e.Servers.Vars()["AWS_ACCESS_KEY_ID"]
 	upstream := map[faultproxy.Service]string{faultproxy.DynamoDB: e.Servers.DynamoDB, faultproxy.SQS: e.Servers.SQS, faultproxy.S3: e.Servers.S3}
 	for _, svc := range []faultproxy.Service{faultproxy.DynamoDB, faultproxy.SQS, faultproxy.S3} {
 		opts := []faultproxy.Option{faultproxy.WithLogger(e.log)}
 		if svc == faultproxy.DynamoDB {
-			opts = append(opts, o.dynamoDBOptions()...)
+			opts = append(opts, u.o.dynamoDBOptions()...)
 		}
-		if enforceIAM {
+		if u.enforceIAM {
 			opts = append(opts, faultproxy.WithAuthorizer(e.gate.authorizer(iam.Service(svc))))
 		}
 		p, err := faultproxy.New(svc, upstream[svc], opts...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		url, err := p.Start()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		e.Proxies[svc] = p
 		e.ProxyURLs[svc] = url
 	}
+	return nil
+}
 
-	apiLn, err := listen(o.APIPort)
-	if err != nil {
-		return nil, err
+// listen takes the HTTP API's and the Lambda API's ports.
+func (u *up) listen(context.Context) (err error) {
+	if u.apiLn, err = listen(u.o.APIPort); err != nil {
+		return err
 	}
-	lambdaLn, err := listen(o.LambdaPort)
-	if err != nil {
-		apiLn.Close()
-		return nil, err
+	if u.lambdaLn, err = listen(u.o.LambdaPort); err != nil {
+		return err
 	}
-	e.APIURL = "http://" + apiLn.Addr().String()
-	e.LambdaURL = "http://" + lambdaLn.Addr().String()
+	u.e.APIURL = "http://" + u.apiLn.Addr().String()
+	u.e.LambdaURL = "http://" + u.lambdaLn.Addr().String()
+	return nil
+}
 
-	// The servers' region and credentials; the endpoints are the proxies'.
+// closeListeners closes the ports not yet served (Env.Close shuts the
+// served ones down).
+func (u *up) closeListeners() {
+	for _, ln := range []net.Listener{u.apiLn, u.lambdaLn} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}
+
+// connect sets the stack's variables (the servers' region and
+// credentials, the proxies' endpoints) and its clients.
+func (u *up) connect(ctx context.Context) (err error) {
+	e := u.e
 	e.Vars = e.Servers.Vars()
 	e.Vars["AWS_ENDPOINT_URL_DYNAMODB"] = e.ProxyURLs[faultproxy.DynamoDB]
 	e.Vars["AWS_ENDPOINT_URL_DYNAMODB_STREAMS"] = e.ProxyURLs[faultproxy.DynamoDB]
 	e.Vars["AWS_ENDPOINT_URL_SQS"] = e.ProxyURLs[faultproxy.SQS]
 	e.Vars["AWS_ENDPOINT_URL_S3"] = e.ProxyURLs[faultproxy.S3]
 	e.Vars["AWS_ENDPOINT_URL_LAMBDA"] = e.LambdaURL
-	e.AWS, err = awsenv.FromVars(ctx, func(k string) string { return e.Vars[k] })
-	if err != nil {
-		return nil, err
+	if e.AWS, err = awsenv.FromVars(ctx, func(k string) string { return e.Vars[k] }); err != nil {
+		return err
 	}
-	e.Clients = provision.Clients{
-		DynamoDB: awsenv.DynamoDB(e.AWS),
-		SQS:      sqs.NewFromConfig(e.AWS),
-		S3:       awsenv.S3(e.AWS),
-	}
+	e.Clients = provision.Clients{DynamoDB: awsenv.DynamoDB(e.AWS), SQS: sqs.NewFromConfig(e.AWS), S3: awsenv.S3(e.AWS)}
 	e.Streams = dynamodbstreams.NewFromConfig(e.AWS)
+	return nil
+}
 
-	start = time.Now()
-	e.Stack, err = provision.Up(ctx, tpl, e.Clients, provision.Options{
-		StackName: o.StackName, Region: e.Vars["AWS_REGION"], Params: o.Params, APIURL: e.APIURL, Log: e.log,
+// provision creates the template's resources and adds its outputs to the
+// stack's variables.
+func (u *up) provision(ctx context.Context) (err error) {
+	e := u.e
+	start := time.Now()
+	e.Stack, err = provision.Up(ctx, u.tpl, e.Clients, provision.Options{
+		StackName: u.o.StackName, Region: e.Vars["AWS_REGION"], Params: u.o.Params, APIURL: e.APIURL, Log: e.log,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for k, v := range e.Stack.OutputEnv() {
 		e.Vars[k] = v
 	}
-	fmt.Fprintf(progress, "provisioned %d resources from %s in %s\n", len(e.Stack.Resources), filepath.Base(o.Template), time.Since(start).Round(10*time.Millisecond))
+	fmt.Fprintf(u.progress, "provisioned %d resources from %s in %s\n", len(e.Stack.Resources), filepath.Base(u.o.Template), time.Since(start).Round(10*time.Millisecond))
 	for _, s := range e.Stack.Skipped {
-		fmt.Fprintf(progress, "  note: %s\n", s)
+		fmt.Fprintf(u.progress, "  note: %s\n", s)
 	}
 	if len(e.Stack.NoLocal) > 0 {
 		var kinds []string
 		for _, t := range slices.Sorted(maps.Keys(e.Stack.NoLocal)) {
 			kinds = append(kinds, fmt.Sprintf("%d %s", e.Stack.NoLocal[t], t))
 		}
-		fmt.Fprintf(progress, "  note: AWS only, no local equivalent: %s\n", strings.Join(kinds, ", "))
+		fmt.Fprintf(u.progress, "  note: AWS only, no local equivalent: %s\n", strings.Join(kinds, ", "))
 	}
+	return nil
+}
 
-	if enforceIAM {
-		start = time.Now()
-		if err := e.startJudge(ctx, o, progress); err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(progress, "IAM enforced: every AWS call is judged against its caller's role in the transformed template (judge up in %s; calls recorded in %s)\n",
-			time.Since(start).Round(10*time.Millisecond), e.IAMLogPath)
-	} else {
+// judge starts the IAM judge, unless IAM is off.
+func (u *up) judge(ctx context.Context) error {
+	e := u.e
+	if !u.enforceIAM {
 		e.Vars[IAMVar] = "off"
-		fmt.Fprintf(progress, "IAM NOT enforced (%s): every AWS call is allowed, whatever the roles of the template say\n", iamOffBy())
+		fmt.Fprintf(u.progress, "IAM NOT enforced (%s): every AWS call is allowed, whatever the roles of the template say\n", iamOffBy())
+		return nil
 	}
+	start := time.Now()
+	if err := e.startJudge(ctx, u.o, u.progress); err != nil {
+		return err
+	}
+	fmt.Fprintf(u.progress, "IAM enforced: every AWS call is judged against its caller's role in the transformed template (judge up in %s; calls recorded in %s)\n",
+		time.Since(start).Round(10*time.Millisecond), e.IAMLogPath)
+	return nil
+}
 
+// prepareRunner makes the runner that hosts the functions, and reads the
+// HTTP API's authorizers.
+func (u *up) prepareRunner(context.Context) (err error) {
+	e := u.e
 	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"]))
 	e.Runner.SetWiring(runner.Wiring{Streams: e.Streams, SQS: e.Clients.SQS, QueueURL: e.queueURL, ClientsFor: e.pollers})
-	if e.apiAuth, err = readHTTPAuth(e.Stack.Template, e.Stack.Context); err != nil {
-		return nil, err
+	e.apiAuth, err = readHTTPAuth(e.Stack.Template, e.Stack.Context)
+	return err
+}
+
+// moveClock gives the functions a clock file when the stack's clock is
+// moved, or may be (Options.ClockOffset, MovableClock).
+func (u *up) moveClock(context.Context) error {
+	if u.o.ClockOffset == 0 && !u.o.MovableClock {
+		return nil
 	}
-	if o.ClockOffset != 0 || o.MovableClock {
-		dir, err := os.MkdirTemp("", "ddbpipe-clock-")
-		if err != nil {
-			return nil, err
-		}
-		e.clockFile = filepath.Join(dir, "offset")
-		if err := lambdafn.WriteClockOffset(e.clockFile, o.ClockOffset); err != nil {
-			return nil, err
-		}
-		e.Vars[lambdafn.ClockFileVar] = e.clockFile
-	}
-	routes, err := e.host(ctx, o.Setups, o.Processes)
+	dir, err := os.MkdirTemp("", "ddbpipe-clock-")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	api, err := httpapi.NewServer(routes, e.Runner.Invoke, e.apiOptions(o.JWKSClient)...)
+	u.e.clockFile = filepath.Join(dir, "offset")
+	if err := lambdafn.WriteClockOffset(u.e.clockFile, u.o.ClockOffset); err != nil {
+		return err
+	}
+	u.e.Vars[lambdafn.ClockFileVar] = u.e.clockFile
+	return nil
+}
+
+// hostFunctions sets every function up, then serves the HTTP API and the
+// Lambda API, and has S3's proxy raise the buckets' notifications.
+func (u *up) hostFunctions(ctx context.Context) error {
+	e := u.e
+	routes, err := e.host(ctx, u.o.Setups, u.o.Processes)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	e.serve(apiLn, api)
+	api, err := httpapi.NewServer(routes, e.Runner.Invoke, e.apiOptions(u.o.JWKSClient)...)
+	if err != nil {
+		return err
+	}
+	e.serve(u.apiLn, api)
 	lambdaAPI := e.Runner.LambdaAPI()
 	if e.Judge != nil {
 		lambdaAPI = e.Judge.LambdaGate(lambdaAPI, e.Runner.MappingFunction, e.log)
 	}
-	e.serve(lambdaLn, lambdaAPI)
+	e.serve(u.lambdaLn, lambdaAPI)
+	u.apiLn, u.lambdaLn = nil, nil // served: Env.Close shuts them down
 	e.Proxies[faultproxy.S3].Observe(e.notifyS3)
-	if !o.NoRotation {
-		start = time.Now()
-		if err := e.Rotate(ctx); err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(progress, "rotator ran in %s: this month's and next month's ledger tables exist, subscribed to the archiver and the tally\n", time.Since(start).Round(10*time.Millisecond))
+	return nil
+}
+
+// rotate runs the rotator once, as `sam deploy` leaves it to its schedule,
+// unless Options.NoRotation.
+func (u *up) rotate(ctx context.Context) error {
+	if u.o.NoRotation {
+		return nil
 	}
-	return e, nil
+	start := time.Now()
+	if err := u.e.Rotate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(u.progress, "rotator ran in %s: this month's and next month's ledger tables exist, subscribed to the archiver and the tally\n", time.Since(start).Round(10*time.Millisecond))
+	return nil
 }
 
 // MoveClock sets every function's clock to the real time plus offset, at

@@ -1,7 +1,9 @@
 package objects
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"hash/fnv"
@@ -101,19 +103,12 @@ type Lister struct {
 }
 
 // ValidatePrefix checks a listing prefix: empty, or the start of a key
-// (ValidateKey's characters, no leading '/', at most MaxKeyBytes).
+// (at most MaxKeyBytes of UTF-8 without NUL, as ValidateKey says).
 func ValidatePrefix(p string) error {
-	switch {
-	case p == "":
-		return nil
-	case len(p) > MaxKeyBytes:
+	if len(p) > MaxKeyBytes {
 		return invalid(ReasonBadPrefix, "the prefix is %d bytes, the limit is %d", len(p), MaxKeyBytes)
-	case !utf8.ValidString(p):
-		return invalid(ReasonBadPrefix, "the prefix is not valid UTF-8")
-	case p[0] == '/':
-		return invalid(ReasonBadPrefix, "the prefix starts with '/': keys never do (list \"docs/\", not \"/docs/\")")
 	}
-	return keyRunes(ReasonBadPrefix, "prefix", p)
+	return keyBytes(ReasonBadPrefix, ReasonBadPrefix, "prefix", p)
 }
 
 func (o ListOptions) validate() (ListOptions, error) {
@@ -122,8 +117,8 @@ func (o ListOptions) validate() (ListOptions, error) {
 	}
 	if o.Delimiter != "" {
 		r, n := utf8.DecodeRuneInString(o.Delimiter)
-		if n != len(o.Delimiter) || r == utf8.RuneError || unicode.IsControl(r) {
-			return o, invalid(ReasonBadDelimiter, "the delimiter must be one character, such as '/'; got %q", o.Delimiter)
+		if n != len(o.Delimiter) || r == utf8.RuneError && n <= 1 || r == 0 {
+			return o, invalid(ReasonBadDelimiter, "the delimiter must be one UTF-8 character other than NUL, such as '/'; got %q", truncate(o.Delimiter, 16))
 		}
 	}
 	switch {
@@ -142,16 +137,34 @@ type cursor struct {
 	from              Bound
 }
 
-const cursorVersion = "1"
+// A cursor is base64url of: the version, '0' or '1' (from.Inclusive), the
+// first 8 bytes of SHA-256(prefix, NUL, delimiter) (neither holds NUL),
+// and from.Key. It names its listing by a digest, not by the prefix
+// itself, so that with a prefix of 1,024 bytes, percent-encoded, it fits
+// in API Gateway's 10,240 bytes of request line.
+const (
+	cursorVersion = '2'
+	cursorTagSize = 8
+	cursorHead    = 2 + cursorTagSize
+)
 
-// encode makes the opaque cursor: base64url of its fields.
+// maxCursor is the longest cursor: a key of MaxKeyBytes after the head.
+var maxCursor = base64.RawURLEncoding.EncodedLen(cursorHead + MaxKeyBytes)
+
+// listingTag names a listing (its prefix and delimiter) in its cursors.
+func listingTag(prefix, delimiter string) []byte {
+	h := sha256.Sum256([]byte(prefix + "\x00" + delimiter))
+	return h[:cursorTagSize]
+}
+
+// encode makes the opaque cursor.
 func (c cursor) encode() string {
-	incl := "0"
+	incl := byte('0')
 	if c.from.Inclusive {
-		incl = "1"
+		incl = '1'
 	}
-	raw := strings.Join([]string{cursorVersion, c.prefix, c.delimiter, incl, c.from.Key}, "\n")
-	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+	raw := append([]byte{cursorVersion, incl}, listingTag(c.prefix, c.delimiter)...)
+	return base64.RawURLEncoding.EncodeToString(append(raw, c.from.Key...))
 }
 
 // decodeCursor reads a cursor and checks it belongs to this listing: the
@@ -160,21 +173,17 @@ func decodeCursor(s string, o ListOptions) (cursor, error) {
 	bad := func(why string) error {
 		return invalid(ReasonBadCursor, "the cursor %s: pass the cursor of the page before, with the same prefix and delimiter", why)
 	}
-	if len(s) > 4*MaxKeyBytes {
+	if len(s) > maxCursor {
 		return cursor{}, bad("is too long")
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || !utf8.Valid(raw) {
+	if err != nil || len(raw) < cursorHead || raw[0] != cursorVersion || raw[1] != '0' && raw[1] != '1' || !utf8.Valid(raw[cursorHead:]) {
 		return cursor{}, bad("is not one this API made")
 	}
-	f := strings.Split(string(raw), "\n")
-	if len(f) != 5 || f[0] != cursorVersion || (f[3] != "0" && f[3] != "1") {
-		return cursor{}, bad("is not one this API made")
+	if !bytes.Equal(raw[2:cursorHead], listingTag(o.Prefix, o.Delimiter)) {
+		return cursor{}, bad("was made for another prefix or delimiter")
 	}
-	c := cursor{prefix: f[1], delimiter: f[2], from: Bound{Key: f[4], Inclusive: f[3] == "1"}}
-	if c.prefix != o.Prefix || c.delimiter != o.Delimiter {
-		return cursor{}, bad(fmt.Sprintf("was made for prefix %q and delimiter %q", c.prefix, c.delimiter))
-	}
+	c := cursor{prefix: o.Prefix, delimiter: o.Delimiter, from: Bound{Key: string(raw[cursorHead:]), Inclusive: raw[1] == '1'}}
 	if end := prefixEnd(c.prefix); c.from.Key < c.prefix || end != "" && c.from.Key > end {
 		return cursor{}, bad("points outside the prefix")
 	}

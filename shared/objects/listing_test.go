@@ -95,7 +95,10 @@ func corpus() []string {
 	for i := range 50 {
 		keys = append(keys, fmt.Sprintf("photos/cat-%02d.png", i))
 	}
-	return append(keys, "readme.md", "docs.txt", "docs", "zürich/plan.pdf", "zürich/ä.txt", "日本/東京.txt")
+	keys = append(keys, "readme.md", "docs.txt", "docs", "zürich/plan.pdf", "zürich/ä.txt", "日本/東京.txt")
+	// Keys of S3's rule: slashes anywhere, dot segments, spaces, controls.
+	return append(keys, "/", "//", "/docs/a", "//docs//b", "docs/", "docs//", "docs/./a", "docs/../a", "docs/ a b/c", "docs/\n/x",
+		"docs/\x01", "docs/\x7f/y", "docs#", "docs#w1#00000", " ", "a b", ".", "..", "../..", "\U0010FFFF", "docs/\U0010FFFF/z")
 }
 
 // want is what S3 would answer: the keys under prefix in byte order, with a
@@ -124,6 +127,7 @@ func TestListMatchesS3Semantics(t *testing.T) {
 		for _, tt := range []struct{ prefix, delimiter string }{
 			{"", ""}, {"", "/"}, {"docs/", ""}, {"docs/", "/"}, {"docs", "/"}, {"docs/2023/", "/"},
 			{"docs/2023/01", ""}, {"photos/cat-4", ""}, {"zürich/", ""}, {"日本/", "/"}, {"nothing/", ""}, {"d", "."},
+			{"/", "/"}, {"/", ""}, {"docs/", "\n"}, {"", " "}, {"docs/.", "/"}, {"docs/", "#"}, {".", "/"}, {"docs/\U0010FFFF", "/"},
 		} {
 			for _, limit := range []int{0, 1, 7, 100} {
 				name := fmt.Sprintf("%d shards, prefix %q, delimiter %q, limit %d", shards, tt.prefix, tt.delimiter, limit)
@@ -199,32 +203,34 @@ func TestListRefusesBadInput(t *testing.T) {
 	if err != nil || first.Cursor == "" {
 		t.Fatal(err)
 	}
-	forge := func(fields ...string) string {
-		return base64.RawURLEncoding.EncodeToString([]byte(strings.Join(fields, "\n")))
+	forge := func(prefix, key string, inclusive bool) string {
+		return cursor{prefix: prefix, from: Bound{Key: key, Inclusive: inclusive}}.encode()
 	}
+	raw := func(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+	tag := listingTag("docs/", "")
 	for _, tt := range []struct {
 		name string
 		o    ListOptions
 		want Reason
 	}{
-		{"prefix with a space", ListOptions{Prefix: "my docs/"}, ReasonBadPrefix},
-		{"prefix with a leading slash", ListOptions{Prefix: "/docs/"}, ReasonBadPrefix},
 		{"prefix not UTF-8", ListOptions{Prefix: "docs/\xff"}, ReasonBadPrefix},
 		{"prefix with a NUL", ListOptions{Prefix: "docs\x00"}, ReasonBadPrefix},
 		{"prefix too long", ListOptions{Prefix: strings.Repeat("a", MaxKeyBytes+1)}, ReasonBadPrefix},
 		{"two-character delimiter", ListOptions{Delimiter: "//"}, ReasonBadDelimiter},
-		{"control delimiter", ListOptions{Delimiter: "\n"}, ReasonBadDelimiter},
+		{"NUL delimiter", ListOptions{Delimiter: "\x00"}, ReasonBadDelimiter},
 		{"invalid UTF-8 delimiter", ListOptions{Delimiter: "\xff"}, ReasonBadDelimiter},
 		{"limit -1", ListOptions{Limit: -1}, ReasonBadLimit},
 		{"limit 1001", ListOptions{Limit: 1001}, ReasonBadLimit},
 		{"cursor not base64", ListOptions{Prefix: "docs/", Cursor: "!!!"}, ReasonBadCursor},
 		{"cursor of another prefix", ListOptions{Prefix: "photos/", Cursor: first.Cursor}, ReasonBadCursor},
 		{"cursor of another delimiter", ListOptions{Prefix: "docs/", Delimiter: "/", Cursor: first.Cursor}, ReasonBadCursor},
-		{"cursor of another version", ListOptions{Prefix: "docs/", Cursor: forge("2", "docs/", "", "0", "docs/a")}, ReasonBadCursor},
-		{"cursor before its prefix", ListOptions{Prefix: "docs/", Cursor: forge("1", "docs/", "", "0", "a")}, ReasonBadCursor},
-		{"cursor after its prefix", ListOptions{Prefix: "docs/", Cursor: forge("1", "docs/", "", "0", "photos/")}, ReasonBadCursor},
-		{"cursor with missing fields", ListOptions{Prefix: "docs/", Cursor: forge("1", "docs/")}, ReasonBadCursor},
-		{"cursor too long", ListOptions{Prefix: "docs/", Cursor: strings.Repeat("A", 5000)}, ReasonBadCursor},
+		{"cursor of another version", ListOptions{Prefix: "docs/", Cursor: raw(append([]byte{'1', '0'}, append(tag, "docs/a"...)...))}, ReasonBadCursor},
+		{"cursor before its prefix", ListOptions{Prefix: "docs/", Cursor: forge("docs/", "a", false)}, ReasonBadCursor},
+		{"cursor after its prefix", ListOptions{Prefix: "docs/", Cursor: forge("docs/", "photos/", false)}, ReasonBadCursor},
+		{"cursor with missing fields", ListOptions{Prefix: "docs/", Cursor: raw([]byte{cursorVersion, '0', 1, 2})}, ReasonBadCursor},
+		{"cursor of the old format", ListOptions{Prefix: "docs/", Cursor: base64.RawURLEncoding.EncodeToString([]byte("1\ndocs/\n\n0\ndocs/a"))}, ReasonBadCursor},
+		{"cursor with a key not UTF-8", ListOptions{Prefix: "docs/", Cursor: raw(append([]byte{cursorVersion, '0'}, append(tag, "docs/\xff"...)...))}, ReasonBadCursor},
+		{"cursor too long", ListOptions{Prefix: "docs/", Cursor: strings.Repeat("A", maxCursor+1)}, ReasonBadCursor},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := l.List(context.Background(), tt.o)
@@ -235,7 +241,7 @@ func TestListRefusesBadInput(t *testing.T) {
 	}
 	// A cursor forged within its prefix is only a position: the listing
 	// goes on from there.
-	p, err := l.List(context.Background(), ListOptions{Prefix: "docs/", Cursor: forge("1", "docs/", "", "1", "docs/2026/")})
+	p, err := l.List(context.Background(), ListOptions{Prefix: "docs/", Cursor: forge("docs/", "docs/2026/", true)})
 	if err != nil || len(p.Entries) == 0 || p.Entries[0].Key != "docs/2026/000.txt" {
 		t.Errorf("forged position: %v %+v", err, p.Entries[:min(1, len(p.Entries))])
 	}
@@ -269,5 +275,23 @@ func TestPrefixEnd(t *testing.T) {
 		if in != "" && want != "" && !(want > in) {
 			t.Errorf("prefixEnd(%q) = %q does not sort after it", in, want)
 		}
+	}
+}
+
+// The longest cursor, for a 1,024-byte key under a 1,024-byte prefix of
+// control characters, fits in API Gateway's request line with the prefix
+// percent-encoded (10,240 bytes for the line and the headers).
+func TestCursorFitsARequestLine(t *testing.T) {
+	prefix := strings.Repeat("\x01", MaxKeyBytes)
+	c := cursor{prefix: prefix, delimiter: "\U0010FFFF", from: Bound{Key: prefix}}.encode()
+	if len(c) > maxCursor {
+		t.Fatalf("cursor of %d bytes, over its own limit %d", len(c), maxCursor)
+	}
+	if line := len("GET /objects?cursor=&delimiter=%F4%8F%BF%BF&limit=1000&prefix= HTTP/1.1") + len(c) + 3*len(prefix); line > 5000 {
+		t.Errorf("the request line is %d bytes", line)
+	}
+	got, err := decodeCursor(c, ListOptions{Prefix: prefix, Delimiter: "\U0010FFFF"})
+	if err != nil || got.from.Key != prefix {
+		t.Errorf("decode: %v", err)
 	}
 }

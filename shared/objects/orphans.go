@@ -39,14 +39,16 @@ type ChunkOf struct {
 }
 
 // ParseChunkKey reads a chunk item's partition key, <key>#<writeID>#<i>
-// (see Manifest.ChunkKey). ok is false for anything else.
+// (see Manifest.ChunkKey). ok is false for anything else. The key may hold
+// '#' itself; the write id and the index never do, so the key is what
+// precedes the last two '#'.
 func ParseChunkKey(pk string) (c ChunkOf, ok bool) {
-	key, rest, found := strings.Cut(pk, "#")
-	if !found || key == "" {
+	rest, index, found := cutLast(pk, "#")
+	if !found || len(index) != 5 {
 		return ChunkOf{}, false
 	}
-	writeID, index, found := strings.Cut(rest, "#")
-	if !found || validWriteID(writeID) != nil || len(index) != 5 {
+	key, writeID, found := cutLast(rest, "#")
+	if !found || key == "" || validWriteID(writeID) != nil {
 		return ChunkOf{}, false
 	}
 	for _, c := range index {
@@ -56,6 +58,15 @@ func ParseChunkKey(pk string) (c ChunkOf, ok bool) {
 	}
 	i, _ := strconv.Atoi(index) // five digits
 	return ChunkOf{Key: key, WriteID: writeID, Index: i}, true
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
 }
 
 // References reports whether the manifest names chunk c of key.

@@ -629,8 +629,8 @@ func TestPutRejects(t *testing.T) {
 		want objects.Reason
 	}{
 		{"empty key", "", nil, objects.PutOptions{}, objects.ReasonEmptyKey},
-		{"dot-dot", "a/../b", nil, objects.PutOptions{}, objects.ReasonKeyDotSegment},
-		{"leading slash", "/a", nil, objects.PutOptions{}, objects.ReasonKeyLeadingSlash},
+		{"NUL in the key", "a\x00b", nil, objects.PutOptions{}, objects.ReasonKeyBadChar},
+		{"key not UTF-8", "a\xff", nil, objects.PutOptions{}, objects.ReasonKeyNotUTF8},
 		{"bad content type", "a", nil, objects.PutOptions{ContentType: "nonsense"}, objects.ReasonBadContentType},
 		{"negative If-Match", "a", nil, objects.PutOptions{IfMatch: ptr[int64](-1)}, objects.ReasonBadVersion},
 		{"too large", "a", make([]byte, 2*MB+1), objects.PutOptions{}, objects.ReasonTooLarge},
@@ -660,13 +660,16 @@ func TestReadRejects(t *testing.T) {
 		reason  objects.Reason
 		wantErr error
 	}{
-		{"get bad key", func() error { _, err := e.store.Get(ctx, "a//b", 0); return err }, objects.ReasonKeyEmptySegment, nil},
+		{"get bad key", func() error { _, err := e.store.Get(ctx, "a\xffb", 0); return err }, objects.ReasonKeyNotUTF8, nil},
 		{"get negative version", func() error { _, err := e.store.Get(ctx, "k", -1); return err }, objects.ReasonBadVersion, nil},
 		{"get missing key", func() error { _, err := e.store.Get(ctx, "nope", 0); return err }, "", objects.ErrNotFound},
 		{"get missing version", func() error { _, err := e.store.Get(ctx, "k", 9); return err }, "", objects.ErrNotFound},
-		{"versions bad key", func() error { _, err := e.store.Versions(ctx, "k\n"); return err }, objects.ReasonKeyBadChar, nil},
+		{"versions bad key", func() error { _, err := e.store.Versions(ctx, "k\x00"); return err }, objects.ReasonKeyBadChar, nil},
 		{"versions missing key", func() error { _, err := e.store.Versions(ctx, "nope"); return err }, "", objects.ErrNotFound},
-		{"delete bad key", func() error { _, err := e.store.Delete(ctx, "..", objects.DeleteOptions{}); return err }, objects.ReasonKeyDotSegment, nil},
+		{"delete bad key", func() error {
+			_, err := e.store.Delete(ctx, strings.Repeat("k", objects.MaxKeyBytes+1), objects.DeleteOptions{})
+			return err
+		}, objects.ReasonKeyTooLong, nil},
 		{"delete If-Match 0", func() error {
 			_, err := e.store.Delete(ctx, "k", objects.DeleteOptions{IfMatch: ptr[int64](0)})
 			return err

@@ -11,15 +11,10 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 )
 
-func TestReservedKeys(t *testing.T) {
-	for _, k := range []string{"versions", "a/versions", "a/uploads", "uploads", "a/uploads/x", "a/uploads/x/complete"} {
-		if got := objects.ReasonOf(objects.ValidateKey(k)); got != objects.ReasonKeyReserved {
-			t.Errorf("ValidateKey(%q): reason %q, want %q", k, got, objects.ReasonKeyReserved)
-		}
-	}
-	// After "uploads", only a segment shaped like an upload id is reserved.
-	for _, k := range []string{"versions/a", "a/versions.txt", "uploads/a/b/c", "a/my-uploads", "complete", "a/uploads/x/y/complete",
-		"photos/uploads/cat.png", "a/uploads/Cat", "a/uploads/x.png/complete", "a/uploads/x_1/complete"} {
+// The API's sub-resources are query parameters: their names are keys like
+// any other.
+func TestSubResourceNamesAreKeys(t *testing.T) {
+	for _, k := range []string{"versions", "a/versions", "a/uploads", "uploads", "a/uploads/x", "a/uploads/x/complete", "a?versions", "a?uploadId=x"} {
 		if err := objects.ValidateKey(k); err != nil {
 			t.Errorf("ValidateKey(%q): %v, want valid", k, err)
 		}

@@ -6,20 +6,22 @@
 //
 // # Routes
 //
-// One greedy route, ANY /objects/{key+}, carries the key and its
-// sub-resources; keys ending in versions, uploads, uploads/<id> or
-// uploads/<id>/complete are refused (key-reserved), so the path is never
-// ambiguous. Keys are percent-decoded by API Gateway; see
-// objects.ValidateKey for what a key may hold.
+// One greedy route, ANY /objects/{key+}, carries the key: the whole path
+// after /objects/, percent-decoded by API Gateway, is the key, whatever it
+// holds (any UTF-8 S3 takes, but NUL: objects.ValidateKey). Sub-resources
+// are query parameters, as S3's are, so no key is ever mistaken for one;
+// each route takes its own parameters, and any other is 400 bad-query.
+// Clients write the key with EscapeKey (KeyPath), which keeps every byte
+// of it from being rewritten on the way.
 //
 //	GET    /objects?prefix=P[&delimiter=D][&limit=N][&cursor=C]   list objects by prefix
-//	PUT    /objects/{key}                      store a document (the raw body)
+//	PUT    /objects/{key}[?placement=table]    store a document (the raw body)
 //	GET    /objects/{key}[?version=N]          read the latest version, or version N
 //	DELETE /objects/{key}                      delete the object and its history
-//	GET    /objects/{key}/versions             list versions, newest first
-//	POST   /objects/{key}/uploads              grant a presigned upload (big documents)
-//	GET    /objects/{key}/uploads/{id}         an upload's outcome
-//	POST   /objects/{key}/uploads/{id}/complete finish a multipart upload
+//	GET    /objects/{key}?versions             list versions, newest first
+//	POST   /objects/{key}?uploads              grant a presigned upload (big documents)
+//	GET    /objects/{key}?uploadId=ID          an upload's outcome
+//	POST   /objects/{key}?uploadId=ID          finish a multipart upload
 //
 // PUT takes the body as it is (base64 bodies are decoded) with its
 // Content-Type (default application/octet-stream). If-Match: <n> (or "n")
@@ -123,19 +125,19 @@
 // several ranges pins it with ?version=N (or checks that every ETag is the
 // same).
 //
-// POST …/uploads takes {"size":N,"sha256":"<hex>","contentType":"…",
+// POST …?uploads takes {"size":N,"sha256":"<hex>","contentType":"…",
 // "ifMatch":n} (ifMatch optional; 0 means create only) and answers 201 with
 // the upload's id, its status URL, and either "put" (one presigned PUT: send
 // the body with exactly the headers given) or "multipart" (partSize, one
 // presigned PUT per part in order, and the complete URL, to which the client
 // POSTs {"parts":[{"partNumber":1,"etag":"…"},…]} with the ETags S3 returned).
 // When the object lands in the bucket, the finalizer verifies its size and
-// SHA-256 and commits it (honouring ifMatch); GET …/uploads/{id} then says
+// SHA-256 and commits it (honouring ifMatch); GET …?uploadId=ID then says
 // {"state":"committed","version":n} or {"state":"failed","reason":…}.
 // Uploads follow the retry rules of PUT: an upload of the document the
 // latest version already holds is granted even with the ifMatch of its
 // first attempt, commits nothing (the uploaded bytes are deleted) and says
-// {"state":"committed","version":n,"unchanged":true}. POST …/complete
+// {"state":"committed","version":n,"unchanged":true}. POST …?uploadId=ID
 // again, after the first one went through, answers with the upload as it
 // is: 200 and its outcome once committed, 202 pending while the finalizer
 // works; a failed or expired upload is 409 upload-closed.
@@ -164,12 +166,15 @@
 // 1,000. "cursor" is present when there is more: pass it back, with the
 // same prefix and delimiter, for the next page. The listing reads an index
 // that DynamoDB updates within moments of a write: a document written just
-// now may not be listed yet. Refusals: 400 bad-prefix (a character no key
-// holds, a leading /), bad-delimiter, bad-limit, bad-cursor (malformed, or
-// made for another prefix or delimiter), bad-query (another parameter).
+// now may not be listed yet. The prefix is any start of a key, the
+// delimiter any one character but NUL. Refusals: 400 bad-prefix (NUL, not
+// UTF-8, over 1,024 bytes), bad-delimiter, bad-limit, bad-cursor
+// (malformed, or made for another prefix or delimiter), bad-query (another
+// parameter).
 //
 // Errors are {"error":"<reason>","message":"…"}: 400 for bad keys
-// (empty-key, key-bad-char, key-reserved, …), bad-version, bad-if-match,
+// (empty-key, key-too-long, key-not-utf8, key-bad-char: NUL), bad-query,
+// bad-version, bad-if-match,
 // bad-placement, invalid-json, missing-body, bad-sha256, bad-parts,
 // bad-range; 404 not-found; 405 method-not-allowed; 409 conflict (with
 // "currentVersion") and upload-closed; 413 too-large; 415
@@ -192,10 +197,10 @@
 //	curl "${sig[@]}" "$API_URL/objects/docs/report.pdf?version=1" -o v1.pdf
 //	curl "${sig[@]}" -H 'Range: bytes=0-1023' $API_URL/objects/docs/report.pdf -o head.bin   # 206, the first KiB
 //	curl "${sig[@]}" -L -H 'Range: bytes=-100' $API_URL/objects/data/big.bin -o tail.bin     # via S3 when it is big
-//	curl "${sig[@]}" $API_URL/objects/docs/report.pdf/versions
+//	curl "${sig[@]}" "$API_URL/objects/docs/report.pdf?versions="
 //	curl "${sig[@]}" -X DELETE -H 'If-Match: 2' $API_URL/objects/docs/report.pdf
 //	curl "${sig[@]}" -X POST -H 'Content-Type: application/json' \
 //	  -d "{\"size\":$(stat -c%s big.bin),\"sha256\":\"$(sha256sum big.bin | cut -d' ' -f1)\"}" \
-//	  $API_URL/objects/data/big.bin/uploads
+//	  "$API_URL/objects/data/big.bin?uploads="
 //	# then PUT the file to .put.url with .put.headers (presigned: unsigned), and poll .status
 package objectsapi

@@ -84,7 +84,7 @@ type ErrorBody struct {
 }
 
 // Reasons of the API itself (ErrorBody.Error); the key and input rules'
-// reasons (empty-key, key-reserved, too-large, bad-sha256, …) come from
+// reasons (empty-key, key-not-utf8, too-large, bad-sha256, …) come from
 // the objects domain.
 const (
 	ReasonBadIfMatch    = "bad-if-match"
@@ -117,7 +117,7 @@ const (
 	StateFailed    = "failed"
 )
 
-// UploadStatus is an upload's state, as GET …/uploads/{id} shows it.
+// UploadStatus is an upload's state, as GET …?uploadId=ID shows it.
 type UploadStatus struct {
 	ID             string    `json:"uploadId"`
 	Key            string    `json:"key"`
@@ -144,7 +144,7 @@ type SignedRequest struct {
 	Expires time.Time   `json:"expiresAt"`
 }
 
-// Granted is POST …/uploads' answer: Put for a single PUT, Multipart for
+// Granted is POST …?uploads' answer: Put for a single PUT, Multipart for
 // parts.
 type Granted struct {
 	UploadStatus
@@ -167,7 +167,7 @@ type Part struct {
 	ETag   string `json:"etag"`
 }
 
-// CompleteRequest is POST …/uploads/{id}/complete.
+// CompleteRequest is POST …?uploadId=ID.
 type CompleteRequest struct {
 	Parts []Part `json:"parts"`
 }

@@ -103,13 +103,15 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &e) && e.Status == http.StatusNotFound
 }
 
-// path is the URL of key's resource, each segment escaped.
-func (c *Client) path(key string, sub ...string) string {
-	segs := strings.Split(key, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
+// path is the URL of key's resource (objectsapi.EscapeKey writes every
+// byte of the key so that it arrives as it is), with a sub-resource's
+// query if one is given.
+func (c *Client) path(key string, query ...string) string {
+	u := c.base + objectsapi.KeyPath(key)
+	if len(query) > 0 {
+		u += "?" + strings.Join(query, "&")
 	}
-	return c.base + "/objects/" + strings.Join(append(segs, sub...), "/")
+	return u
 }
 
 func (c *Client) do(ctx context.Context, method, u string, body io.Reader, header http.Header) (*http.Response, error) {
@@ -422,7 +424,11 @@ func (c *Client) ListPage(ctx context.Context, prefix string, o ListOptions, cur
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	resp, err := c.do(ctx, http.MethodGet, c.base+"/objects?"+q.Encode(), nil, nil)
+	// SigV4's canonical form of the query, so that a signer that signs
+	// the query as written (curl before 8, botocore) signs what the API
+	// computes: sorted, each byte but the unreserved ones percent-encoded,
+	// a space as %20 (Encode writes '+' for a space and %2B for a '+').
+	resp, err := c.do(ctx, http.MethodGet, c.base+"/objects?"+strings.ReplaceAll(q.Encode(), "+", "%20"), nil, nil)
 	if err != nil {
 		return objectsapi.Listing{}, err
 	}
@@ -464,7 +470,7 @@ func (c *Client) List(ctx context.Context, prefix string, o ListOptions) iter.Se
 
 // Versions lists key's versions, newest first.
 func (c *Client) Versions(ctx context.Context, key string) ([]Meta, error) {
-	resp, err := c.do(ctx, http.MethodGet, c.path(key, "versions"), nil, nil)
+	resp, err := c.do(ctx, http.MethodGet, c.path(key, objectsapi.QueryVersions), nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func (c *Client) Upload(ctx context.Context, key string, r io.ReaderAt, size int
 // BeginUpload asks for a presigned upload.
 func (c *Client) BeginUpload(ctx context.Context, key string, size int64, o UploadOptions) (objectsapi.Granted, error) {
 	in, _ := json.Marshal(objectsapi.UploadRequest{Size: &size, SHA256: o.SHA256, ContentType: o.ContentType, IfMatch: o.IfMatch})
-	resp, err := c.do(ctx, http.MethodPost, c.path(key, "uploads"), bytes.NewReader(in), http.Header{"Content-Type": {"application/json"}})
+	resp, err := c.do(ctx, http.MethodPost, c.path(key, objectsapi.QueryUploads), bytes.NewReader(in), http.Header{"Content-Type": {"application/json"}})
 	if err != nil {
 		return objectsapi.Granted{}, err
 	}
@@ -141,7 +141,7 @@ func (c *Client) sendParts(ctx context.Context, g objectsapi.Granted, r io.Reade
 
 // UploadStatus returns an upload's state.
 func (c *Client) UploadStatus(ctx context.Context, key, id string) (UploadStatus, error) {
-	resp, err := c.do(ctx, http.MethodGet, c.path(key, "uploads", id), nil, nil)
+	resp, err := c.do(ctx, http.MethodGet, c.base+objectsapi.UploadPath(key, id), nil, nil)
 	if err != nil {
 		return UploadStatus{}, err
 	}

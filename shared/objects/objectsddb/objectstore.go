@@ -11,7 +11,9 @@
 //
 // The keys are the domain's (see package objects): pk is the object key and
 // sk "v0" (the latest version, a copy) or "v" and ten digits (history); a
-// chunk has pk <key>#<writeID>#<i> and sk "c". Version items carry:
+// chunk has pk <key>#<writeID>#<i> and sk "c". A key may hold '#' and look
+// like a chunk's pk: the sort key says which item is which, and a chunk's
+// pk is read from the right (objects.ParseChunkKey). Version items carry:
 //
 //	version      N  the version (a tombstone keeps the one deleted)
 //	kind         S  inline | compressed | chunked | s3

@@ -125,7 +125,10 @@ func entry(item map[string]types.AttributeValue) (objects.ItemRef, bool) {
 	if a.err != nil || e.PK == "" {
 		return objects.ItemRef{}, false
 	}
-	if strings.HasPrefix(e.PK, SharedPartitionPrefix) {
+	// Sort keys tell the kinds apart: an object's key may look like any
+	// other partition key ("blob#…", "upload#…", "a#w1#00000"), but its
+	// items' sort keys are always versions'.
+	if e.SK == HeadSortKey || strings.HasPrefix(e.SK, refSortPrefix) {
 		return sharedEntry(a, e.PK, e.SK)
 	}
 	if e.SK == objects.ChunkSortKey {

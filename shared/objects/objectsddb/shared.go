@@ -20,11 +20,12 @@ import (
 //	pk = blob#<sha256>-<size>   sk = h                       the head
 //	pk = blob#<sha256>-<size>   sk = r#<hash of key>#<writeID>  a reference record
 //
-// The partition key is the blob's key without "blobs/", behind "blob#":
-// object keys never hold '#', chunk items have three '#'-separated parts
-// and upload items begin with "upload#", so the partition is nobody
-// else's; neither sort key is a version's, so the reaper skips these items
-// on the stream. Head attributes:
+// The partition key is the blob's key without "blobs/", behind "blob#".
+// An object key may be that very string (keys hold any character), so the
+// sort keys tell the items apart: an object's items are versions ("v…"),
+// a chunk's "c", an upload's "u", and these "h" and "r#…", so no item is
+// two things; neither sort key is a version's, so the reaper skips these
+// items on the stream. Head attributes:
 //
 //	state      S  live | deleting | gone
 //	gen        N  incremented by every change of state

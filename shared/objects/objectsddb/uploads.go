@@ -35,9 +35,10 @@ var (
 //
 //	pk = upload#<id>   sk = u
 //
-// Object keys never hold '#', and chunk items have three '#'-separated
-// parts, so an upload's partition is nobody else's; its sort key is not a
-// version's (objects.ParseSortKey refuses it), so the reaper and the
+// An object's key may be "upload#<id>" too (keys hold any character), but
+// its items' sort keys are versions', so the item is never an object's;
+// its sort key is not a version's (objects.ParseSortKey refuses it), so the
+// reaper and the
 // archiver, which read the table's stream, can tell it apart and skip it.
 // The table's TTL attribute, expiresAt, removes the item once its outcome
 // has been readable long enough.

@@ -25,8 +25,8 @@ func TestClassify(t *testing.T) {
 		reason string
 	}{
 		{"adapter refusal", refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "x"), 400, "bad-if-match"},
-		{"bad key", objects.ValidateKey("a//b"), 400, "key-empty-segment"},
-		{"reserved key", objects.ValidateKey("a/versions"), 400, "key-reserved"},
+		{"key with NUL", objects.ValidateKey("a\x00b"), 400, "key-bad-char"},
+		{"key not UTF-8", objects.ValidateKey("a\xff"), 400, "key-not-utf8"},
 		{"bad version", fmt.Errorf("wrapped: %w", &objects.InvalidError{Reason: objects.ReasonBadVersion, Detail: "d"}), 400, "bad-version"},
 		{"too large", &objects.InvalidError{Reason: objects.ReasonTooLarge, Detail: "d"}, 413, "too-large"},
 		{"too large for the table", &objects.InvalidError{Reason: objects.ReasonTooLargeForTable, Detail: "d"}, 413, "too-large-for-table"},
@@ -55,27 +55,70 @@ func TestClassify(t *testing.T) {
 
 func TestTarget(t *testing.T) {
 	tests := []struct {
-		path   string
+		name   string
+		query  map[string]string
 		res    resource
-		key    string
 		upload string
+		reason string
 	}{
-		{"a", document, "a", ""},
-		{"a/b.txt", document, "a/b.txt", ""},
-		{"versions", document, "versions", ""}, // refused later by ValidateKey
-		{"a/b/versions", versions, "a/b", ""},
-		{"a/uploads", uploads, "a", ""},
-		{"a/uploads/0f3c", upload, "a", "0f3c"},
-		{"a/b/uploads/0f3c/complete", complete, "a/b", "0f3c"},
-		{"uploads/x/complete", document, "uploads/x/complete", ""},         // no key before uploads/: a key, and a reserved one
-		{"photos/uploads/cat.png", document, "photos/uploads/cat.png", ""}, // not an upload id: a key
-		{"a/uploads/x.png/complete", document, "a/uploads/x.png/complete", ""},
+		{"no query", nil, document, "", ""},
+		{"a version", map[string]string{"version": "3"}, document, "", ""},
+		{"a placement", map[string]string{"placement": "table"}, document, "", ""},
+		{"versions", map[string]string{"versions": ""}, versions, "", ""},
+		{"uploads", map[string]string{"uploads": ""}, uploads, "", ""},
+		{"an upload", map[string]string{"uploadId": "0f3c"}, upload, "0f3c", ""},
+		{"two sub-resources", map[string]string{"versions": "", "uploads": ""}, 0, "", objectsapi.ReasonBadQuery},
+		{"versions with a version", map[string]string{"versions": "", "version": "1"}, 0, "", objectsapi.ReasonBadQuery},
+		{"unknown parameter", map[string]string{"acl": ""}, 0, "", objectsapi.ReasonBadQuery},
 	}
 	for _, tt := range tests {
-		res, key, id := target(tt.path)
-		if res != tt.res || key != tt.key || id != tt.upload {
-			t.Errorf("target(%q) = %v %q %q, want %v %q %q", tt.path, res, key, id, tt.res, tt.key, tt.upload)
+		t.Run(tt.name, func(t *testing.T) {
+			res, id, err := target(tt.query)
+			var ae *apiError
+			switch {
+			case tt.reason != "":
+				if !errors.As(err, &ae) || ae.reason != tt.reason {
+					t.Errorf("target(%v): %v, want %s", tt.query, err, tt.reason)
+				}
+			case err != nil || res != tt.res || id != tt.upload:
+				t.Errorf("target(%v) = %v %q %v, want %v %q", tt.query, res, id, err, tt.res, tt.upload)
+			}
+		})
+	}
+}
+
+// The key is the whole path parameter, whatever it looks like; the query
+// names the sub-resource.
+func TestHandleRoutesByQuery(t *testing.T) {
+	var got []string
+	h := &HTTP{
+		Docs: docs{
+			put: func(key string, body []byte, o objects.PutOptions) (objects.Written, error) {
+				got = append(got, "put "+key)
+				return objects.Written{Record: objects.Record{Key: key, Version: 1, Kind: objects.Inline}}, nil
+			},
+			stat: func(key string, version int64) (objects.Record, error) {
+				got = append(got, "get "+key)
+				return objects.Record{Key: key, Version: 1, Kind: objects.Inline}, nil
+			},
+		},
+		Log: slog.New(slog.DiscardHandler),
+	}
+	ctx := context.Background()
+	for _, key := range []string{"a/versions", "a/uploads", "a/uploads/0f3c", "a/uploads/0f3c/complete", "/", "a/../b", "k?versions"} {
+		for _, method := range []string{"PUT", "GET"} {
+			if resp, _ := h.Handle(ctx, request(method, key, nil, "x", false)); resp.StatusCode/100 != 2 {
+				t.Errorf("%s %q: %d %s", method, key, resp.StatusCode, resp.Body)
+			}
 		}
+	}
+	if len(got) != 14 || got[0] != "put a/versions" || got[13] != "get k?versions" {
+		t.Errorf("the store saw %q", got)
+	}
+	req := request("PUT", "a", nil, "x", false)
+	req.QueryStringParameters = map[string]string{"versions": ""}
+	if resp, _ := h.Handle(ctx, req); resp.StatusCode != 405 || resp.Headers["allow"] != "GET" {
+		t.Errorf("PUT ?versions: %d %v, want 405 allowing GET", resp.StatusCode, resp.Headers)
 	}
 }
 
@@ -146,7 +189,7 @@ func TestHandlerAdapts(t *testing.T) {
 	}
 
 	resp, _ = h.Handle(ctx, request("PUT", "a/b", nil, strings.Repeat("x", DefaultMaxBody+1), false))
-	if resp.StatusCode != 413 || !strings.Contains(resp.Body, "/uploads") {
+	if resp.StatusCode != 413 || !strings.Contains(resp.Body, "/objects/a/b?uploads") {
 		t.Errorf("oversized: %d %s; want 413 pointing at uploads", resp.StatusCode, resp.Body)
 	}
 

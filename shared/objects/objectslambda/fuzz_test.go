@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -48,25 +49,35 @@ var (
 // in memory and never fails, so a 5xx is a bug too.
 func FuzzHTTP(f *testing.F) {
 	seeds := []struct {
-		method, key, ct, ifMatch, body string
-		b64                            bool
+		method, key, query, ct, ifMatch, body string
+		b64                                   bool
 	}{
-		{"PUT", "docs/a.txt", "text/plain", "", "hello", false},
-		{"PUT", "docs/a.txt", "text/plain", `"1"`, "aGVsbG8=", true},
-		{"PUT", "docs/a.txt", "text/plain", "*", "x", false},
-		{"GET", "docs/a.txt", "", "", "", false},
-		{"HEAD", "docs/a.txt", "", "", "", false},
-		{"DELETE", "docs/a.txt", "", `W/"7"`, "", false},
-		{"GET", "docs/a.txt/versions", "", "", "", false},
-		{"POST", "docs/big.bin/uploads", "application/json", "", `{"size":5,"sha256":"00"}`, false},
-		{"POST", "docs/big.bin/uploads/abc123/complete", "application/json", "", `{"parts":[{"n":1}]}`, false},
-		{"PATCH", "../etc/passwd", "", "", "", false},
-		{"PUT", "a//b", "text/html; charset=\x00", "99999999999999999999", "!!!", true},
+		{"PUT", "docs/a.txt", "", "text/plain", "", "hello", false},
+		{"PUT", "docs/a.txt", "placement=table", "text/plain", `"1"`, "aGVsbG8=", true},
+		{"PUT", "docs/a.txt", "", "text/plain", "*", "x", false},
+		{"GET", "docs/a.txt", "version=1", "", "", "", false},
+		{"HEAD", "docs/a.txt", "", "", "", "", false},
+		{"DELETE", "docs/a.txt", "", "", `W/"7"`, "", false},
+		{"GET", "docs/a.txt", "versions", "", "", "", false},
+		{"POST", "docs/big.bin", "uploads", "application/json", "", `{"size":5,"sha256":"00"}`, false},
+		{"POST", "docs/big.bin", "uploadId=abc123", "application/json", "", `{"parts":[{"n":1}]}`, false},
+		{"GET", "docs/big.bin", "uploadId=abc123&versions", "", "", "", false},
+		{"PATCH", "../etc/passwd", "", "", "", "", false},
+		{"PUT", "a//b", "", "text/html; charset=\x00", "99999999999999999999", "!!!", true},
+		{"PUT", "a/versions", "", "", "", "x", false},
+		{"GET", "\x00", "", "", "", "", false},
 	}
 	for _, s := range seeds {
-		f.Add(s.method, s.key, s.ct, s.ifMatch, s.body, s.b64)
+		f.Add(s.method, s.key, s.query, s.ct, s.ifMatch, s.body, s.b64)
 	}
-	f.Fuzz(func(t *testing.T, method, key, ct, ifMatch, body string, b64 bool) {
+	f.Fuzz(func(t *testing.T, method, key, query, ct, ifMatch, body string, b64 bool) {
+		var params map[string]string
+		if q, err := url.ParseQuery(query); err == nil && len(q) > 0 {
+			params = map[string]string{}
+			for k, vs := range q {
+				params[k] = vs[0]
+			}
+		}
 		table, bucket := objectstest.NewTable(), objectstest.NewBucket("objects")
 		h := &objectslambda.HTTP{
 			Docs:    &objects.Store{Items: table, Chunks: table, Blobs: bucket},
@@ -75,9 +86,9 @@ func FuzzHTTP(f *testing.F) {
 		}
 		req := events.APIGatewayV2HTTPRequest{
 			RouteKey: "ANY /objects/{key+}", RawPath: "/objects/" + key,
-			PathParameters: map[string]string{"key": key},
-			Headers:        map[string]string{"content-type": ct, "if-match": ifMatch},
-			Body:           body, IsBase64Encoded: b64,
+			PathParameters: map[string]string{"key": key}, QueryStringParameters: params,
+			Headers: map[string]string{"content-type": ct, "if-match": ifMatch},
+			Body:    body, IsBase64Encoded: b64,
 		}
 		req.RequestContext.HTTP.Method = method
 		for range 2 { // the second sees what the first stored

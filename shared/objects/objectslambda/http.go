@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,34 +120,63 @@ const (
 	document resource = iota
 	versions
 	uploads
-	upload
-	complete
+	upload // ?uploadId=ID: GET its status, POST its completion
 )
 
-// target splits the greedy {key+} into a key and a sub-resource. Keys
-// cannot end like a sub-resource (objects.ValidateKey), so this is exact.
-func target(path string) (res resource, key, uploadID string) {
-	segs := strings.Split(path, "/")
-	n := len(segs)
-	switch {
-	case n >= 2 && segs[n-1] == "versions":
-		return versions, strings.Join(segs[:n-1], "/"), ""
-	case n >= 2 && segs[n-1] == "uploads":
-		return uploads, strings.Join(segs[:n-1], "/"), ""
-	case n >= 3 && segs[n-2] == "uploads" && objects.IsUploadID(segs[n-1]):
-		return upload, strings.Join(segs[:n-2], "/"), segs[n-1]
-	case n >= 4 && segs[n-3] == "uploads" && segs[n-1] == "complete" && objects.IsUploadID(segs[n-2]):
-		return complete, strings.Join(segs[:n-3], "/"), segs[n-2]
+// target reads what a request names: the key is the whole path parameter
+// (any string, so nothing in the path can name a sub-resource), and a
+// sub-resource is a query parameter, as S3's are: ?versions, ?uploads,
+// ?uploadId=ID. Each resource takes its own parameters and no others.
+func target(q map[string]string) (res resource, uploadID string, err error) {
+	var subs []string
+	for _, name := range []string{objectsapi.QueryVersions, objectsapi.QueryUploads, objectsapi.QueryUploadID} {
+		if _, ok := q[name]; ok {
+			subs = append(subs, name)
+		}
 	}
-	return document, path, ""
+	if len(subs) > 1 {
+		return 0, "", refuse(http.StatusBadRequest, objectsapi.ReasonBadQuery, "?%s and ?%s name two sub-resources; send one", subs[0], subs[1])
+	}
+	res = document
+	if len(subs) == 1 {
+		switch subs[0] {
+		case objectsapi.QueryVersions:
+			res = versions
+		case objectsapi.QueryUploads:
+			res = uploads
+		default:
+			res, uploadID = upload, q[objectsapi.QueryUploadID]
+		}
+	}
+	for name := range q {
+		if !slices.Contains(params[res], name) {
+			return 0, "", refuse(http.StatusBadRequest, objectsapi.ReasonBadQuery, "unknown query parameter %q: %s takes %s",
+				truncate(name, 32), resourceName[res], strings.Join(params[res], ", "))
+		}
+	}
+	return res, uploadID, nil
+}
+
+// params are the query parameters each resource takes.
+var params = map[resource][]string{
+	document: {"version", "placement"},
+	versions: {objectsapi.QueryVersions},
+	uploads:  {objectsapi.QueryUploads},
+	upload:   {objectsapi.QueryUploadID},
+}
+
+var resourceName = map[resource]string{
+	document: "an object",
+	versions: "?versions",
+	uploads:  "?uploads",
+	upload:   "?uploadId",
 }
 
 var allowed = map[resource]string{
 	document: "GET, HEAD, PUT, DELETE",
 	versions: "GET",
 	uploads:  "POST",
-	upload:   "GET",
-	complete: "POST",
+	upload:   "GET, POST",
 }
 
 // Handle serves one request.
@@ -163,9 +192,12 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		}
 		return resp, nil
 	}
-	res, key, id := target(req.PathParameters["key"])
+	key := req.PathParameters["key"]
+	res, id, err := target(req.QueryStringParameters)
+	if err != nil {
+		return h.fail(ctx, req, err), nil
+	}
 	var resp events.APIGatewayV2HTTPResponse
-	var err error
 	switch {
 	case res == document && (method == http.MethodGet || method == http.MethodHead):
 		resp, err = h.get(ctx, req, key, method == http.MethodHead)
@@ -179,7 +211,7 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		resp, err = h.beginUpload(ctx, req, key)
 	case res == upload && method == http.MethodGet:
 		resp, err = h.uploadStatus(ctx, key, id)
-	case res == complete && method == http.MethodPost:
+	case res == upload && method == http.MethodPost:
 		resp, err = h.completeUpload(ctx, req, key, id)
 	default:
 		err = &apiError{status: http.StatusMethodNotAllowed, reason: objectsapi.ReasonNoMethod,
@@ -271,7 +303,7 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	default:
 		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadPlacement, "placement %q: want auto or table", truncate(p, 32))
 	}
-	doc, err := body(req, limit, fmt.Sprintf(`; send bigger documents through a presigned upload: POST /objects/%s/uploads with {"size":N,"sha256":"<hex>"} (ddbpipe objects upload does it)`, escapeKey(key)))
+	doc, err := body(req, limit, fmt.Sprintf(`; send bigger documents through a presigned upload: POST %s?uploads with {"size":N,"sha256":"<hex>"} (ddbpipe objects upload does it)`, objectsapi.KeyPath(key)))
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
@@ -529,8 +561,8 @@ func (h *HTTP) beginUpload(ctx context.Context, req events.APIGatewayV2HTTPReque
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	h.emit(emf.Metric{Name: "UploadsGranted", Unit: emf.Count, Value: 1})
-	resp := jsonResponse(http.StatusCreated, granted(g, uploadPath(key, g.Upload.ID)+"/complete"))
-	resp.Headers["location"] = uploadPath(key, g.Upload.ID)
+	resp := jsonResponse(http.StatusCreated, granted(g, objectsapi.UploadPath(key, g.Upload.ID)))
+	resp.Headers["location"] = objectsapi.UploadPath(key, g.Upload.ID)
 	return resp, nil
 }
 
@@ -558,7 +590,7 @@ func (h *HTTP) completeUpload(ctx context.Context, req events.APIGatewayV2HTTPRe
 		code = http.StatusOK // completed before: its outcome
 	}
 	resp := jsonResponse(code, status(up))
-	resp.Headers["location"] = uploadPath(key, id)
+	resp.Headers["location"] = objectsapi.UploadPath(key, id)
 	return resp, nil
 }
 
@@ -681,19 +713,6 @@ func conflictMessage(ce *objects.ConflictError) string {
 }
 
 func etag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
-
-func uploadPath(key, id string) string {
-	return "/objects/" + escapeKey(key) + "/uploads/" + id
-}
-
-// escapeKey escapes each segment of a key for a URL path.
-func escapeKey(key string) string {
-	segs := strings.Split(key, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return strings.Join(segs, "/")
-}
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -80,8 +80,9 @@ func TestListRefusesBadQueries(t *testing.T) {
 		query string
 		want  string
 	}{
-		{"prefix=%2Fdocs", "bad-prefix"},
-		{"prefix=a%20b", "bad-prefix"},
+		{"prefix=a%00b", "bad-prefix"},
+		{"prefix=" + strings.Repeat("p", 1025), "bad-prefix"},
+		{"delimiter=%00", "bad-delimiter"},
 		{"delimiter=ab", "bad-delimiter"},
 		{"limit=0", "bad-limit"},
 		{"limit=1001", "bad-limit"},

@@ -18,7 +18,7 @@ func status(u objects.Upload) objectsapi.UploadStatus {
 	s := objectsapi.UploadStatus{
 		ID: u.ID, Key: u.Key, State: string(u.State), Version: u.Version, Unchanged: u.Unchanged, Reason: u.Reason, Message: u.Detail,
 		Size: u.Size, SHA256: u.SHA256.String(), ContentType: u.ContentType, Deadline: u.Deadline.UTC(),
-		Status: uploadPath(u.Key, u.ID),
+		Status: objectsapi.UploadPath(u.Key, u.ID),
 	}
 	if u.Reason == objects.UploadFailedConflict {
 		cur := u.Current
