@@ -13,7 +13,7 @@ FUNCTIONS := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps install lint test test-race fuzz test-servers unit demo bench soak up down fmt vet clean iam iam-check
+.PHONY: all build deps install lint test test-race fuzz test-servers keys unit demo bench soak up down fmt vet clean iam iam-check
 
 all: build
 
@@ -160,6 +160,14 @@ fuzz: deps
 # keep the 2 cores about 1.8 busy, so more at once only stretches each.
 test-servers:
 	$(GO) test -count=1 -p 3 -parallel 4 -timeout $(TEST_TIMEOUT) ./tests ./soak ./...
+
+# The key round trips at full size: 1,200 keys through the Go client and
+# as botocore signs them, 1,000 through the CLI (make test runs each with
+# the 230 objectstest.OddKeys alone).
+keys: install
+	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
+	DDBPIPE_KEYS=full DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- \
+		$(GO) test -count=1 -run 'TestKeysRoundTrip|TestObjectsCommands' ./shared/objects/objectslambda ./cmd/ddbpipe
 
 # Only the tests that need no local servers.
 unit: deps

@@ -154,7 +154,7 @@ func TestObjectsCommands(t *testing.T) {
 	// Every key S3's rule takes round-trips through the commands: put,
 	// get, versions, ls with and without -r, rm.
 	t.Run("keys", func(t *testing.T) {
-		objectstest.RoundTripKeys(t, cliKeyClient(t, api), objectstest.S3Keys(1000, 29), []string{"", "/"}, 8)
+		objectstest.RoundTripKeys(t, cliKeyClient(t, api), objectstest.S3Keys(objectstest.KeyCount(1000), 29), []string{"", "/"}, 8)
 	})
 }
 

@@ -23,10 +23,11 @@ import (
 
 // Every key S3's rule takes round-trips through the API with the Go
 // client: put, get, versions, listings with and without delimiters,
-// delete. 1,200 keys: OddKeys and random ones of 1 to 1,024 bytes.
+// delete. 1,200 keys with make keys (OddKeys and random ones of 1 to
+// 1,024 bytes); the OddKeys alone in make test (KeyCount).
 func TestKeysRoundTripWithTheGoClient(t *testing.T) {
 	_, c := newClient(t)
-	objectstest.RoundTripKeys(t, GoKeyClient(c), objectstest.S3Keys(1200, 27), []string{"", "/", "#", " ", ".", "é"}, 8)
+	objectstest.RoundTripKeys(t, GoKeyClient(c), objectstest.S3Keys(objectstest.KeyCount(1200), 27), []string{"", "/", "#", " ", ".", "é"}, 8)
 }
 
 // GoKeyClient drives a key round trip with the Go client.
@@ -95,7 +96,7 @@ func TestKeysRoundTripSignedByBotocore(t *testing.T) {
 		tr.pool <- startBoto(t, python, env)
 	}
 	c := objectsclient.New(e.APIURL, &http.Client{Transport: tr, Timeout: 2 * time.Minute})
-	objectstest.RoundTripKeys(t, GoKeyClient(c), objectstest.S3Keys(1200, 28), []string{"", "/", "#"}, cap(tr.pool))
+	objectstest.RoundTripKeys(t, GoKeyClient(c), objectstest.S3Keys(objectstest.KeyCount(1200), 28), []string{"", "/", "#"}, cap(tr.pool))
 }
 
 // botoTransport sends requests to the API through botosign.py processes

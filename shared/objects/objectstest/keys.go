@@ -2,12 +2,26 @@ package objectstest
 
 import (
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
+
+// KeysVar sizes the key round trips: unset, each runs the OddKeys
+// (`make test`); "full", the count each test names, 1,000 and more, the
+// rest random keys of 1 to 1,024 bytes (`make keys`).
+const KeysVar = "DDBPIPE_KEYS"
+
+// KeyCount is how many keys a round trip of full keys runs (KeysVar).
+func KeyCount(full int) int {
+	if os.Getenv(KeysVar) == "full" {
+		return full
+	}
+	return min(full, len(OddKeys()))
+}
 
 // OddKeys are keys S3 takes that URLs, shells, paths and our own item keys
 // make awkward: every one must round-trip like "report.pdf".
