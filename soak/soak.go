@@ -304,9 +304,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{Config: cfg, Began: s.began, LoadEnded: time.Now(), Crossing: s.clock.crossing.Sub(s.began)}
 	s.check(ctx, res, base)
+	s.summarise(res)
+	s.progress("done in %s: %d invariants checked, %d violated", res.Took.Round(time.Second), len(res.Invariants), res.Violations())
+	return res, nil
+}
+
+// summarise adds the run's figures to its checked result: faults, load,
+// sizing, rotations, the functions' and the IAM judge's figures.
+func (s *soak) summarise(res *Result) {
 	res.Faults = s.faults.summary(s.env)
 	res.Timeline = s.samples
-	res.Load = s.load.summary(cfg.Duration)
+	res.Load = s.load.summary(s.cfg.Duration)
 	res.Sizing = s.sizing
 	res.Rotations = s.rotations
 	res.Functions = s.env.Runner.Stats()
@@ -319,8 +327,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		js.AskedP99, js.Asked = j.CacheLatency(false, 0.99)
 	}
 	res.Took = time.Since(s.began)
-	s.progress("done in %s: %d invariants checked, %d violated", res.Took.Round(time.Second), len(res.Invariants), res.Violations())
-	return res, nil
 }
 
 // buildFunctions builds each function for this machine into a temporary

@@ -35,34 +35,7 @@ func RoundTripKeys(t *testing.T, c KeyClient, keys, delimiters []string, workers
 	t.Helper()
 	ctx := context.Background()
 	body := func(key string, v int64) []byte { return fmt.Appendf(nil, "v%d of %q", v, key) }
-	each := func(step string, fn func(key string) error) {
-		t.Helper()
-		var mu sync.Mutex
-		var failed []string
-		work := make(chan string)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for k := range work {
-					if err := fn(k); err != nil {
-						mu.Lock()
-						failed = append(failed, fmt.Sprintf("%.80q: %.300s", k, err))
-						mu.Unlock()
-					}
-				}
-			})
-		}
-		for _, k := range keys {
-			work <- k
-		}
-		close(work)
-		wg.Wait()
-		if len(failed) > 0 {
-			slices.Sort(failed)
-			t.Fatalf("%s: %d of %d keys failed; the first: %s", step, len(failed), len(keys), strings.Join(failed[:min(len(failed), 5)], "; "))
-		}
-	}
-
+	each := func(step string, fn func(key string) error) { t.Helper(); forEachKey(t, keys, workers, step, fn) }
 	var mu sync.Mutex
 	first := map[string]int64{} // the version of each key's first put
 	each("put", func(k string) error {
@@ -154,6 +127,36 @@ func RoundTripKeys(t *testing.T, c KeyClient, keys, delimiters []string, workers
 		}
 		return true
 	})
+}
+
+// forEachKey runs fn for every key, workers at once, and fails the test
+// with the first failures (step names what fn does).
+func forEachKey(t *testing.T, keys []string, workers int, step string, fn func(key string) error) {
+	t.Helper()
+	var mu sync.Mutex
+	var failed []string
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k := range work {
+				if err := fn(k); err != nil {
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("%.80q: %.300s", k, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, k := range keys {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		t.Fatalf("%s: %d of %d keys failed; the first: %s", step, len(failed), len(keys), strings.Join(failed[:min(len(failed), 5)], "; "))
+	}
 }
 
 // listUntil lists every key until done says the listing is as wanted,
