@@ -438,7 +438,7 @@ func (u *up) rotate(ctx context.Context) error {
 // once. Only a stack started with a ClockOffset has a clock to move.
 func (e *Env) MoveClock(offset time.Duration) error {
 	if e.clockFile == "" {
-		return errors.New("local: this stack runs on the real clock (Options.ClockOffset 0, MovableClock false)")
+		return errors.New("stack: this stack runs on the real clock (Options.ClockOffset 0, MovableClock false)")
 	}
 	return lambdafn.WriteClockOffset(e.clockFile, offset)
 }
@@ -448,7 +448,7 @@ func (e *Env) Rotate(ctx context.Context) error {
 	ev := fmt.Sprintf(`{"version":"0","id":"local-%d","detail-type":"Scheduled Event","source":"aws.events","time":%q,"region":%q,"resources":[],"detail":{}}`,
 		time.Now().UnixNano(), time.Now().UTC().Format(time.RFC3339), e.Vars["AWS_REGION"])
 	if _, err := e.Runner.Invoke(ctx, "RotatorFunction", []byte(ev)); err != nil {
-		return fmt.Errorf("local: the rotator's run: %w", err)
+		return fmt.Errorf("stack: the rotator's run: %w", err)
 	}
 	return nil
 }
@@ -456,7 +456,7 @@ func (e *Env) Rotate(ctx context.Context) error {
 func listen(port int) (net.Listener, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return nil, fmt.Errorf("local: listen on 127.0.0.1:%d: %w", port, err)
+		return nil, fmt.Errorf("stack: listen on 127.0.0.1:%d: %w", port, err)
 	}
 	return ln, nil
 }
@@ -505,7 +505,7 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup, binari
 		} else {
 			setup, ok := setups[f.LogicalID]
 			if !ok {
-				return nil, fmt.Errorf("local: function %s has no Setup (add it to registry.All)", f.LogicalID)
+				return nil, fmt.Errorf("stack: function %s has no Setup (add it to registry.All)", f.LogicalID)
 			}
 			h, err := setup(ctx, lambdafn.Env{
 				Getenv:  func(k string) string { return env[k] },
@@ -514,7 +514,7 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup, binari
 				Metrics: e.flog,
 			})
 			if err != nil {
-				return nil, fmt.Errorf("local: set up %s: %w", f.LogicalID, err)
+				return nil, fmt.Errorf("stack: set up %s: %w", f.LogicalID, err)
 			}
 			handler = lambda.NewHandler(h)
 		}
@@ -526,7 +526,7 @@ func (e *Env) host(ctx context.Context, setups map[string]lambdafn.Setup, binari
 		for _, ev := range f.Events {
 			r, err := e.mapEvent(f, ev)
 			if err != nil {
-				return nil, fmt.Errorf("local: %s event %s: %w", f.LogicalID, ev.Name, err)
+				return nil, fmt.Errorf("stack: %s event %s: %w", f.LogicalID, ev.Name, err)
 			}
 			routes = append(routes, r...)
 		}
@@ -736,10 +736,10 @@ func (e *Env) WriteEnvFile(path string) error {
 		fmt.Fprintf(&b, "export %s='%s'\n", k, strings.ReplaceAll(e.Vars[k], "'", `'\''`))
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("local: write env file: %w", err)
+		return fmt.Errorf("stack: write env file: %w", err)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("local: write env file: %w", err)
+		return fmt.Errorf("stack: write env file: %w", err)
 	}
 	return nil
 }
