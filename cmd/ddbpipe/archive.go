@@ -72,7 +72,7 @@ func (a *archiveFlags) env(ctx context.Context) (*archiveEnv, error) {
 	if bucket == "" {
 		return nil, errors.New("no archive bucket: pass -bucket, export ARCHIVE_BUCKET_NAME, or run `ddbpipe local up`")
 	}
-	cfg, err := awsenv.FromVars(ctx, getenv)
+	cfg, err := cliAWS(ctx, getenv)
 	if err != nil {
 		return nil, err
 	}

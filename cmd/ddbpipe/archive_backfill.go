@@ -92,7 +92,7 @@ func archiveBackfill(ctx context.Context, args []string, stdout, stderr io.Write
 	if b == "" {
 		return errors.New("no archive bucket: pass -bucket, export ARCHIVE_BUCKET_NAME, or run `ddbpipe local up`")
 	}
-	cfg, err := awsenv.FromVars(ctx, getenv)
+	cfg, err := cliAWS(ctx, getenv)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/stack"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
@@ -289,7 +288,7 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("%s is not valid JSON", *eventFile)
 		}
 	}
-	cfg, err := awsenv.FromVars(ctx, func(k string) string { return vars[k] })
+	cfg, err := cliAWS(ctx, func(k string) string { return vars[k] })
 	if err != nil {
 		return err
 	}

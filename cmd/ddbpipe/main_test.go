@@ -298,6 +298,12 @@ func TestLocalUpInvokeDown(t *testing.T) {
 	if msg := userMessage(err); err == nil || !strings.Contains(msg, "the local stack is not running") || !strings.Contains(msg, "ddbpipe local up") || strings.Contains(msg, "dial tcp") {
 		t.Errorf("votes results after local down: %v, shown as %q", err, msg)
 	}
+	// A listing prints nothing, not its header, before that error.
+	var lsOut bytes.Buffer
+	err = run(context.Background(), []string{"objects", "ls", "-state-dir", state}, &lsOut, io.Discard)
+	if msg := userMessage(err); err == nil || !strings.Contains(msg, "the local stack is not running") || lsOut.Len() != 0 {
+		t.Errorf("objects ls after local down: %v, shown as %q, with output %q; want the error alone", err, msg, lsOut.String())
+	}
 	// The API port no longer answers: everything stopped.
 	c := http.Client{Timeout: 2 * time.Second}
 	if resp, err := c.Get(vars["API_URL"] + "/health"); err == nil {

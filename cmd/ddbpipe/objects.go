@@ -17,7 +17,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
 // objectsFlags are the flags every objects command takes.
@@ -73,7 +72,7 @@ func (f objectsFlags) connect(ctx context.Context) (*objectsclient.Client, error
 	}
 	// Requests are signed with SigV4 (execute-api) from the standard
 	// credential chain; the local stack's key and region come first.
-	cfg, err := awsenv.FromVars(ctx, getenv)
+	cfg, err := cliAWS(ctx, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -283,14 +282,15 @@ func objectsLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	enc := json.NewEncoder(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	if !*asJSON {
-		fmt.Fprintln(tw, "MODIFIED\tSIZE\tVERSION\tKEY")
-	}
 	n := 0
 	for it, err := range c.List(ctx, f.fs.Arg(0), o) {
 		if err != nil {
-			tw.Flush()
+			tw.Flush() // the rows listed before the error, if any
 			return err
+		}
+		if n == 0 && !*asJSON {
+			// The header once there is a row: not before an error.
+			fmt.Fprintln(tw, "MODIFIED\tSIZE\tVERSION\tKEY")
 		}
 		n++
 		switch {

@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
@@ -90,7 +89,7 @@ func (q *queueFlags) open(ctx context.Context, args []string) (queueClient, stri
 	if url == "" {
 		return nil, "", nil, fmt.Errorf("%s: no %s: pass -queue-url, export %s (the stack's output), or run `ddbpipe local up`", q.fs.Name(), q.purpose, q.defaultEnv)
 	}
-	cfg, err := awsenv.FromVars(ctx, getenv)
+	cfg, err := cliAWS(ctx, getenv)
 	if err != nil {
 		return nil, "", nil, err
 	}

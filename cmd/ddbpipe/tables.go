@@ -21,7 +21,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveesm"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
@@ -86,7 +85,7 @@ func stackRotation(ctx context.Context, root, state string, grace int, log *slog
 	if err != nil {
 		return nil, archivelambda.RotatorConfig{}, err
 	}
-	cfg, err := awsenv.FromVars(ctx, getenv)
+	cfg, err := cliAWS(ctx, getenv)
 	if err != nil {
 		return nil, archivelambda.RotatorConfig{}, err
 	}

@@ -93,7 +93,7 @@ func votesStore(ctx context.Context, root, state, table string) (*votesddb.Votes
 	if table == "" {
 		return nil, errors.New("no counters table: pass -table, export COUNTERS_TABLE_NAME, or run `ddbpipe local up`")
 	}
-	cfg, err := awsenv.FromVars(ctx, getenv)
+	cfg, err := cliAWS(ctx, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func inFlight(ctx context.Context, s votes.Staleness, root, state string) string
 	if err != nil || getenv("VOTES_QUEUE_URL") == "" {
 		return line
 	}
-	cfg, err := awsenv.FromVars(ctx, getenv)
+	cfg, err := cliAWS(ctx, getenv)
 	if err != nil {
 		return line
 	}

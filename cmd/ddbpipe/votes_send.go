@@ -176,7 +176,7 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return fmt.Errorf("votes send: %w", err)
 	}
 	vars = asIdentity(vars, asProducer)
-	cfg, err := awsenv.FromVars(ctx, vars)
+	cfg, err := cliAWS(ctx, vars)
 	if err != nil {
 		return fmt.Errorf("votes send: %w", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
@@ -44,7 +43,7 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 	if err != nil {
 		return err
 	}
-	cfg, err := awsenv.FromVars(ctx, getenv)
+	cfg, err := cliAWS(ctx, getenv)
 	if err != nil {
 		return err
 	}
