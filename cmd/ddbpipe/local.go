@@ -123,6 +123,9 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer logf.Close()
+	// Every clock of the stack moves with `ddbpipe local clock`: the
+	// functions', the schedules' and, through local.env, the commands'.
+	o.MovableClock, o.SchedulesOnClock = true, true
 	stateDir := u.stateDir
 	pidFile := filepath.Join(stateDir, "local.pid")
 	if pid, ok := runningPID(pidFile); ok {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -272,6 +273,36 @@ func TestLocalUpInvokeDown(t *testing.T) {
 	if err := run(context.Background(), []string{"votes", "send", "-poll", "best-color", "-options", "green", "-state-dir", state}, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), `poll best-color has no option "green"; its options are red, blue`) {
 		t.Errorf("votes send for an option the poll lacks: %v", err)
+	}
+	// local clock moves every clock of the stack: the rotator, invoked on
+	// the 2nd of next month (this month still in its grace: nothing to
+	// retire), creates the month after next; back, the clock is real.
+	clock := func(args ...string) string {
+		t.Helper()
+		var o bytes.Buffer
+		if err := run(context.Background(), append([]string{"local", "clock", "-state-dir", state}, args...), &o, &errb); err != nil {
+			t.Fatalf("local clock %v: %v", args, err)
+		}
+		return o.String()
+	}
+	if got := clock(); !strings.Contains(got, "(the real clock)") {
+		t.Errorf("local clock: %q, want the real clock", got)
+	}
+	now := time.Now().UTC()
+	second := time.Date(now.Year(), now.Month()+1, 2, 0, 0, 0, 0, time.UTC)
+	if got := clock(second.Format(time.RFC3339)); !strings.HasPrefix(got, second.Format(time.RFC3339)) {
+		t.Errorf("local clock %s: %q", second.Format(time.RFC3339), got)
+	}
+	if err := run(context.Background(), []string{"local", "invoke", "RotatorFunction", "-state-dir", state}, io.Discard, &errb); err != nil {
+		t.Errorf("local invoke RotatorFunction on %s: %v", second.Format(time.DateOnly), err)
+	}
+	ahead, _ := ledger.Add(ledger.MonthOf(second), 1)
+	var tables bytes.Buffer
+	if err := run(context.Background(), []string{"tables", "ls", "-state-dir", state}, &tables, &errb); err != nil || !strings.Contains(tables.String(), ledger.TableName(vars["LEDGER_TABLE_PREFIX"], ahead)) {
+		t.Errorf("tables ls on %s: %v\n%s; want %s's table", second.Format(time.DateOnly), err, tables.String(), ahead)
+	}
+	if got := clock("now"); !strings.Contains(got, "(the real clock)") {
+		t.Errorf("local clock now: %q, want the real clock", got)
 	}
 	err = run(context.Background(), []string{"local", "invoke", "NoSuchFunction", "-state-dir", state}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "ResourceNotFound") {

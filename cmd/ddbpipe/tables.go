@@ -312,17 +312,17 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := c.fs.Parse(args); err != nil {
 		return err
 	}
-	now := time.Now().UTC()
+	r, rc, err := c.rotator(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	now := r.Clock().UTC() // the functions' clock: `local clock` moves it
 	if *nowFlag != "" {
 		t, err := time.Parse(time.RFC3339, *nowFlag)
 		if err != nil {
 			return fmt.Errorf("-now %q: want an RFC 3339 time", *nowFlag)
 		}
 		now = t.UTC()
-	}
-	r, rc, err := c.rotator(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		return err
 	}
 	tables, err := r.Tables.List(ctx, rc.LedgerPrefix)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
@@ -190,7 +191,11 @@ func votesSendEnv(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return fmt.Errorf("votes send: %w", err)
 	}
-	producer := votessqs.NewProducer(sqs.NewFromConfig(cfg), queueURL)
+	// Votes are cast on the stack's clock (local.env's clock file, which
+	// `ddbpipe local clock` moves); the real one elsewhere.
+	clock := lambdafn.NewVars(vars).Clock()
+	o.Now = clock
+	producer := votessqs.NewProducer(sqs.NewFromConfig(cfg), queueURL, votessqs.WithClock(clock))
 
 	var bar *votesProgressBar
 	if !f.quiet && (f.progress || votesIsTerminal(stderr)) {
@@ -250,7 +255,7 @@ func checkPoll(ctx context.Context, cfg aws.Config, vars func(string) string, f 
 	if err != nil {
 		return p, fmt.Errorf("read poll %s: %w", f.poll, err)
 	}
-	now := time.Now()
+	now := lambdafn.NewVars(vars).Clock()()
 	switch {
 	case !p.Opens.IsZero() && now.Before(p.Opens):
 		return p, fmt.Errorf("poll %s opens at %s: votes cast now would be rejected (poll-not-open)", p.ID, p.Opens.Format(time.RFC3339))

@@ -59,6 +59,8 @@ type Runner struct {
 	log    *slog.Logger
 	region string
 	clock  Clock
+	// scheduleClock is what schedules fire by (WithScheduleClock).
+	scheduleClock Clock
 
 	mu        sync.Mutex
 	functions map[string]*Function // by logical id, name and ARN
@@ -99,6 +101,33 @@ func WithRegion(region string) Option { return func(r *Runner) { r.region = regi
 
 // WithClock replaces the time source.
 func WithClock(c Clock) Option { return func(r *Runner) { r.clock = c } }
+
+// WithScheduleClock sets the clock the schedules fire by (default the
+// runner's). A rehearsal moves it with the functions' clocks (MovedClock);
+// the event sources keep the runner's, as a stream record's age is real.
+func WithScheduleClock(c Clock) Option { return func(r *Runner) { r.scheduleClock = c } }
+
+// MovedClock is a clock that may be moved while the runner runs: At reads
+// it (for example lambdafn's clock file). Its Sleep looks at it every
+// second, so a clock moved forward fires what has come due at once.
+type MovedClock struct{ At func() time.Time }
+
+// Now is the moved time.
+func (c MovedClock) Now() time.Time { return c.At() }
+
+// Sleep waits until the moved time is d later than now.
+func (c MovedClock) Sleep(ctx context.Context, d time.Duration) error {
+	until := c.At().Add(d)
+	for {
+		left := until.Sub(c.At())
+		if left <= 0 {
+			return ctx.Err()
+		}
+		if err := retry.Sleep(ctx, min(left, time.Second)); err != nil {
+			return err
+		}
+	}
+}
 
 // WithSeed makes fault injection repeatable.
 func WithSeed(seed uint64) Option {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -296,5 +297,48 @@ func waitUntil(timeout time.Duration, cond func() bool) {
 	deadline := time.Now().Add(timeout)
 	for !cond() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A schedule on a moved clock fires when the clock is moved past its
+// time: a daily rotator fires when a rehearsal moves the clock days on,
+// while the real clock has moved seconds.
+func TestScheduleFiresOnAMovedClock(t *testing.T) {
+	var offset atomic.Int64
+	moved := MovedClock{At: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }}
+	r := New(WithScheduleClock(moved))
+	var fired atomic.Int32
+	_ = r.AddFunction(Function{LogicalID: "Daily", Timeout: time.Minute, Handler: lambda.NewHandler(func() error {
+		fired.Add(1)
+		return nil
+	})})
+	if _, err := r.AddSchedule(ScheduleMapping{Function: "Daily", Expression: "rate(1 day)"}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if n := fired.Load(); n != 0 {
+		t.Fatalf("fired %d times before the clock moved", n)
+	}
+	// The schedule reads the clock when it starts, at a moment the test
+	// does not see: move the clock a day on until it has fired.
+	waitUntil(30*time.Second, func() bool {
+		offset.Add(int64(25 * time.Hour))
+		return fired.Load() >= 1
+	})
+	// Once per move however many days it passed: the waits above moved it
+	// a day each, so the firings are at most the moves.
+	if n := fired.Load(); n < 1 {
+		t.Errorf("fired %d times after the clock moved days on, want at least 1", n)
+	}
+	offset.Add(int64(30 * 24 * time.Hour))
+	before := fired.Load()
+	waitUntil(30*time.Second, func() bool { return fired.Load() > before })
+	time.Sleep(1500 * time.Millisecond) // a negative check: no catch-up may follow
+	if n := fired.Load() - before; n != 1 {
+		t.Errorf("a clock moved 30 days on fired the daily schedule %d times, want once", n)
 	}
 }

@@ -37,15 +37,24 @@ func (r *Runner) AddSchedule(m ScheduleMapping) (string, error) {
 	if m.Disabled {
 		return m.ID, nil
 	}
+	clock := r.clock
+	if r.scheduleClock != nil {
+		clock = r.scheduleClock
+	}
 	r.add(&source{id: m.ID, kind: "schedule", desc: m.Expression + " → " + m.Function, start: func(ctx context.Context) {
-		at := r.clock.Now()
+		at := clock.Now()
 		for {
 			at = s.Next(at)
 			if at.IsZero() {
 				return
 			}
-			if r.clock.Sleep(ctx, at.Sub(r.clock.Now())) != nil {
+			if clock.Sleep(ctx, at.Sub(clock.Now())) != nil {
 				return
+			}
+			// A clock moved days on fires once, for the latest time due,
+			// not once for every time it passed (a moved clock only).
+			for n := s.Next(at); !n.IsZero() && !n.After(clock.Now()); n = s.Next(n) {
+				at = n
 			}
 			if err := r.Fire(context.WithoutCancel(ctx), m.Function, m.RuleARN, at); err != nil {
 				r.log.Error("scheduled invocation failed after retries", "function", m.Function, "err", err)

@@ -87,6 +87,11 @@ type Options struct {
 	// (local.env) name the clock file, so the CLI reads the same clock.
 	ClockOffset  time.Duration
 	MovableClock bool
+	// SchedulesOnClock has the schedules (the rotator's daily run, the
+	// sweeper's hourly one) fire by that clock too, as `ddbpipe local
+	// clock` moves it; the demo, the tests and the soak call the rotator
+	// themselves.
+	SchedulesOnClock bool
 	// NoRotation skips the rotator's run at the end of Up, which creates
 	// (and subscribes) the current and the next month's ledger tables: no
 	// vote is written before its month's table exists.
@@ -192,8 +197,8 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		u.connect,
 		u.provision,
 		u.judge,
-		u.prepareRunner,
 		u.moveClock,
+		u.prepareRunner,
 		u.hostFunctions,
 		u.rotate,
 	} {
@@ -369,11 +374,21 @@ func (u *up) judge(ctx context.Context) error {
 	return nil
 }
 
-// prepareRunner makes the runner that hosts the functions, and reads the
-// HTTP API's authorizers.
+// prepareRunner makes the runner that hosts the functions (its schedules
+// on the functions' clock), and reads the HTTP API's authorizers.
 func (u *up) prepareRunner(context.Context) (err error) {
 	e := u.e
-	e.Runner = runner.New(runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"]))
+	opts := []runner.Option{runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"])}
+	if e.clockFile != "" && u.o.SchedulesOnClock {
+		// The schedules fire by the functions' clock: moved, the rotator's
+		// daily run comes due as it would have on AWS.
+		vars := lambdafn.NewVars(func(k string) string { return e.Vars[k] })
+		opts = append(opts, runner.WithScheduleClock(runner.MovedClock{At: vars.Clock()}))
+		if err := vars.Err(); err != nil {
+			return err
+		}
+	}
+	e.Runner = runner.New(opts...)
 	e.Runner.SetWiring(runner.Wiring{Streams: e.Streams, SQS: e.Clients.SQS, QueueURL: e.queueURL, ClientsFor: e.pollers})
 	e.apiAuth, err = readHTTPAuth(e.Stack.Template, e.Stack.Context)
 	return err
