@@ -234,9 +234,14 @@ func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCou
 	if err != nil {
 		return pollCount{}, fmt.Errorf("create poll: %w", err)
 	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
-		return pollCount{}, fmt.Errorf("create poll: HTTP %d", resp.StatusCode)
+		var e struct{ Error, Message string } // {"error","message"}; the gateway's own answers have no error
+		if json.Unmarshal(raw, &e) != nil || e.Message == "" {
+			e.Message = strings.TrimSpace(string(raw))
+		}
+		return pollCount{}, fmt.Errorf("create poll: HTTP %d %s: %s", resp.StatusCode, e.Error, e.Message)
 	}
 	fmt.Fprintf(w, "created poll %s (4 options, 8 shards) with POST /polls\n", poll)
 	// Sent as a producer (ProducerPolicy's identity when IAM is judged).

@@ -180,6 +180,11 @@
 // "currentVersion") and upload-closed; 413 too-large; 415
 // bad-content-type; 416 range-not-satisfiable and multiple-ranges; 503
 // throttled (retry); 500 internal (details are logged, never returned).
+// Messages speak of JSON fields and types, never Go types, and are not
+// HTML-escaped. The poll routes answer errors in the same shape. API
+// Gateway's own answers (403 signature, 401 token, 404 no route, 413 over
+// Lambda's payload limit, 5xx when the function fails) are
+// {"message":"…"} with no "error", on AWS as locally.
 //
 // # With curl
 //

@@ -150,6 +150,10 @@ func decode(resp *http.Response, out any, ok ...int) error {
 			// function's.
 			e.ErrorBody = objectsapi.ErrorBody{Error: string(objects.ReasonTooLarge), Message: "the request is over API Gateway's payload limit " +
 				"(about 4.5 MB of body once base64-encoded); send bigger documents through a presigned upload (Client.Upload, ddbpipe objects upload)"}
+		case json.Unmarshal(raw, &e.ErrorBody) == nil && e.Message != "":
+			// API Gateway's own answer ({"message":…}: a refused signature,
+			// no route), before any function: no reason of the API's.
+			e.ErrorBody = objectsapi.ErrorBody{Error: http.StatusText(resp.StatusCode), Message: truncate(e.Message, 200)}
 		default:
 			e.ErrorBody = objectsapi.ErrorBody{Error: http.StatusText(resp.StatusCode), Message: truncate(string(raw), 200)}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -196,5 +197,71 @@ func TestHandlerAdapts(t *testing.T) {
 	resp, _ = h.Handle(ctx, request("PUT", "a/b", nil, "!!!", true))
 	if resp.StatusCode != 400 || !strings.Contains(resp.Body, "bad-body") {
 		t.Errorf("bad base64: %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// goTypeName matches what encoding/json's own messages say of Go types
+// (int64, *int64, []string, time.Time, objectsapi.UploadRequest, struct).
+var goTypeName = regexp.MustCompile(`\b(u?int(8|16|32|64)?|float(32|64)|struct)\b|\[\]\w|\*\w|map\[|\b\w+\.[A-Z]\w+`)
+
+// Every refusal answers {"error","message"}: a reason, a message in the
+// client's words (no Go type names), not HTML-escaped.
+func TestErrorBodies(t *testing.T) {
+	h := &HTTP{
+		Docs: docs{
+			stat: func(key string, version int64) (objects.Record, error) {
+				return objects.Record{}, fmt.Errorf("stat %s: %w", key, objects.ErrNotFound)
+			},
+		},
+		Log: slog.New(slog.DiscardHandler),
+	}
+	post := func(key, body string) events.APIGatewayV2HTTPRequest {
+		r := request("POST", key, map[string]string{"content-type": "application/json"}, body, false)
+		r.QueryStringParameters = map[string]string{"uploads": ""}
+		return r
+	}
+	withQuery := func(r events.APIGatewayV2HTTPRequest, k, v string) events.APIGatewayV2HTTPRequest {
+		r.QueryStringParameters = map[string]string{k: v}
+		return r
+	}
+	tests := []struct {
+		name   string
+		req    events.APIGatewayV2HTTPRequest
+		status int
+		reason string
+		says   string // in the message
+	}{
+		{"bad JSON", post("k", `{"size":`), 400, "invalid-json", "malformed JSON"},
+		{"size a string", post("k", `{"size":"big"}`), 400, "invalid-json", `field "size": want a whole number, got a string`},
+		{"sha256 a number", post("k", `{"size":1,"sha256":5}`), 400, "invalid-json", `field "sha256": want a string`},
+		{"unknown field with &", post("k", `{"size":1,"a&b":1}`), 400, "invalid-json", `unknown field "a&b"`},
+		{"an array", post("k", `[1]`), 400, "invalid-json", "want an object"},
+		{"missing body", post("k", ``), 400, "missing-body", "missing body"},
+		{"missing object", request("GET", "a/b", nil, "", false), 404, "not-found", "no such object"},
+		{"bad key", request("PUT", "a\x00b", nil, "x", false), 400, "key-bad-char", "key"},
+		{"bad version", withQuery(request("GET", "a", nil, "", false), "version", "latest"), 400, "bad-version", "version"},
+		{"bad placement with &", withQuery(request("PUT", "a", nil, "x", false), "placement", "a&b"), 400, "bad-placement", `"a&b"`},
+		{"bad If-Match", request("PUT", "a", map[string]string{"if-match": "x<y"}, "x", false), 400, "bad-if-match", `"x<y"`},
+		{"bad range", request("GET", "a", map[string]string{"range": "bytes=x"}, "", false), 400, "bad-range", ""},
+		{"method", request("PATCH", "a", nil, "", false), 405, "method-not-allowed", "PATCH"},
+		{"unknown parameter", withQuery(request("GET", "a", nil, "", false), "acl", ""), 400, "bad-query", `"acl"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, _ := h.Handle(context.Background(), tt.req)
+			var body objectsapi.ErrorBody
+			if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+				t.Fatalf("%d %s: %v", resp.StatusCode, resp.Body, err)
+			}
+			if resp.StatusCode != tt.status || body.Error != tt.reason || body.Message == "" || !strings.Contains(body.Message, tt.says) {
+				t.Errorf("got %d %s, want %d %s with a message saying %q", resp.StatusCode, resp.Body, tt.status, tt.reason, tt.says)
+			}
+			if m := goTypeName.FindString(body.Message); m != "" {
+				t.Errorf("message %q names a Go type (%q)", body.Message, m)
+			}
+			if strings.Contains(resp.Body, `\u00`) {
+				t.Errorf("body %s escapes HTML", resp.Body)
+			}
+		})
 	}
 }

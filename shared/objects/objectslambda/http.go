@@ -19,6 +19,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
+	"github.com/ddbpipe/ddbpipe/shared/platform/jsonerr"
 )
 
 // Documents is what the API needs from the store; *objects.Store
@@ -516,27 +517,12 @@ func decodeJSON(req events.APIGatewayV2HTTPRequest, v any, want string) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return refuse(http.StatusBadRequest, objectsapi.ReasonInvalidJSON, "malformed JSON (%s): want %s", jsonProblem(err), want)
+		return refuse(http.StatusBadRequest, objectsapi.ReasonInvalidJSON, "malformed JSON (%s): want %s", truncate(jsonerr.Describe(err), 96), want)
 	}
 	if dec.More() {
 		return refuse(http.StatusBadRequest, objectsapi.ReasonInvalidJSON, "more than one JSON value: want %s", want)
 	}
 	return nil
-}
-
-// jsonProblem describes a decoding error without echoing the input.
-func jsonProblem(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("%s must be a %s", te.Field, te.Type)
-	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return truncate(strings.TrimPrefix(err.Error(), "json: "), 64)
-	}
-	return "not a JSON object"
 }
 
 const uploadShape = `{"size":N,"sha256":"<64 hex>","contentType":"type/subtype","ifMatch":n}`
@@ -721,10 +707,17 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
+// jsonResponse writes body as JSON without HTML escaping: messages quote
+// what the client sent, and "&" or "<" read as themselves.
 func jsonResponse(status int, body any) events.APIGatewayV2HTTPResponse {
-	b, err := json.Marshal(body)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"internal error"}`)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	out := ""
+	if err := enc.Encode(body); err != nil {
+		status, out = http.StatusInternalServerError, `{"error":"internal","message":"internal error"}`
+	} else {
+		out = strings.TrimSuffix(b.String(), "\n")
 	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"content-type": "application/json"}, Body: string(b)}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"content-type": "application/json"}, Body: out}
 }

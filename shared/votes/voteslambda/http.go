@@ -38,7 +38,7 @@ func maxAgeParam(v string) (time.Duration, error) {
 	}
 	n, err := strconv.ParseFloat(v, 64)
 	if err != nil || n < 0 || n > 3600 || math.IsNaN(n) {
-		return 0, &clientError{http.StatusBadRequest, "maxAge must be a number of seconds from 0 to 3600"}
+		return 0, &clientError{http.StatusBadRequest, ReasonBadMaxAge, "maxAge must be a number of seconds from 0 to 3600"}
 	}
 	return time.Duration(n * float64(time.Second)), nil
 }
@@ -67,9 +67,40 @@ type PollRequest struct {
 // pollShape is what POST /polls takes, added to its JSON errors.
 const pollShape = `; want {"pollId":"p","options":["a","b"],"shards":8,"oneVotePerVoter":false,"opensAt":"2026-12-01T00:00:00Z","closesAt":"2027-01-01T00:00:00Z"} (only pollId and options required)`
 
-// clientError is a 4xx with a message the client may see.
+// Reasons are the error codes of the polls routes: every error answers
+// {"error":"<reason>","message":"…"} (ErrorBody). Per route:
+//
+//	POST /polls:               415 unsupported-media-type, 400 missing-body,
+//	                           413 too-large, 400 invalid-json, 400 invalid-poll,
+//	                           409 poll-exists
+//	GET /polls/{id}:           404 unknown-poll
+//	GET /polls/{id}/results:   400 bad-max-age, 404 unknown-poll
+//	any route:                 404 not-found (no such route, on a direct
+//	                           invocation), 503 throttled, 500 internal
+const (
+	ReasonUnsupportedMediaType = "unsupported-media-type"
+	ReasonMissingBody          = "missing-body"
+	ReasonTooLarge             = "too-large"
+	ReasonInvalidJSON          = "invalid-json"
+	ReasonInvalidPoll          = "invalid-poll"
+	ReasonPollExists           = "poll-exists"
+	ReasonUnknownPoll          = "unknown-poll"
+	ReasonBadMaxAge            = "bad-max-age"
+	ReasonNotFound             = "not-found"
+	ReasonThrottled            = "throttled"
+	ReasonInternal             = "internal"
+)
+
+// ErrorBody is every error's body, the objects routes' shape.
+type ErrorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// clientError is a 4xx with a reason and a message the client may see.
 type clientError struct {
 	status int
+	reason string
 	msg    string
 }
 
@@ -94,7 +125,7 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 			body, err = votes.CachedResults(ctx, h.Store, h.Store, req.PathParameters["id"], maxAge, h.Now)
 		}
 	default:
-		err = &clientError{http.StatusNotFound, "no route " + req.RouteKey}
+		err = &clientError{http.StatusNotFound, ReasonNotFound, "no route " + req.RouteKey}
 	}
 	if err != nil {
 		return h.fail(ctx, req, err), nil
@@ -108,27 +139,27 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	}
 	raw := []byte(req.Body)
 	if req.IsBase64Encoded {
-		return votes.Poll{}, &clientError{http.StatusUnsupportedMediaType, "send the poll as application/json"}
+		return votes.Poll{}, &clientError{http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, "send the poll as application/json"}
 	}
 	if len(raw) == 0 {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, "missing body: want {\"pollId\":...,\"options\":[...]}"}
+		return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonMissingBody, "missing body: want {\"pollId\":...,\"options\":[...]}"}
 	}
 	if len(raw) > maxRequestBody {
-		return votes.Poll{}, &clientError{http.StatusRequestEntityTooLarge, "poll definition over 64 KiB"}
+		return votes.Poll{}, &clientError{http.StatusRequestEntityTooLarge, ReasonTooLarge, "poll definition over 64 KiB"}
 	}
 	var in PollRequest
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, "malformed poll JSON: " + jsonerr.Describe(err) + pollShape}
+		return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonInvalidJSON, "malformed poll JSON: " + jsonerr.Describe(err) + pollShape}
 	}
 	if dec.More() {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, "malformed poll JSON: more than one JSON value" + pollShape}
+		return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonInvalidJSON, "malformed poll JSON: more than one JSON value" + pollShape}
 	}
 	shards := h.DefaultShards
 	if in.Shards != nil {
 		if *in.Shards < 1 || *in.Shards > votes.MaxShards {
-			return votes.Poll{}, &clientError{http.StatusBadRequest, fmt.Sprintf("shards must be 1 to %d, got %d (omit it for the default, %d)", votes.MaxShards, *in.Shards, h.DefaultShards)}
+			return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonInvalidPoll, fmt.Sprintf("shards must be 1 to %d, got %d (omit it for the default, %d)", votes.MaxShards, *in.Shards, h.DefaultShards)}
 		}
 		shards = *in.Shards
 	}
@@ -141,7 +172,7 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		p.Closes = time.Time{}
 	}
 	if err := p.Validate(); err != nil {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, strings.ReplaceAll(err.Error(), "votes: ", "")}
+		return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonInvalidPoll, strings.ReplaceAll(err.Error(), "votes: ", "")}
 	}
 	if err := h.Store.CreatePoll(ctx, p); err != nil {
 		return votes.Poll{}, err
@@ -154,7 +185,7 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 func checkJSON(req events.APIGatewayV2HTTPRequest) error {
 	ct := header(req, "content-type")
 	if strings.TrimSpace(ct) == "" {
-		return &clientError{http.StatusUnsupportedMediaType, "no Content-Type: send the poll as application/json"}
+		return &clientError{http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, "no Content-Type: send the poll as application/json"}
 	}
 	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
 		return nil
@@ -162,7 +193,7 @@ func checkJSON(req events.APIGatewayV2HTTPRequest) error {
 	if len(ct) > 100 {
 		ct = ct[:100] + "…"
 	}
-	return &clientError{http.StatusUnsupportedMediaType, "Content-Type " + strconv.Quote(ct) + " is not supported: send the poll as application/json"}
+	return &clientError{http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, "Content-Type " + strconv.Quote(ct) + " is not supported: send the poll as application/json"}
 }
 
 // header returns a request header's value. API Gateway lower-cases header
@@ -179,29 +210,36 @@ func header(req events.APIGatewayV2HTTPRequest, name string) string {
 	return ""
 }
 
-// fail maps an error to a response: the one place errors become statuses.
-// Internal details are logged, never returned.
+// fail maps an error to a response: the one place errors become statuses
+// and reasons. Internal details are logged, never returned.
 func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err error) events.APIGatewayV2HTTPResponse {
 	var ce *clientError
 	switch {
 	case errors.As(err, &ce):
-		return jsonResponse(ce.status, map[string]string{"message": ce.msg})
+		return jsonResponse(ce.status, ErrorBody{Error: ce.reason, Message: ce.msg})
 	case errors.Is(err, votes.ErrNoPoll):
-		return jsonResponse(http.StatusNotFound, map[string]string{"message": "no such poll"})
+		return jsonResponse(http.StatusNotFound, ErrorBody{Error: ReasonUnknownPoll, Message: "no such poll"})
 	case errors.Is(err, votes.ErrPollExists):
-		return jsonResponse(http.StatusConflict, map[string]string{"message": "a poll with this id exists"})
+		return jsonResponse(http.StatusConflict, ErrorBody{Error: ReasonPollExists, Message: "a poll with this id exists"})
 	case errors.Is(err, votes.ErrThrottled):
 		h.Log.WarnContext(ctx, "throttled", "route", req.RouteKey, "err", err)
-		return jsonResponse(http.StatusServiceUnavailable, map[string]string{"message": "busy, retry shortly"})
+		return jsonResponse(http.StatusServiceUnavailable, ErrorBody{Error: ReasonThrottled, Message: "busy, retry shortly"})
 	}
 	h.Log.ErrorContext(ctx, "request failed", "route", req.RouteKey, "err", err)
-	return jsonResponse(http.StatusInternalServerError, map[string]string{"message": "internal error"})
+	return jsonResponse(http.StatusInternalServerError, ErrorBody{Error: ReasonInternal, Message: "internal error"})
 }
 
+// jsonResponse writes body as JSON without HTML escaping: messages quote
+// what the client sent, and "&" or "<" read as themselves.
 func jsonResponse(status int, body any) events.APIGatewayV2HTTPResponse {
-	b, err := json.Marshal(body)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"message":"internal error"}`)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	out := ""
+	if err := enc.Encode(body); err != nil {
+		status, out = http.StatusInternalServerError, `{"error":"internal","message":"internal error"}`
+	} else {
+		out = strings.TrimSuffix(b.String(), "\n")
 	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"content-type": "application/json"}, Body: string(b)}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"content-type": "application/json"}, Body: out}
 }
