@@ -18,6 +18,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/platform/jsonerr"
 )
@@ -183,7 +184,7 @@ var allowed = map[resource]string{
 // Handle serves one request.
 func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	if req.RouteKey == "GET /health" {
-		return jsonResponse(http.StatusOK, map[string]string{"status": "ok", "function": "objects-api"}), nil
+		return apigw.JSON(http.StatusOK, map[string]string{"status": "ok", "function": "objects-api"}), nil
 	}
 	method := req.RequestContext.HTTP.Method
 	if req.RouteKey == "GET /objects" {
@@ -318,7 +319,7 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		h.emit(emf.Metric{Name: "WritesUnchanged", Unit: emf.Count, Value: 1})
 		m := meta(w.Record)
 		m.Unchanged = true
-		resp := jsonResponse(http.StatusOK, m)
+		resp := apigw.JSON(http.StatusOK, m)
 		resp.Headers["etag"] = etag(w.Version)
 		resp.Headers[strings.ToLower(objectsapi.HeaderUnchanged)] = "true"
 		return resp, nil
@@ -328,7 +329,7 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	if w.Version == 1 || create {
 		status = http.StatusCreated
 	}
-	resp := jsonResponse(status, meta(w.Record))
+	resp := apigw.JSON(status, meta(w.Record))
 	resp.Headers["etag"] = etag(w.Version)
 	return resp, nil
 }
@@ -393,7 +394,7 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
-		resp := jsonResponse(http.StatusSeeOther, objectsapi.Link{
+		resp := apigw.JSON(http.StatusSeeOther, objectsapi.Link{
 			URL: link.URL, ExpiresAt: link.Expires.UTC(), Size: rec.Size, SHA256: rec.SHA256.String(),
 			Version: rec.Version, ContentType: rec.ContentType,
 		})
@@ -454,7 +455,7 @@ func (h *HTTP) delete(ctx context.Context, req events.APIGatewayV2HTTPRequest, k
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	return jsonResponse(http.StatusOK, objectsapi.Deleted{Key: key, Version: v}), nil
+	return apigw.JSON(http.StatusOK, objectsapi.Deleted{Key: key, Version: v}), nil
 }
 
 func (h *HTTP) versions(ctx context.Context, key string) (events.APIGatewayV2HTTPResponse, error) {
@@ -466,7 +467,7 @@ func (h *HTTP) versions(ctx context.Context, key string) (events.APIGatewayV2HTT
 	for i, r := range recs {
 		out.Versions[i] = meta(r)
 	}
-	return jsonResponse(http.StatusOK, out), nil
+	return apigw.JSON(http.StatusOK, out), nil
 }
 
 // list serves GET /objects: one page of a listing by prefix.
@@ -502,7 +503,7 @@ func (h *HTTP) list(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 		out.Objects[i] = objectsapi.Entry{Key: e.Key, Version: e.Version, Size: e.Size, SHA256: e.SHA256.String(),
 			ContentType: e.ContentType, Modified: e.Modified.UTC()}
 	}
-	return jsonResponse(http.StatusOK, out), nil
+	return apigw.JSON(http.StatusOK, out), nil
 }
 
 // decodeJSON reads a small JSON request body strictly.
@@ -547,7 +548,7 @@ func (h *HTTP) beginUpload(ctx context.Context, req events.APIGatewayV2HTTPReque
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	h.emit(emf.Metric{Name: "UploadsGranted", Unit: emf.Count, Value: 1})
-	resp := jsonResponse(http.StatusCreated, granted(g, objectsapi.UploadPath(key, g.Upload.ID)))
+	resp := apigw.JSON(http.StatusCreated, granted(g, objectsapi.UploadPath(key, g.Upload.ID)))
 	resp.Headers["location"] = objectsapi.UploadPath(key, g.Upload.ID)
 	return resp, nil
 }
@@ -557,7 +558,7 @@ func (h *HTTP) uploadStatus(ctx context.Context, key, id string) (events.APIGate
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	return jsonResponse(http.StatusOK, status(up)), nil
+	return apigw.JSON(http.StatusOK, status(up)), nil
 }
 
 const completeShape = `{"parts":[{"partNumber":1,"etag":"…"},…]}`
@@ -575,7 +576,7 @@ func (h *HTTP) completeUpload(ctx context.Context, req events.APIGatewayV2HTTPRe
 	if up.State == objects.UploadCommitted {
 		code = http.StatusOK // completed before: its outcome
 	}
-	resp := jsonResponse(code, status(up))
+	resp := apigw.JSON(code, status(up))
 	resp.Headers["location"] = objectsapi.UploadPath(key, id)
 	return resp, nil
 }
@@ -627,7 +628,7 @@ func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err
 	case st == http.StatusServiceUnavailable:
 		h.Log.WarnContext(ctx, "request refused for load", "err", err)
 	}
-	resp := jsonResponse(st, e)
+	resp := apigw.JSON(st, e)
 	var ae *apiError
 	if errors.As(err, &ae) {
 		for k, v := range ae.header {
@@ -705,19 +706,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
-}
-
-// jsonResponse writes body as JSON without HTML escaping: messages quote
-// what the client sent, and "&" or "<" read as themselves.
-func jsonResponse(status int, body any) events.APIGatewayV2HTTPResponse {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	out := ""
-	if err := enc.Encode(body); err != nil {
-		status, out = http.StatusInternalServerError, `{"error":"internal","message":"internal error"}`
-	} else {
-		out = strings.TrimSuffix(b.String(), "\n")
-	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"content-type": "application/json"}, Body: out}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/platform/jsonerr"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
@@ -130,7 +131,7 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	if err != nil {
 		return h.fail(ctx, req, err), nil
 	}
-	return jsonResponse(status, body), nil
+	return apigw.JSON(status, body), nil
 }
 
 func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (votes.Poll, error) {
@@ -216,30 +217,15 @@ func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err
 	var ce *clientError
 	switch {
 	case errors.As(err, &ce):
-		return jsonResponse(ce.status, ErrorBody{Error: ce.reason, Message: ce.msg})
+		return apigw.JSON(ce.status, ErrorBody{Error: ce.reason, Message: ce.msg})
 	case errors.Is(err, votes.ErrNoPoll):
-		return jsonResponse(http.StatusNotFound, ErrorBody{Error: ReasonUnknownPoll, Message: "no such poll"})
+		return apigw.JSON(http.StatusNotFound, ErrorBody{Error: ReasonUnknownPoll, Message: "no such poll"})
 	case errors.Is(err, votes.ErrPollExists):
-		return jsonResponse(http.StatusConflict, ErrorBody{Error: ReasonPollExists, Message: "a poll with this id exists"})
+		return apigw.JSON(http.StatusConflict, ErrorBody{Error: ReasonPollExists, Message: "a poll with this id exists"})
 	case errors.Is(err, votes.ErrThrottled):
 		h.Log.WarnContext(ctx, "throttled", "route", req.RouteKey, "err", err)
-		return jsonResponse(http.StatusServiceUnavailable, ErrorBody{Error: ReasonThrottled, Message: "busy, retry shortly"})
+		return apigw.JSON(http.StatusServiceUnavailable, ErrorBody{Error: ReasonThrottled, Message: "busy, retry shortly"})
 	}
 	h.Log.ErrorContext(ctx, "request failed", "route", req.RouteKey, "err", err)
-	return jsonResponse(http.StatusInternalServerError, ErrorBody{Error: ReasonInternal, Message: "internal error"})
-}
-
-// jsonResponse writes body as JSON without HTML escaping: messages quote
-// what the client sent, and "&" or "<" read as themselves.
-func jsonResponse(status int, body any) events.APIGatewayV2HTTPResponse {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	out := ""
-	if err := enc.Encode(body); err != nil {
-		status, out = http.StatusInternalServerError, `{"error":"internal","message":"internal error"}`
-	} else {
-		out = strings.TrimSuffix(b.String(), "\n")
-	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"content-type": "application/json"}, Body: out}
+	return apigw.JSON(http.StatusInternalServerError, ErrorBody{Error: ReasonInternal, Message: "internal error"})
 }
