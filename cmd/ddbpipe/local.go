@@ -241,6 +241,25 @@ func stateFolder(root, state string) (string, error) {
 	return filepath.Join(dir, ".ddbpipe"), nil
 }
 
+// stackFlags are the flags naming a running local stack's state folder.
+type stackFlags struct{ root, state *string }
+
+func newStackFlags(fs *flag.FlagSet) stackFlags {
+	return stackFlags{
+		root:  fs.String("root", "", "repository root"),
+		state: fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)"),
+	}
+}
+
+// vars reads the running stack's local.env.
+func (f stackFlags) vars() (map[string]string, error) {
+	stateDir, err := stateFolder(*f.root, *f.state)
+	if err != nil {
+		return nil, err
+	}
+	return loadEnvFile(filepath.Join(stateDir, "local.env"))
+}
+
 // loadEnvFile reads a local.env written by `local up` into a map.
 func loadEnvFile(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
@@ -262,8 +281,7 @@ func loadEnvFile(path string) (map[string]string, error) {
 func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("local invoke", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	root := fs.String("root", "", "repository root")
-	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
+	stack := newStackFlags(fs)
 	eventFile := fs.String("event", "", "JSON event file (default: a scheduled event for scheduled functions, else {})")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fmt.Fprintln(stderr, "usage: ddbpipe local invoke FUNCTION [-event FILE]")
@@ -273,11 +291,7 @@ func localInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	stateDir, err := stateFolder(*root, *state)
-	if err != nil {
-		return err
-	}
-	vars, err := loadEnvFile(filepath.Join(stateDir, "local.env"))
+	vars, err := stack.vars()
 	if err != nil {
 		return err
 	}

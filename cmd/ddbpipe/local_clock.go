@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -22,8 +21,7 @@ import (
 func localClock(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("local clock", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	root := fs.String("root", "", "repository root")
-	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
+	stack := newStackFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ddbpipe local clock [TIME | +DURATION | -DURATION | now]\n"+
 			"  TIME: RFC 3339 (2026-12-04T02:00:00Z) or a date (2026-12-04, midnight UTC)\n"+
@@ -43,11 +41,7 @@ func localClock(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	} else if fs.NArg() > 0 {
 		return fmt.Errorf("local clock: one time at most, got %q", fs.Args())
 	}
-	stateDir, err := stateFolder(*root, *state)
-	if err != nil {
-		return err
-	}
-	vars, err := loadEnvFile(filepath.Join(stateDir, "local.env"))
+	vars, err := stack.vars()
 	if err != nil {
 		return err
 	}
