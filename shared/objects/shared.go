@@ -91,6 +91,12 @@ const (
 	BlobGone     BlobState = "gone"     // the bytes were deleted; a write stores them again
 )
 
+// OwnBlobLog is the message a write logs (with the object's key, its
+// writeId and the shared blob's key) when it meets the shared blob of its
+// bytes being deleted and its version keeps a blob of its own: the
+// stored blob of a Write, the uploaded object of a CommitBlob.
+const OwnBlobLog = "shared blob being deleted; the version keeps a blob of its own"
+
 // BlobHead is a shared blob's head.
 type BlobHead struct {
 	Key   string // the content key
@@ -169,9 +175,15 @@ const (
 // records, delete the bytes, leave the head gone. It reports whether the
 // bytes were deleted. A blob some reference names, or whose head another
 // deleter holds, is kept (released false, no error): the holder, or the
-// sweeper once the mark is stale, finishes. A failure after the mark
-// leaves it for the same. A mark older than DeleteLease is taken over, so
-// a head left deleting with references goes back to live.
+// sweeper once the mark is stale, finishes. A mark older than DeleteLease
+// is taken over, so a head left deleting with references goes back to
+// live.
+//
+// Once it holds the mark, a step that fails is tried again (ReleaseTries,
+// ReleaseBackoff), since writes of these bytes store blobs of their own
+// while the head is deleting. When the references cannot be read, the
+// bytes are untouched and the mark is lifted; a failure after that
+// leaves the mark for the lease.
 func (s *Store) ReleaseBlob(ctx context.Context, blobKey string) (released bool, err error) {
 	s.defaults()
 	if s.Shared == nil || s.Blobs == nil {
@@ -186,25 +198,47 @@ func (s *Store) ReleaseBlob(ctx context.Context, blobKey string) (released bool,
 	if err != nil || !ok {
 		return false, wrapRelease(blobKey, "mark", err)
 	}
-	refd, err := s.Shared.Referenced(ctx, blobKey)
-	if err == nil && refd {
-		// A commit landed before the mark: the blob is in use.
-		_, err = s.Shared.UnmarkBlob(ctx, blobKey, token)
-		return false, wrapRelease(blobKey, "unmark", err)
+	var refd bool
+	err = s.holding(ctx, func() (err error) { refd, err = s.Shared.Referenced(ctx, blobKey); return err })
+	if err != nil || refd {
+		// A commit landed before the mark (the blob is in use), or
+		// nobody can tell: the bytes stay and so does the head.
+		step := "unmark"
+		if err != nil {
+			step = "look for references after the mark"
+		}
+		uerr := s.holding(ctx, func() error { _, err := s.Shared.UnmarkBlob(ctx, blobKey, token); return err })
+		return false, wrapRelease(blobKey, step, errors.Join(err, uerr))
 	}
-	if err != nil {
-		return false, wrapRelease(blobKey, "look for references after the mark", err)
-	}
-	if err := s.Blobs.PurgeBlob(ctx, blobKey); err != nil {
+	if err := s.holding(ctx, func() error { return s.Blobs.PurgeBlob(ctx, blobKey) }); err != nil {
 		return false, wrapRelease(blobKey, "delete", err)
 	}
-	if _, err := s.Shared.ForgetBlob(ctx, blobKey, token, s.Now().UTC().Add(GoneKeep)); err != nil {
+	expires := s.Now().UTC().Add(GoneKeep)
+	if err := s.holding(ctx, func() error { _, err := s.Shared.ForgetBlob(ctx, blobKey, token, expires); return err }); err != nil {
 		// The bytes are gone and the head still deleting: writes store
 		// blobs of their own until a deleter takes the mark over.
 		return true, wrapRelease(blobKey, "leave the head gone", err)
 	}
 	s.Log.DebugContext(ctx, "shared blob deleted", "blob", blobKey)
 	return true, nil
+}
+
+// holding runs a step of a release that holds a head's mark, trying it
+// again after a failure (ReleaseTries in all, ReleaseBackoff apart)
+// until ctx ends. Every step may be taken twice: the mark's token makes
+// the head's changes conditional, and the bytes are deleted only once no
+// reference names them.
+func (s *Store) holding(ctx context.Context, step func() error) error {
+	for n := 1; ; n++ {
+		err := step()
+		if err == nil || n >= s.ReleaseTries || ctx.Err() != nil {
+			return err
+		}
+		s.Log.InfoContext(ctx, "shared blob release step failed; trying again", "try", n, "err", err)
+		if s.ReleaseBackoff.Wait(ctx, n) != nil {
+			return err
+		}
+	}
 }
 
 func wrapRelease(blobKey, step string, err error) error {
@@ -269,7 +303,7 @@ func (s *Store) stageShared(ctx context.Context, rec Record, stored []byte, put 
 		st.skipped = true
 		return st, nil
 	case BlobDeleting:
-		s.Log.InfoContext(ctx, "shared blob being deleted; the write stores its own", "key", rec.Key, "blob", ck)
+		s.Log.InfoContext(ctx, OwnBlobLog, "key", rec.Key, "writeId", rec.WriteID, "blob", ck)
 		return put()
 	}
 	got, err := s.Blobs.PutBlob(ctx, Blob{Key: ck, Body: stored, SHA256: sum, ContentType: rec.ContentType, Codec: rec.Codec})

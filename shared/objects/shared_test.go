@@ -13,6 +13,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // The shared-blob invariants are checked by running the actors of a
@@ -130,6 +131,9 @@ func newWorld() *world {
 	w.store = &objects.Store{
 		Items: w.table, Chunks: w.table, Blobs: w.bucket, Shared: w.table,
 		Now: w.clock, NewID: w.newID,
+		// One try per step: a crashed actor stays crashed, and a retry
+		// repeats a step the interleavings already run once.
+		ReleaseTries: 1,
 	}
 	return w
 }
@@ -568,4 +572,72 @@ func TestSameBytesStoredOnce(t *testing.T) {
 		t.Errorf("head %+v, want gone", h)
 	}
 	w.check(t, "after the deletes", true)
+}
+
+// A release that holds the mark tries its steps again: a bucket that
+// fails twice still has the bytes deleted and the head left gone, and a
+// table that cannot say whether a reference exists gets the mark lifted,
+// so writes share the bytes again instead of storing their own.
+func TestReleaseTriesAgainWhileItHoldsTheMark(t *testing.T) {
+	blink := errors.New("connection refused")
+	tests := []struct {
+		name     string
+		op       string
+		fails    int
+		tries    int
+		released bool
+		state    objects.BlobState
+		wantErr  bool
+	}{
+		{"the bucket blinks", objectstest.OpPurgeBlob, 2, 3, true, objects.BlobGone, false},
+		{"the bucket stays down", objectstest.OpPurgeBlob, 3, 3, false, objects.BlobDeleting, true},
+		{"the table blinks at the head", objectstest.OpForgetBlob, 1, 3, true, objects.BlobGone, false},
+		{"references cannot be read", objectstest.OpReferenced, 3, 3, false, objects.BlobLive, true},
+		{"references read on a retry", objectstest.OpReferenced, 1, 3, true, objects.BlobGone, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld()
+			w.store.ReleaseTries, w.store.ReleaseBackoff = tt.tries, retry.Backoff{Base: time.Millisecond, Max: time.Millisecond}
+			ctx := context.Background()
+			if _, err := w.store.Write(ctx, "a", docX, putX); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.store.Delete(ctx, "a", objects.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			failed, marked := 0, false
+			hook := func(op string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				marked = marked || op == objectstest.OpMarkBlob
+				if marked && op == tt.op && failed < tt.fails {
+					failed++
+					return blink
+				}
+				return nil
+			}
+			w.table.Before, w.bucket.Before = hook, hook
+			var err error
+			for _, rm := range w.table.Removed() {
+				err = errors.Join(err, w.store.Reap(ctx, rm))
+			}
+			w.table.Before, w.bucket.Before = nil, nil
+			if (err != nil) != tt.wantErr || tt.wantErr && !errors.Is(err, blink) {
+				t.Fatalf("reap: %v, want an error %t", err, tt.wantErr)
+			}
+			ck := objects.ContentKey(objects.SumOf(docX), int64(len(docX)))
+			if h := w.table.Heads()[ck]; h.State != tt.state {
+				t.Errorf("head %+v, want %s", h, tt.state)
+			}
+			if got := len(w.bucket.List()) == 0; got != tt.released {
+				t.Errorf("bytes deleted %t, want %t", got, tt.released)
+			}
+			if failed != tt.fails {
+				t.Errorf("%d failures injected, want %d", failed, tt.fails)
+			}
+			w.check(t, tt.name, false)
+		})
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // Base is the state of v0 that a write is conditioned on: the version it
@@ -142,16 +144,29 @@ type Store struct {
 	// DeleteLease is how old a shared blob's deleting mark must be before
 	// a deleter may take it over (default DefaultDeleteLease).
 	DeleteLease time.Duration
-	Log         *slog.Logger
+	// ReleaseTries is how many times a release that holds a blob's mark
+	// tries each step it still has to take before it leaves the mark to
+	// the lease (default DefaultReleaseTries), ReleaseBackoff the pause
+	// between tries (default DefaultReleaseBackoff): a bucket or table
+	// that blinks for a few seconds must not keep the bytes' writes from
+	// sharing them for DeleteLease.
+	ReleaseTries   int
+	ReleaseBackoff retry.Backoff
+	Log            *slog.Logger
 
 	once sync.Once
 }
 
 // Store defaults.
 const (
-	DefaultMaxVersions = 10
-	DefaultMaxAttempts = 5
+	DefaultMaxVersions  = 10
+	DefaultMaxAttempts  = 5
+	DefaultReleaseTries = 5
 )
+
+// DefaultReleaseBackoff spaces a release's tries: 3.75 to 7.5 seconds in all
+// over DefaultReleaseTries, longer than the local S3 server's restarts.
+var DefaultReleaseBackoff = retry.Backoff{Base: 500 * time.Millisecond, Max: 4 * time.Second}
 
 func (s *Store) defaults() {
 	s.once.Do(func() {
@@ -160,6 +175,12 @@ func (s *Store) defaults() {
 		}
 		if s.MaxAttempts <= 0 {
 			s.MaxAttempts = DefaultMaxAttempts
+		}
+		if s.ReleaseTries <= 0 {
+			s.ReleaseTries = DefaultReleaseTries
+		}
+		if s.ReleaseBackoff.Base <= 0 {
+			s.ReleaseBackoff = DefaultReleaseBackoff
 		}
 		if s.Now == nil {
 			s.Now = time.Now

@@ -242,7 +242,7 @@ func (s *Store) stageUpload(ctx context.Context, rec Record) (staged, error) {
 		return staged{}, fmt.Errorf("objects: commit blob %s for %s: read the head of %s: %w", up.Key, rec.Key, ck, err)
 	}
 	if head.State == BlobDeleting {
-		s.Log.InfoContext(ctx, "shared blob being deleted; the version keeps its upload", "key", rec.Key, "blob", ck)
+		s.Log.InfoContext(ctx, OwnBlobLog, "key", rec.Key, "writeId", rec.WriteID, "blob", ck, "upload", up.Key)
 		return staged{rec: rec}, nil
 	}
 	st := staged{rec: rec, claim: &BlobClaim{Head: head}}
