@@ -51,6 +51,18 @@ func (s *Stack) Functions() ([]Function, error) {
 		for k, v := range obj(env) {
 			fn.Env[k] = cfn.Scalar(v)
 		}
+		// Lambda passes the function's LoggingConfig to its runtime as
+		// these two variables (JSON logs at the application's level).
+		logging, err := s.Template.Resolve(f.Properties["LoggingConfig"], s.Context)
+		if err != nil {
+			return nil, fmt.Errorf("provision: %s logging config: %w", f.LogicalID, err)
+		}
+		if lc := obj(logging); cfn.Scalar(lc["LogFormat"]) == "JSON" {
+			fn.Env["AWS_LAMBDA_LOG_FORMAT"] = "JSON"
+			if lvl := cfn.Scalar(lc["ApplicationLogLevel"]); lvl != "" {
+				fn.Env["AWS_LAMBDA_LOG_LEVEL"] = lvl
+			}
+		}
 		for _, e := range f.Events {
 			props, err := s.Template.Resolve(e.Properties, s.Context)
 			if err != nil {

@@ -1,6 +1,11 @@
 package provision
 
-import "testing"
+import (
+	"maps"
+	"testing"
+
+	"github.com/ddbpipe/ddbpipe/local/cfn"
+)
 
 func TestSnakeUpper(t *testing.T) {
 	for in, want := range map[string]string{
@@ -23,5 +28,45 @@ func TestLocalURL(t *testing.T) {
 		if got := s.localURL(in); got != want {
 			t.Errorf("localURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A function's LoggingConfig reaches its runtime as Lambda passes it: JSON
+// logs at the application's level; text logs need no variable.
+func TestFunctionsPassTheirLoggingConfig(t *testing.T) {
+	tmpl, err := cfn.Parse([]byte(`
+Parameters:
+  LogLevel: { Type: String, Default: WARN }
+Globals:
+  Function:
+    LoggingConfig: { LogFormat: JSON, ApplicationLogLevel: !Ref LogLevel }
+Resources:
+  Json: { Type: AWS::Serverless::Function, Properties: { CodeUri: . } }
+  Text: { Type: AWS::Serverless::Function, Properties: { LoggingConfig: { LogFormat: Text } } }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := tmpl.ParamValues(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Stack{Template: tmpl, Resources: map[string]Physical{"Json": {Ref: "json"}, "Text": {Ref: "text"}}}
+	s.Context = cfn.Context{Params: params, Names: s}
+	fns, err := s.Functions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]string{
+		"Json": {"AWS_LAMBDA_LOG_FORMAT": "JSON", "AWS_LAMBDA_LOG_LEVEL": "WARN"},
+		"Text": {},
+	}
+	for _, f := range fns {
+		if !maps.Equal(f.Env, want[f.LogicalID]) {
+			t.Errorf("%s: environment %v, want %v", f.LogicalID, f.Env, want[f.LogicalID])
+		}
+	}
+	if len(fns) != 2 {
+		t.Errorf("%d functions, want 2", len(fns))
 	}
 }

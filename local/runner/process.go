@@ -39,7 +39,8 @@ type ProcessConfig struct {
 	// MaxEnvironments caps the processes running at once (default 4); an
 	// invocation waits for a free one, as Lambda queues at its concurrency.
 	MaxEnvironments int
-	// Output receives the processes' stdout and stderr (logs, EMF lines).
+	// Output receives the processes' stdout and stderr (logs, EMF lines)
+	// in whole lines; it must take writes from several goroutines.
 	Output io.Writer
 	Log    *slog.Logger
 }
@@ -281,7 +282,12 @@ func (p *Processes) start(ctx context.Context) (*execEnv, error) {
 
 	env.cmd = exec.Command(p.cfg.Binary)
 	env.cmd.Env = append(append([]string{}, p.cfg.Env...), "AWS_LAMBDA_RUNTIME_API="+ln.Addr().String())
-	env.cmd.Stdout, env.cmd.Stderr = p.cfg.Output, p.cfg.Output
+	out := io.Discard
+	if p.cfg.Output != nil {
+		out = p.cfg.Output
+	}
+	lw := &lines{out: out}
+	env.cmd.Stdout, env.cmd.Stderr = lw, lw
 	env.cmd.SysProcAttr = processSysProcAttr()
 	env.cmd.WaitDelay = time.Second
 	if err := env.cmd.Start(); err != nil {
@@ -290,6 +296,7 @@ func (p *Processes) start(ctx context.Context) (*execEnv, error) {
 	}
 	go func() {
 		env.waitErr = env.cmd.Wait()
+		lw.flush()
 		close(env.exited)
 	}()
 	p.cfg.Log.Debug("environment started", "function", p.cfg.Function, "pid", env.cmd.Process.Pid)
