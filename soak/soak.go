@@ -176,6 +176,7 @@ type soak struct {
 
 	rotMu     sync.Mutex
 	rotations []rotationRun
+	own       *ownBlobs // the function log's writes that kept blobs of their own
 }
 
 func (s *soak) float() float64 {
@@ -201,7 +202,7 @@ func (s *soak) progress(format string, args ...any) {
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	s := &soak{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed>>1|1)), began: time.Now(),
-		log: slog.New(slog.NewJSONHandler(cfg.FnLog, nil))}
+		log: slog.New(slog.NewJSONHandler(cfg.FnLog, nil)), own: newOwnBlobs(cfg.FnLog)}
 	rate := "votes sized from the store's ceiling"
 	if cfg.VotesPerSecond > 0 {
 		rate = fmt.Sprintf("%d votes/s", cfg.VotesPerSecond)
@@ -241,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.clock = newVirtualClock(s.began, cfg.Duration)
 	s.env, err = stack.Up(ctx, stack.Options{
 		Root: cfg.Root, StackName: cfg.StackName, Params: params(cfg), Setups: setups, Servers: s.servers,
-		Processes: bins, FunctionLog: cfg.FnLog, Progress: io.Discard, ClockOffset: s.clock.offset(),
+		Processes: bins, FunctionLog: s.own, Progress: io.Discard, ClockOffset: s.clock.offset(),
 		StreamShards: cfg.StreamShards, StreamSplitAfter: cfg.StreamSplitAfter, Conflicts: cfg.Conflicts,
 	})
 	if err != nil {
