@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -80,6 +81,7 @@ func (r *Rotator) Retire(ctx context.Context, t Table) Retirement {
 			continue
 		}
 		if !rt.run(ctx, s) {
+			rt.retiredMeanwhile(ctx)
 			return rt.ret
 		}
 		if rt.stop != "" {
@@ -128,6 +130,23 @@ func (r *Rotator) startRetirement(ctx context.Context, t Table) (rt *retirement,
 		return rt, false
 	}
 	return rt, true
+}
+
+// retiredMeanwhile turns a step that failed on the table being gone into
+// Retired when the month's archive says it was retired: another run (the
+// scheduled rotator and an operator's, say) took the same month through
+// its steps and deleted the table first. The failed step stays in the
+// report.
+func (rt *retirement) retiredMeanwhile(ctx context.Context) {
+	if !errors.Is(rt.ret.Err, ErrNotFound) {
+		return
+	}
+	c, err := rt.r.Archive.Read(ctx, rt.p)
+	if err != nil || !c.AlreadyRetired() {
+		return
+	}
+	rt.r.log().Info("rotation: the table is gone and its month retired, by another run", "table", rt.t.Name, "err", rt.ret.Err)
+	rt.ret.Outcome, rt.ret.Err = Retired, nil
 }
 
 // run runs one step and records it; false when it failed (the retirement

@@ -212,8 +212,12 @@ func (m memTables) Protect(_ context.Context, name string, on bool) error {
 	if err := m.w.fail["protect"]; err != nil {
 		return err
 	}
+	t, ok := m.w.tables[name]
+	if !ok {
+		return ErrNotFound
+	}
 	m.w.call("protect %s %v", name, on)
-	m.w.tables[name].DeletionProtection = on
+	t.DeletionProtection = on
 	return nil
 }
 

@@ -131,6 +131,45 @@ func TestRunTwiceChangesNothing(t *testing.T) {
 	}
 }
 
+// Two runs retire the same month at once (the schedule's and an
+// operator's): the one that finds the table gone at a later step reports
+// the month retired, not failed.
+func TestRunsRacingToRetireAMonthBothSucceed(t *testing.T) {
+	for _, tt := range []struct {
+		at, last Step // the other run goes when the first has taken step at
+		gone     bool // whether the first's last step fails on the table being gone
+	}{
+		{StepUnsubscribe, StepUnprotect, true},
+		{StepUnprotect, StepDelete, false}, // "gone already"
+	} {
+		at := tt.at
+		t.Run("the other deletes the table after "+string(at), func(t *testing.T) {
+			w := novemberWorld(t)
+			first, other := w.rotator(date(2026, 12, 3, 1)), w.rotator(date(2026, 12, 3, 1))
+			var otherRep RotationReport
+			first.OnStep = func(table string, s StepResult) {
+				if table == "app-votes-2026-11" && s.Step == at && otherRep.Retirements == nil {
+					otherRep = other.Run(context.Background())
+				}
+			}
+			rep := first.Run(context.Background())
+			if err := otherRep.Err(); err != nil || len(otherRep.Retirements) != 1 || otherRep.Retirements[0].Outcome != Retired {
+				t.Fatalf("the other run: %+v, %v", otherRep.Retirements, err)
+			}
+			if err := rep.Err(); err != nil || len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != Retired {
+				t.Fatalf("the first run: %+v, %v; want November retired", rep.Retirements, err)
+			}
+			steps := rep.Retirements[0].Steps
+			if last := steps[len(steps)-1]; last.Step != tt.last || errors.Is(last.Err, ErrNotFound) != tt.gone {
+				t.Errorf("last step %+v, want %s failing on the table being gone: %t", last, tt.last, tt.gone)
+			}
+			if w.table("app-votes-2026-11") != nil {
+				t.Error("November's table is still there")
+			}
+		})
+	}
+}
+
 func TestNotDrainedKeepsTheTable(t *testing.T) {
 	w := novemberWorld(t)
 	w.deliver = false
