@@ -239,7 +239,8 @@ func TestSharedReaperCrashAtEachStep(t *testing.T) {
 					t.Fatal(err)
 				}
 				f := &failAt{SharedRecords: sh, Blobs: e.blobs, at: at, after: after}
-				crashing := &objects.Store{Items: e.items, Blobs: f, Shared: f, Log: testLogger(t)}
+				// A crash ends the process: no step is tried again.
+				crashing := &objects.Store{Items: e.items, Blobs: f, Shared: f, Log: testLogger(t), ReleaseTries: 1}
 				err := crashing.Reap(ctx, hist[0])
 				if !errors.Is(err, errCrashed) {
 					t.Fatalf("reap: %v, want the crash at %v", err, f.steps)
