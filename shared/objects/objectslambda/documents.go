@@ -1,0 +1,238 @@
+package objectslambda
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
+	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
+)
+
+func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string, headOnly bool) (events.APIGatewayV2HTTPResponse, error) {
+	var version int64
+	if v, ok := req.QueryStringParameters["version"]; ok {
+		n, err := objects.ParseVersion(v)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		version = n
+	}
+	// Range applies to GET alone (RFC 9110): HEAD answers the whole
+	// document's headers whatever it says.
+	var spec objects.RangeSpec
+	ranged := false
+	if !headOnly {
+		var err error
+		if spec, ranged, err = objects.ParseRange(header(req, "range")); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+	}
+	rec, err := h.Docs.Stat(ctx, key, version)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	limit := h.MaxResponse
+	if limit <= 0 {
+		limit = DefaultMaxResponse
+	}
+	headers := map[string]string{
+		"content-type":     rec.ContentType,
+		"etag":             etag(rec.Version),
+		"x-object-version": strconv.FormatInt(rec.Version, 10),
+		"x-object-sha256":  rec.SHA256.String(),
+		"x-object-kind":    string(rec.Kind),
+		"x-object-size":    strconv.FormatInt(rec.Size, 10),
+		"last-modified":    rec.CreatedAt.UTC().Format(http.TimeFormat),
+		"accept-ranges":    "bytes",
+	}
+	if headOnly {
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}, nil
+	}
+	var r objects.Range
+	if ranged && !ifRange(header(req, "if-range"), rec.Version) {
+		ranged = false // the client's copy is stale: the whole document replaces it
+	}
+	if ranged {
+		if r, ranged, err = spec.Resolve(rec.Size); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, withHeader(err, "content-range", fmt.Sprintf("bytes */%d", rec.Size))
+		}
+	}
+	if rec.Kind == objects.InS3 && rec.Blob != nil && rec.Size > limit {
+		// Too big to answer here: a presigned URL, to which the client
+		// sends its Range again (S3 serves ranges itself).
+		ttl := h.LinkTTL
+		if ttl <= 0 {
+			ttl = DefaultLinkTTL
+		}
+		link, err := h.Links.PresignGet(ctx, *rec.Blob, ttl)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		resp := apigw.JSON(http.StatusSeeOther, objectsapi.Link{
+			URL: link.URL, ExpiresAt: link.Expires.UTC(), Size: rec.Size, SHA256: rec.SHA256.String(),
+			Version: rec.Version, ContentType: rec.ContentType,
+		})
+		for k, v := range headers {
+			if k != "content-type" {
+				resp.Headers[k] = v
+			}
+		}
+		resp.Headers["location"] = link.URL
+		resp.Headers["cache-control"] = "no-store"
+		return resp, nil
+	}
+	if ranged {
+		// A range longer than a response carries is cut to its first
+		// limit bytes; Content-Range says which came.
+		r.End = min(r.End, r.Start+limit)
+		part, err := h.Docs.FetchRange(ctx, rec, version, r)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		headers["etag"] = etag(part.Version)
+		headers["x-object-version"] = strconv.FormatInt(part.Version, 10)
+		headers["x-object-sha256"] = part.SHA256.String()
+		headers["x-object-size"] = strconv.FormatInt(part.Size, 10)
+		headers["content-range"] = objectsapi.ContentRange(part.Range.Start, part.Range.End, part.Size)
+		h.emit(emf.Metric{Name: "RangeReads", Unit: emf.Count, Value: 1}, emf.Metric{Name: "RangeBytes", Unit: emf.Bytes, Value: float64(len(part.Body))})
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusPartialContent, Headers: headers,
+			Body: base64.StdEncoding.EncodeToString(part.Body), IsBase64Encoded: true}, nil
+	}
+	obj, err := h.Docs.Fetch(ctx, rec, version)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	headers["etag"] = etag(obj.Version)
+	headers["x-object-version"] = strconv.FormatInt(obj.Version, 10)
+	resp := events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}
+	if len(obj.Body) > 0 {
+		resp.Body = base64.StdEncoding.EncodeToString(obj.Body)
+		resp.IsBase64Encoded = true
+	}
+	return resp, nil
+}
+
+func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
+	if err := objects.ValidateKey(key); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	limit := h.MaxBody
+	if limit <= 0 {
+		limit = DefaultMaxBody
+	}
+	match, err := ifMatch(header(req, "if-match"), true)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	create := match != nil && *match == 0
+	switch v := header(req, "if-none-match"); {
+	case v == "*" && match != nil && *match != 0:
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
+	case v == "*":
+		create, match = true, new(int64)
+	case v != "":
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-None-Match takes only * (create only)")
+	}
+	o := objects.PutOptions{IfMatch: match, ContentType: header(req, "content-type")}
+	switch p := req.QueryStringParameters["placement"]; p {
+	case "", "auto":
+	case "table":
+		o.KeepInTable = true
+	default:
+		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadPlacement, "placement %q: want auto or table", truncate(p, 32))
+	}
+	doc, err := body(req, limit, fmt.Sprintf(`; send bigger documents through a presigned upload: POST %s?uploads with {"size":N,"sha256":"<hex>"} (ddbpipe objects upload does it)`, objectsapi.KeyPath(key)))
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	w, err := h.Docs.Write(ctx, key, doc, o)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	if w.Unchanged {
+		// The latest version already holds this document: nothing was
+		// written (a retry whose first attempt committed, or a no-op).
+		h.emit(emf.Metric{Name: "WritesUnchanged", Unit: emf.Count, Value: 1})
+		m := meta(w.Record)
+		m.Unchanged = true
+		resp := apigw.JSON(http.StatusOK, m)
+		resp.Headers["etag"] = etag(w.Version)
+		resp.Headers[strings.ToLower(objectsapi.HeaderUnchanged)] = "true"
+		return resp, nil
+	}
+	h.placed(ctx, w)
+	status := http.StatusOK
+	if w.Version == 1 || create {
+		status = http.StatusCreated
+	}
+	resp := apigw.JSON(status, meta(w.Record))
+	resp.Headers["etag"] = etag(w.Version)
+	return resp, nil
+}
+
+func (h *HTTP) delete(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
+	match, err := ifMatch(header(req, "if-match"), false)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	v, err := h.Docs.Delete(ctx, key, objects.DeleteOptions{IfMatch: match})
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return apigw.JSON(http.StatusOK, objectsapi.Deleted{Key: key, Version: v}), nil
+}
+
+// ifMatch reads If-Match: a version, bare or quoted as our ETags are. On a
+// write (create true), version 0 is "only if the object does not exist",
+// as If-None-Match: * and the CLI's -if-match 0 say it.
+func ifMatch(v string, create bool) (*int64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if v == "*" {
+		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-Match: * is not supported; send the version the change is based on")
+	}
+	bare := strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
+	if bare == "0" {
+		if !create {
+			return nil, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "If-Match: 0 (no object yet) means nothing on a delete; send the version to delete")
+		}
+		return new(int64), nil
+	}
+	n, err := objects.ParseVersion(bare)
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "If-Match %q is not a version (1 to %d, as the ETag gives it)", truncate(v, 32), int64(objects.MaxVersion))
+	}
+	return &n, nil
+}
+
+// placed counts a write by placement, and logs and counts a write whose
+// bytes were stored already as a shared blob (no upload).
+func (h *HTTP) placed(ctx context.Context, w objects.Written) {
+	rec := w.Record
+	ms := []emf.Metric{{Name: placementMetric[rec.Kind], Unit: emf.Count, Value: 1}}
+	if rec.Kind == objects.InS3 {
+		ms = append(ms, emf.Metric{Name: "BytesOffloaded", Unit: emf.Bytes, Value: float64(rec.Size)})
+	}
+	if w.BlobShared {
+		h.Log.InfoContext(ctx, "blob upload skipped: the bytes are stored already", "key", rec.Key, "version", rec.Version, "blob", rec.Blob.Key, "bytes", rec.Blob.Size)
+		ms = append(ms, emf.Metric{Name: "BlobUploadsSkipped", Unit: emf.Count, Value: 1},
+			emf.Metric{Name: "BlobBytesShared", Unit: emf.Bytes, Value: float64(rec.Blob.Size)})
+	}
+	h.emit(ms...)
+}
+
+var placementMetric = map[objects.Kind]string{
+	objects.Inline: "PlacedInline", objects.CompressedInline: "PlacedCompressed",
+	objects.Chunked: "PlacedChunked", objects.InS3: "PlacedS3",
+}
+
+func etag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
