@@ -16,21 +16,19 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 )
 
+// get serves GET and HEAD of a document: HEAD its headers; GET the
+// document, the part of it a Range names, or a link to it when it is too
+// big to answer here.
 func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string, headOnly bool) (events.APIGatewayV2HTTPResponse, error) {
-	var version int64
-	if v, ok := req.QueryStringParameters["version"]; ok {
-		n, err := objects.ParseVersion(v)
-		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
-		}
-		version = n
+	version, err := queryVersion(req.QueryStringParameters)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	// Range applies to GET alone (RFC 9110): HEAD answers the whole
 	// document's headers whatever it says.
 	var spec objects.RangeSpec
 	ranged := false
 	if !headOnly {
-		var err error
 		if spec, ranged, err = objects.ParseRange(header(req, "range")); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
@@ -39,11 +37,36 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	limit := h.MaxResponse
-	if limit <= 0 {
-		limit = DefaultMaxResponse
+	headers := documentHeaders(rec)
+	if headOnly {
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}, nil
 	}
-	headers := map[string]string{
+	r, ranged, err := servedRange(spec, ranged, header(req, "if-range"), rec)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	switch {
+	case rec.Kind == objects.InS3 && rec.Blob != nil && rec.Size > h.maxResponse():
+		return h.link(ctx, rec, headers)
+	case ranged:
+		return h.partial(ctx, rec, version, r, headers)
+	}
+	return h.whole(ctx, rec, version, headers)
+}
+
+// queryVersion reads ?version=; without it, 0: the latest version.
+func queryVersion(q map[string]string) (int64, error) {
+	v, ok := q["version"]
+	if !ok {
+		return 0, nil
+	}
+	return objects.ParseVersion(v)
+}
+
+// documentHeaders are the headers that describe rec, in every answer to a
+// GET or HEAD of it.
+func documentHeaders(rec objects.Record) map[string]string {
+	return map[string]string{
 		"content-type":     rec.ContentType,
 		"etag":             etag(rec.Version),
 		"x-object-version": strconv.FormatInt(rec.Version, 10),
@@ -53,59 +76,32 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		"last-modified":    rec.CreatedAt.UTC().Format(http.TimeFormat),
 		"accept-ranges":    "bytes",
 	}
-	if headOnly {
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}, nil
+}
+
+// link answers a document too big for a response with a presigned URL to
+// its blob, to which the client sends its Range again (S3 serves ranges
+// itself).
+func (h *HTTP) link(ctx context.Context, rec objects.Record, headers map[string]string) (events.APIGatewayV2HTTPResponse, error) {
+	link, err := h.Links.PresignGet(ctx, *rec.Blob, h.linkTTL())
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	var r objects.Range
-	if ranged && !ifRange(header(req, "if-range"), rec.Version) {
-		ranged = false // the client's copy is stale: the whole document replaces it
-	}
-	if ranged {
-		if r, ranged, err = spec.Resolve(rec.Size); err != nil {
-			return events.APIGatewayV2HTTPResponse{}, withHeader(err, "content-range", fmt.Sprintf("bytes */%d", rec.Size))
+	resp := apigw.JSON(http.StatusSeeOther, objectsapi.Link{
+		URL: link.URL, ExpiresAt: link.Expires.UTC(), Size: rec.Size, SHA256: rec.SHA256.String(),
+		Version: rec.Version, ContentType: rec.ContentType,
+	})
+	for k, v := range headers {
+		if k != "content-type" {
+			resp.Headers[k] = v
 		}
 	}
-	if rec.Kind == objects.InS3 && rec.Blob != nil && rec.Size > limit {
-		// Too big to answer here: a presigned URL, to which the client
-		// sends its Range again (S3 serves ranges itself).
-		ttl := h.LinkTTL
-		if ttl <= 0 {
-			ttl = DefaultLinkTTL
-		}
-		link, err := h.Links.PresignGet(ctx, *rec.Blob, ttl)
-		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
-		}
-		resp := apigw.JSON(http.StatusSeeOther, objectsapi.Link{
-			URL: link.URL, ExpiresAt: link.Expires.UTC(), Size: rec.Size, SHA256: rec.SHA256.String(),
-			Version: rec.Version, ContentType: rec.ContentType,
-		})
-		for k, v := range headers {
-			if k != "content-type" {
-				resp.Headers[k] = v
-			}
-		}
-		resp.Headers["location"] = link.URL
-		resp.Headers["cache-control"] = "no-store"
-		return resp, nil
-	}
-	if ranged {
-		// A range longer than a response carries is cut to its first
-		// limit bytes; Content-Range says which came.
-		r.End = min(r.End, r.Start+limit)
-		part, err := h.Docs.FetchRange(ctx, rec, version, r)
-		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
-		}
-		headers["etag"] = etag(part.Version)
-		headers["x-object-version"] = strconv.FormatInt(part.Version, 10)
-		headers["x-object-sha256"] = part.SHA256.String()
-		headers["x-object-size"] = strconv.FormatInt(part.Size, 10)
-		headers["content-range"] = objectsapi.ContentRange(part.Range.Start, part.Range.End, part.Size)
-		h.emit(emf.Metric{Name: "RangeReads", Unit: emf.Count, Value: 1}, emf.Metric{Name: "RangeBytes", Unit: emf.Bytes, Value: float64(len(part.Body))})
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusPartialContent, Headers: headers,
-			Body: base64.StdEncoding.EncodeToString(part.Body), IsBase64Encoded: true}, nil
-	}
+	resp.Headers["location"] = link.URL
+	resp.Headers["cache-control"] = "no-store"
+	return resp, nil
+}
+
+// whole answers the whole document.
+func (h *HTTP) whole(ctx context.Context, rec objects.Record, version int64, headers map[string]string) (events.APIGatewayV2HTTPResponse, error) {
 	obj, err := h.Docs.Fetch(ctx, rec, version)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err

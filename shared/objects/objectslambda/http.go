@@ -72,6 +72,27 @@ const (
 	maxJSONBody        = 1 << 20
 )
 
+func (h *HTTP) maxBody() int {
+	if h.MaxBody <= 0 {
+		return DefaultMaxBody
+	}
+	return h.MaxBody
+}
+
+func (h *HTTP) maxResponse() int64 {
+	if h.MaxResponse <= 0 {
+		return DefaultMaxResponse
+	}
+	return h.MaxResponse
+}
+
+func (h *HTTP) linkTTL() time.Duration {
+	if h.LinkTTL <= 0 {
+		return DefaultLinkTTL
+	}
+	return h.LinkTTL
+}
+
 func (h *HTTP) emit(ms ...emf.Metric) {
 	if h.Metrics == nil {
 		return
