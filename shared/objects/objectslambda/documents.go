@@ -116,36 +116,21 @@ func (h *HTTP) whole(ctx context.Context, rec objects.Record, version int64, hea
 	return resp, nil
 }
 
+// put serves PUT of a document: a new version, or none if the latest
+// already holds it.
 func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
 	if err := objects.ValidateKey(key); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	limit := h.MaxBody
-	if limit <= 0 {
-		limit = DefaultMaxBody
-	}
-	match, err := ifMatch(header(req, "if-match"), true)
+	match, create, err := writeConditions(req)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	create := match != nil && *match == 0
-	switch v := header(req, "if-none-match"); {
-	case v == "*" && match != nil && *match != 0:
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
-	case v == "*":
-		create, match = true, new(int64)
-	case v != "":
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-None-Match takes only * (create only)")
-	}
 	o := objects.PutOptions{IfMatch: match, ContentType: header(req, "content-type")}
-	switch p := req.QueryStringParameters["placement"]; p {
-	case "", "auto":
-	case "table":
-		o.KeepInTable = true
-	default:
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadPlacement, "placement %q: want auto or table", truncate(p, 32))
+	if o.KeepInTable, err = keepInTable(req.QueryStringParameters["placement"]); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	doc, err := body(req, limit, fmt.Sprintf(`; send bigger documents through a presigned upload: POST %s?uploads with {"size":N,"sha256":"<hex>"} (ddbpipe objects upload does it)`, objectsapi.KeyPath(key)))
+	doc, err := body(req, h.maxBody(), fmt.Sprintf(`; send bigger documents through a presigned upload: POST %s?uploads with {"size":N,"sha256":"<hex>"} (ddbpipe objects upload does it)`, objectsapi.KeyPath(key)))
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
@@ -154,15 +139,7 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	if w.Unchanged {
-		// The latest version already holds this document: nothing was
-		// written (a retry whose first attempt committed, or a no-op).
-		h.emit(emf.Metric{Name: "WritesUnchanged", Unit: emf.Count, Value: 1})
-		m := meta(w.Record)
-		m.Unchanged = true
-		resp := apigw.JSON(http.StatusOK, m)
-		resp.Headers["etag"] = etag(w.Version)
-		resp.Headers[strings.ToLower(objectsapi.HeaderUnchanged)] = "true"
-		return resp, nil
+		return h.unchanged(w), nil
 	}
 	h.placed(ctx, w)
 	status := http.StatusOK
@@ -172,6 +149,50 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	resp := apigw.JSON(status, meta(w.Record))
 	resp.Headers["etag"] = etag(w.Version)
 	return resp, nil
+}
+
+// writeConditions reads a PUT's If-Match and If-None-Match: the version
+// the write is based on (nil: any), and create, whether it may only
+// create the object.
+func writeConditions(req events.APIGatewayV2HTTPRequest) (match *int64, create bool, err error) {
+	if match, err = ifMatch(header(req, "if-match"), true); err != nil {
+		return nil, false, err
+	}
+	create = match != nil && *match == 0
+	switch v := header(req, "if-none-match"); {
+	case v == "*" && match != nil && *match != 0:
+		return nil, false, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
+	case v == "*":
+		create, match = true, new(int64)
+	case v != "":
+		return nil, false, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-None-Match takes only * (create only)")
+	}
+	return match, create, nil
+}
+
+// keepInTable reads ?placement=: auto (or none) lets the store choose,
+// table keeps the document in the table.
+func keepInTable(placement string) (bool, error) {
+	switch placement {
+	case "", "auto":
+		return false, nil
+	case "table":
+		return true, nil
+	}
+	return false, refuse(http.StatusBadRequest, objectsapi.ReasonBadPlacement, "placement %q: want auto or table", truncate(placement, 32))
+}
+
+// unchanged answers a PUT whose document the latest version already
+// holds: nothing was written (a retry whose first attempt committed, or a
+// no-op).
+func (h *HTTP) unchanged(w objects.Written) events.APIGatewayV2HTTPResponse {
+	h.emit(emf.Metric{Name: "WritesUnchanged", Unit: emf.Count, Value: 1})
+	m := meta(w.Record)
+	m.Unchanged = true
+	resp := apigw.JSON(http.StatusOK, m)
+	resp.Headers["etag"] = etag(w.Version)
+	resp.Headers[strings.ToLower(objectsapi.HeaderUnchanged)] = "true"
+	return resp
 }
 
 func (h *HTTP) delete(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {

@@ -13,48 +13,49 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 )
 
-// Handle serves one request.
+// Handle serves one request; every error it meets becomes a response in
+// fail.
 func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	if req.RouteKey == "GET /health" {
-		return apigw.JSON(http.StatusOK, map[string]string{"status": "ok", "function": "objects-api"}), nil
-	}
-	method := req.RequestContext.HTTP.Method
-	if req.RouteKey == "GET /objects" {
-		resp, err := h.list(ctx, req)
-		if err != nil {
-			return h.fail(ctx, req, err), nil
-		}
-		return resp, nil
-	}
-	key := req.PathParameters["key"]
-	res, id, err := target(req.QueryStringParameters)
-	if err != nil {
-		return h.fail(ctx, req, err), nil
-	}
-	var resp events.APIGatewayV2HTTPResponse
-	switch {
-	case res == document && (method == http.MethodGet || method == http.MethodHead):
-		resp, err = h.get(ctx, req, key, method == http.MethodHead)
-	case res == document && method == http.MethodPut:
-		resp, err = h.put(ctx, req, key)
-	case res == document && method == http.MethodDelete:
-		resp, err = h.delete(ctx, req, key)
-	case res == versions && method == http.MethodGet:
-		resp, err = h.versions(ctx, key)
-	case res == uploads && method == http.MethodPost:
-		resp, err = h.beginUpload(ctx, req, key)
-	case res == upload && method == http.MethodGet:
-		resp, err = h.uploadStatus(ctx, key, id)
-	case res == upload && method == http.MethodPost:
-		resp, err = h.completeUpload(ctx, req, key, id)
-	default:
-		err = &apiError{status: http.StatusMethodNotAllowed, reason: objectsapi.ReasonNoMethod,
-			msg: fmt.Sprintf("%s is not allowed here; allowed: %s", method, allowed[res]), header: map[string]string{"allow": allowed[res]}}
-	}
+	resp, err := h.route(ctx, req)
 	if err != nil {
 		return h.fail(ctx, req, err), nil
 	}
 	return resp, nil
+}
+
+// route dispatches a request by its route, the resource it names and its
+// method.
+func (h *HTTP) route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	switch req.RouteKey {
+	case "GET /health":
+		return apigw.JSON(http.StatusOK, map[string]string{"status": "ok", "function": "objects-api"}), nil
+	case "GET /objects":
+		return h.list(ctx, req)
+	}
+	key := req.PathParameters["key"]
+	res, id, err := target(req.QueryStringParameters)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	switch method := req.RequestContext.HTTP.Method; {
+	case res == document && (method == http.MethodGet || method == http.MethodHead):
+		return h.get(ctx, req, key, method == http.MethodHead)
+	case res == document && method == http.MethodPut:
+		return h.put(ctx, req, key)
+	case res == document && method == http.MethodDelete:
+		return h.delete(ctx, req, key)
+	case res == versions && method == http.MethodGet:
+		return h.versions(ctx, key)
+	case res == uploads && method == http.MethodPost:
+		return h.beginUpload(ctx, req, key)
+	case res == upload && method == http.MethodGet:
+		return h.uploadStatus(ctx, key, id)
+	case res == upload && method == http.MethodPost:
+		return h.completeUpload(ctx, req, key, id)
+	default:
+		return events.APIGatewayV2HTTPResponse{}, &apiError{status: http.StatusMethodNotAllowed, reason: objectsapi.ReasonNoMethod,
+			msg: fmt.Sprintf("%s is not allowed here; allowed: %s", method, allowed[res]), header: map[string]string{"allow": allowed[res]}}
+	}
 }
 
 // resource is what a path names.
