@@ -7,10 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +34,7 @@ const openAPIPath = "docs/openapi.yaml"
 
 var (
 	openAPIOnce   sync.Once
+	openAPIDoc    *openapi3.T
 	openAPIRouter routers.Router
 	openAPIErr    error
 )
@@ -51,13 +56,94 @@ func openAPI(tb testing.TB) routers.Router {
 			openAPIErr = fmt.Errorf("%s: %w", openAPIPath, err)
 			return
 		}
-		doc.Servers = nil
-		openAPIRouter, openAPIErr = legacy.NewRouter(doc)
+		openAPIDoc = doc
+		routed := *doc
+		routed.Servers = nil
+		openAPIRouter, openAPIErr = legacy.NewRouter(&routed)
 	})
 	if openAPIErr != nil {
 		tb.Fatal(openAPIErr)
 	}
 	return openAPIRouter
+}
+
+// TestOpenAPIErrorReasons holds the document's error reasons (the enum
+// ErrorCode) to the code's: every Reason… string constant of the objects
+// API, the objects domain and the polls routes is listed, and nothing
+// else, so a reason added in the code fails here even before a test
+// meets it in an answer. It reads the packages' source, as grep would.
+func TestOpenAPIErrorReasons(t *testing.T) {
+	openAPI(t)
+	schema := openAPIDoc.Components.Schemas["ErrorCode"]
+	if schema == nil || schema.Value == nil {
+		t.Fatalf("%s: no ErrorCode schema", openAPIPath)
+	}
+	listed := map[string]bool{}
+	for _, v := range schema.Value.Enum {
+		listed[fmt.Sprint(v)] = true
+	}
+	inCode := map[string]string{} // reason → the constant that names it
+	for _, dir := range []string{"shared/objects/objectsapi", "shared/objects", "shared/votes/voteslambda"} {
+		for name, value := range reasonConstants(t, filepath.Join(repoRoot(t), dir)) {
+			inCode[value] = dir + ": " + name
+		}
+	}
+	for reason, where := range inCode {
+		if !listed[reason] {
+			t.Errorf("%s (%s) is not in %s's ErrorCode enum", reason, where, openAPIPath)
+		}
+	}
+	for reason := range listed {
+		if _, ok := inCode[reason]; !ok {
+			t.Errorf("%s's ErrorCode lists %q, which no Reason constant of the code names", openAPIPath, reason)
+		}
+	}
+}
+
+// reasonConstants returns the string constants named Reason… in the Go
+// files (tests aside) of one package directory.
+func reasonConstants(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]string{}
+	fset := token.NewFileSet()
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if !strings.HasPrefix(name.Name, "Reason") || i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						v, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							tb.Fatal(err)
+						}
+						out[name.Name] = v
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		tb.Fatalf("no Reason constants in %s", dir)
+	}
+	return out
 }
 
 // openAPIChecked returns hc with every answer from env's API checked
