@@ -266,9 +266,10 @@ func (c *openAPICheck) route(req *http.Request) (*routers.Route, map[string]stri
 // both APIs on a local stack, and a few that the API refuses, and checks
 // every request and answer against docs/openapi.yaml (openAPIChecked; the
 // bad-input corpus checks the answers of its hostile requests likewise):
-// documents written, read whole and in part, their versions, a listing, a
-// presigned upload through its commit to the 303 of a document too big for
-// a response, a delete; a poll created, read, and its results.
+// documents written (an empty one too), read whole and in part, their
+// versions, a listing, a presigned upload through its commit to the 303 of
+// a document too big for a response, a delete; a poll created, read, and
+// its results.
 func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	env := upLocal(t)
 	signed := openAPIChecked(t, env, env.APIClient(), true)
@@ -310,6 +311,9 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	send(signed, "GET", doc+"?versions=", nil, "", 200)
 	send(signed, "GET", "/objects?prefix="+dir+"%2F&delimiter=%2F&limit=10", nil, "", 200)
 	send(signed, "GET", "/objects?prefix="+dir+"%2F", nil, "", 200)
+	send(signed, "GET", doc+"?uploads=", nil, "", 405)
+	send(signed, "PUT", "/objects/"+dir+"/empty", nil, "", 201) // an empty document, no Content-Type
+	send(signed, "GET", "/objects/"+dir+"/empty", nil, "", 200)
 
 	// A presigned upload of a document over what a response carries.
 	big := bytes.Repeat([]byte("b"), 4<<20+1)
