@@ -268,8 +268,8 @@ func (c *openAPICheck) route(req *http.Request) (*routers.Route, map[string]stri
 // bad-input corpus checks the answers of its hostile requests likewise):
 // documents written (an empty one too), read whole and in part, their
 // versions, a listing, a presigned upload through its commit to the 303 of
-// a document too big for a response, a delete; a poll created, read, and
-// its results.
+// a document too big for a response, a multipart upload completed, a
+// delete; a poll created, read, and its results.
 func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	env := upLocal(t)
 	signed := openAPIChecked(t, env, env.APIClient(), true)
@@ -357,6 +357,58 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	send(signed, "POST", status, jsonType, `{"parts":[{"partNumber":1,"etag":"x"}]}`, 400) // a single PUT: nothing to complete
 	send(signed, "GET", bigPath, nil, "", 303)
 	send(signed, "DELETE", bigPath, nil, "", 200)
+
+	// A multipart upload, completed: 202 while the finalizer works, 200
+	// when completed again after it committed.
+	huge := bytes.Repeat([]byte("h"), 16<<20+1)
+	sum = sha256.Sum256(huge)
+	hugePath := "/objects/" + dir + "/huge.bin"
+	var mp struct {
+		UploadID  string `json:"uploadId"`
+		Multipart struct {
+			PartSize int64 `json:"partSize"`
+			Parts    []struct {
+				Method  string              `json:"method"`
+				URL     string              `json:"url"`
+				Headers map[string][]string `json:"headers"`
+			} `json:"parts"`
+			Complete string `json:"complete"`
+		} `json:"multipart"`
+	}
+	raw = send(signed, "POST", hugePath+"?uploads=", jsonType, fmt.Sprintf(`{"size":%d,"sha256":%q}`, len(huge), hex.EncodeToString(sum[:])), 201)
+	if err := json.Unmarshal([]byte(raw), &mp); err != nil || len(mp.Multipart.Parts) < 2 {
+		t.Fatalf("grant %s: %v; want a multipart upload", truncated(raw), err)
+	}
+	var done []string
+	for i, p := range mp.Multipart.Parts {
+		part := huge[int64(i)*mp.Multipart.PartSize : min(int64(i+1)*mp.Multipart.PartSize, int64(len(huge)))]
+		req, err := http.NewRequestWithContext(t.Context(), p.Method, p.URL, bytes.NewReader(part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, vs := range p.Headers {
+			for _, v := range vs {
+				req.Header.Add(k, v)
+			}
+		}
+		resp, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") == "" {
+			t.Fatalf("part %d: %s, ETag %q", i+1, resp.Status, resp.Header.Get("ETag"))
+		}
+		done = append(done, fmt.Sprintf(`{"partNumber":%d,"etag":%q}`, i+1, resp.Header.Get("ETag")))
+	}
+	parts := `{"parts":[` + strings.Join(done, ",") + `]}`
+	send(signed, "POST", mp.Multipart.Complete, jsonType, parts, 202)
+	hugeStatus := hugePath + "?uploadId=" + url.QueryEscape(mp.UploadID)
+	eventually(t, 30*time.Second, "the multipart upload committed", func() bool {
+		return strings.Contains(send(signed, "GET", hugeStatus, nil, "", 200), `"state":"committed"`)
+	})
+	send(signed, "POST", mp.Multipart.Complete, jsonType, parts, 200)
+	send(signed, "DELETE", hugePath, nil, "", 200)
 	send(signed, "DELETE", doc, map[string]string{"If-Match": "2"}, "", 200)
 	send(signed, "GET", doc, nil, "", 404)
 
