@@ -71,14 +71,27 @@ $(SIGV4NODE_PKG)/package.json: $(SIGV4NODE_DIR)/package.json $(SIGV4NODE_DIR)/pa
 	cd $(SIGV4NODE_DIR) && npm ci --legacy-peer-deps --no-audit --no-fund
 	@touch $@
 
-# gofmt, go vet, and the template: cfn-lint, cfn-guard, a moto deploy.
-lint: $(CFNGUARD_PKG)/package.json
+# Redocly's OpenAPI linter, pinned by package-lock.json: make lint checks
+# docs/openapi.yaml (both HTTP APIs) with its recommended rules
+# (tools/openapi/redocly.yaml names the one turned off, and why). Offline:
+# no telemetry, no update check.
+OPENAPI_DIR := tools/openapi
+OPENAPI_PKG := $(OPENAPI_DIR)/node_modules/@redocly/cli
+$(OPENAPI_PKG)/package.json: $(OPENAPI_DIR)/package.json $(OPENAPI_DIR)/package-lock.json
+	@command -v npm >/dev/null || { echo "make lint needs npm (Node.js 20.19+ or 22.12+) for redocly: https://nodejs.org or apt-get install npm"; exit 1; }
+	cd $(OPENAPI_DIR) && npm ci --legacy-peer-deps --no-audit --no-fund
+	@touch $@
+
+# gofmt, go vet, the HTTP APIs' OpenAPI document, and the template:
+# cfn-lint, cfn-guard, a moto deploy.
+lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt -l: not formatted:"; echo "$$out"; exit 1; fi
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s	%n' 2>/dev/null | \
 		awk -F'\t' '$$1 > 1048576 && $$2 !~ /(^|\/)testdata\// {print "  " $$2 " (" $$1 " bytes)"}'); \
 		if [ -n "$$big" ]; then echo "tracked files over 1 MB outside testdata/ (a build output? data goes under testdata/):"; echo "$$big"; exit 1; fi
 	$(GO) vet ./...
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(OPENAPI_DIR)/node_modules/.bin/redocly lint --config $(OPENAPI_DIR)/redocly.yaml docs/openapi.yaml
 	@command -v cfn-lint >/dev/null || { echo "make lint needs cfn-lint: pip install cfn-lint"; exit 1; }
 	@$(PYTHON) -c 'import samtranslator, boto3, moto' 2>/dev/null && command -v moto_server >/dev/null || \
 		{ echo "make lint needs aws-sam-translator, boto3 and moto's server for $(PYTHON): pip install aws-sam-translator boto3 'moto[server]'"; exit 1; }
@@ -96,7 +109,7 @@ lint: $(CFNGUARD_PKG)/package.json
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
 # DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go).
-test: install $(SIGV4NODE_PKG)/package.json $(CFNGUARD_PKG)/package.json
+test: install $(SIGV4NODE_PKG)/package.json $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint test-race fuzz
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	@rm -rf $(IAM_RECORDS)/test

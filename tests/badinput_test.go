@@ -117,9 +117,11 @@ var goTypeName = regexp.MustCompile(`\b(u?int(8|16|32|64)?|float(32|64)|struct)\
 // badRequests sends each request, signed unless the case says not, and
 // wants its status with a JSON error: a function's in the APIs' shape
 // {"error","message"} in the client's words; afterwards none of the polls or
-// documents the requests named exists.
+// documents the requests named exists. Every answer is also checked
+// against docs/openapi.yaml (the requests, hostile by design, are not).
 func badRequests(t *testing.T, env *stack.Env, poll string, fill func(string) string, cases []badinput.Case) {
-	signed, plain := env.APIClient(), &http.Client{Timeout: time.Minute}
+	signed := openAPIChecked(t, env, env.APIClient(), false)
+	plain := openAPIChecked(t, env, &http.Client{Timeout: time.Minute}, false)
 	do := func(hc *http.Client, method, path string, header map[string]string, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(t.Context(), method, env.APIURL+path, strings.NewReader(body))
