@@ -41,6 +41,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{"root without the pins", []string{"local", "install", "-root", tmp}, "tools/localstack/package.json"},
 		{"no grace", []string{"tables", "rotate", "-grace-days", "0", "-state-dir", tmp}, "-grace-days 0: want 1 to 27 days"},
 		{"too much grace", []string{"tables", "rotate", "-grace-days", "28", "-state-dir", tmp}, "-grace-days 28: want 1 to 27 days"},
+		{"negative wait", []string{"tables", "ls", "-wait", "-1s", "-state-dir", tmp}, "-wait -1s: want a duration of 0 or more"},
+		{"bad -now", []string{"tables", "ls", "-now", "tomorrow", "-state-dir", tmp}, `-now "tomorrow": want an RFC 3339 time`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -309,31 +309,66 @@ func reportJSON(rep archive.RotationReport) any {
 func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newTablesCommand("tables ls", stderr)
 	nowFlag := c.fs.String("now", "", "classify months as of this RFC 3339 time (default: the clock)")
+	wait := c.fs.Duration("wait", 0, "wait up to this long until no month is cold (the rotator's run retired them), e.g. 5m")
 	if err := c.fs.Parse(args); err != nil {
 		return err
 	}
-	r, rc, err := c.rotator(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		return err
+	if *wait < 0 {
+		return fmt.Errorf("-wait %s: want a duration of 0 or more", *wait)
 	}
-	now := r.Clock().UTC() // the functions' clock: `local clock` moves it
+	var at time.Time
 	if *nowFlag != "" {
 		t, err := time.Parse(time.RFC3339, *nowFlag)
 		if err != nil {
 			return fmt.Errorf("-now %q: want an RFC 3339 time", *nowFlag)
 		}
-		now = t.UTC()
+		at = t.UTC()
 	}
-	tables, err := r.Tables.List(ctx, rc.LedgerPrefix)
+	r, rc, err := c.rotator(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err
+	}
+	clock := func() time.Time { return r.Clock().UTC() } // the functions' clock: `local clock` moves it
+	if !at.IsZero() {
+		clock = func() time.Time { return at }
+	}
+	deadline, said := time.Now().Add(*wait), time.Time{}
+	for {
+		tables, phase, cold, err := ledgerPhases(ctx, r, rc.LedgerPrefix, clock())
+		if err != nil {
+			return err
+		}
+		if len(cold) == 0 || !time.Now().Before(deadline) {
+			if err := printTables(ctx, stdout, r, tables, phase); err != nil || len(cold) == 0 || *wait == 0 {
+				return err
+			}
+			return fmt.Errorf("tables ls: after %s, %s still cold (is the rotator running? ddbpipe tables rotate retires it now)", *wait, strings.Join(cold, ", "))
+		}
+		if time.Since(said) >= 10*time.Second {
+			fmt.Fprintf(stderr, "waiting for the rotator to retire %s\n", strings.Join(cold, ", "))
+			said = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// ledgerPhases lists the ledger tables and each one's phase at now, with
+// the cold ones (the rotator retires them).
+func ledgerPhases(ctx context.Context, r *archive.Rotator, prefix string, now time.Time) (tables []archive.Table, phase map[string]string, cold []string, err error) {
+	tables, err = r.Tables.List(ctx, prefix)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	names := make([]string, len(tables))
 	for i, t := range tables {
 		names[i] = t.Name
 	}
 	plan := r.Policy.Plan(now, names)
-	phase := map[string]string{}
+	phase = map[string]string{}
 	for i, n := range plan.Ensure {
 		phase[n] = map[bool]string{true: "current", false: "ahead"}[i == 0]
 	}
@@ -351,6 +386,10 @@ func tablesLs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, n := range plan.Retire {
 		phase[n] = "cold: retire"
 	}
+	return tables, phase, plan.Retire, nil
+}
+
+func printTables(ctx context.Context, stdout io.Writer, r *archive.Rotator, tables []archive.Table, phase map[string]string) error {
 	readers, _ := r.Subscriptions.(archiveesm.Readers)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tPHASE\tSTATUS\tSTREAM\tSUBSCRIBED\tPROTECTED\tBILLING")
