@@ -35,8 +35,10 @@ var docsPage = flag.String("docs.page", "", "TestDocs: run only this page (after
 // docPages are the pages in the order they run: the README's tour on a
 // fresh stack first, then the readers' pages. A page added under docs/ and
 // not named here runs last.
+// docPages run in this order on one stack; docs/operators.md goes last,
+// as its month's-end walk-through retires the current month's table.
 var docPages = []string{"README.md", "docs/producers.md", "docs/objects.md", "docs/analysts.md",
-	"docs/operators.md", "docs/deploying.md", "docs/local.md", "docs/design.md"}
+	"docs/deploying.md", "docs/local.md", "docs/design.md", "docs/operators.md"}
 
 // docBlock is one fenced block of a page.
 type docBlock struct {
@@ -296,7 +298,7 @@ func TestDocs(t *testing.T) {
 		}
 	}
 	// The pages name "this month" (date -u) and expect its tables.
-	stacktest.AfterMonthTurn(t, 3*time.Minute)
+	stacktest.AfterMonthTurn(t, 10*time.Minute)
 	root := repoRoot(t)
 	tmp := t.TempDir()
 	bin := docsBinary(t, root, tmp)
