@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -247,10 +246,7 @@ func badRecords(t *testing.T, env *stack.Env, cases []badinput.Case) {
 // badCommands runs each command line of the built CLI against the stack:
 // each fails (exit status 1) and says why.
 func badCommands(t *testing.T, env *stack.Env, fill func(string) string, cases []badinput.Case) {
-	bin := filepath.Join(t.TempDir(), "ddbpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/ddbpipe").CombinedOutput(); err != nil {
-		t.Fatalf("build the CLI: %v\n%s", err, out)
-	}
+	bin := cliBinary(t, repoRoot(t), t.TempDir())
 	vars := os.Environ()
 	for k, v := range env.Vars {
 		vars = append(vars, k+"="+v)

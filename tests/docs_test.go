@@ -301,7 +301,7 @@ func TestDocs(t *testing.T) {
 	stacktest.AfterMonthTurn(t, 10*time.Minute)
 	root := repoRoot(t)
 	tmp := t.TempDir()
-	bin := docsBinary(t, root, tmp)
+	bin := cliBinary(t, root, tmp)
 	state := filepath.Join(tmp, "state")
 	home := filepath.Join(tmp, "home")
 	if err := os.MkdirAll(home, 0o755); err != nil {
@@ -401,10 +401,10 @@ func docScript(page string, blocks []docBlock) (string, int) {
 	return fmt.Sprintf("# The runnable examples of %s, in order.\nexec bash page.sh\n%s-- page.sh --\n%s%s", page, checks.String(), sh.String(), files.String()), n
 }
 
-// docsBinary is the ddbpipe the examples run: $DDBPIPE_BIN (make test
-// builds it; a relative path is from the repository's root) or one built
-// here.
-func docsBinary(t *testing.T, root, tmp string) string {
+// cliBinary is the ddbpipe the examples and the bad command lines run:
+// $DDBPIPE_BIN (make test builds it; a relative path is from the
+// repository's root) or one built here.
+func cliBinary(t *testing.T, root, tmp string) string {
 	t.Helper()
 	if bin := os.Getenv("DDBPIPE_BIN"); bin != "" {
 		abs := bin // relative: to the repository's root, where make runs

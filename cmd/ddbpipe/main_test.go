@@ -168,10 +168,7 @@ func TestLocalUpInvokeDown(t *testing.T) {
 		t.Skip("java not found")
 	}
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "ddbpipe")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testBinary(t, tmp)
 	state := filepath.Join(tmp, "state")
 	up := exec.Command(bin, "local", "up", "-state-dir", state)
 	up.Dir = "../.."
@@ -343,4 +340,26 @@ func TestLocalUpInvokeDown(t *testing.T) {
 		resp.Body.Close()
 		t.Error("the HTTP API still answers after local down")
 	}
+}
+
+// testBinary is this CLI as a program: $DDBPIPE_BIN, which make test
+// builds from this source before the tests (a relative path is from the
+// repository's root), or one built here.
+func testBinary(t *testing.T, tmp string) string {
+	t.Helper()
+	if bin := os.Getenv("DDBPIPE_BIN"); bin != "" {
+		if !filepath.IsAbs(bin) {
+			abs, err := filepath.Abs(filepath.Join("..", "..", bin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bin = abs
+		}
+		return bin
+	}
+	bin := filepath.Join(tmp, "ddbpipe")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
