@@ -83,6 +83,9 @@ type Config struct {
 	Conflicts                      bool
 	Progress                       io.Writer // human progress lines
 	FnLog                          io.Writer // the functions' and runner's JSON logs
+	// Binaries are functions already built (buildFunctions), by logical
+	// id; the functions run as processes that it lacks are built.
+	Binaries map[string]string
 }
 
 // DefaultObjectRate is the document requests per second of all workers
@@ -219,12 +222,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			procs = append(procs, id)
 		}
 	}
-	bins, err := buildFunctions(ctx, cfg.Root, procs)
+	bins, built, err := functionBinaries(ctx, cfg.Root, procs, cfg.Binaries)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(filepath.Dir(bins[procs[0]]))
-	s.progress("built %s as processes (native builds of functions/*)", strings.Join(procs, ", "))
+	if built != "" {
+		defer os.RemoveAll(built)
+	}
+	s.progress("%s as processes (native builds of functions/*)", strings.Join(procs, ", "))
 
 	// Servers of its own: the soak restarts one, and DynamoDB Local slows
 	// down with other runs' tables.
@@ -330,8 +335,35 @@ func (s *soak) summarise(res *Result) {
 	res.Took = time.Since(s.began)
 }
 
-// buildFunctions builds each function for this machine into a temporary
-// folder and returns the binaries by logical id.
+// functionBinaries returns the binaries of the functions ids: those of
+// have (built before, by logical id), and the rest built into the folder
+// built ("" when none was), which the caller removes.
+func functionBinaries(ctx context.Context, root string, ids []string, have map[string]string) (bins map[string]string, built string, err error) {
+	bins = map[string]string{}
+	var missing []string
+	for _, id := range ids {
+		if b := have[id]; b != "" {
+			bins[id] = b
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return bins, "", nil
+	}
+	more, err := buildFunctions(ctx, root, missing)
+	if err != nil {
+		return nil, "", err
+	}
+	for id, b := range more {
+		bins[id] = b
+		built = filepath.Dir(b)
+	}
+	return bins, built, nil
+}
+
+// buildFunctions builds the functions ids (logical ids) for this machine
+// into a new temporary folder and returns their binaries by id.
 func buildFunctions(ctx context.Context, root string, ids []string) (map[string]string, error) {
 	dir, err := os.MkdirTemp("", "ddbpipe-soak-fn-")
 	if err != nil {

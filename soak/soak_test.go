@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +22,22 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
 )
 
-func TestMain(m *testing.M) { stacktest.Main(m) }
+func TestMain(m *testing.M) {
+	stacktest.Main(m, func() {
+		if prebuilt.dir != "" {
+			os.RemoveAll(prebuilt.dir)
+		}
+	})
+}
+
+// prebuilt are the functions the soaks run as processes, built once for
+// every test of the package.
+var prebuilt struct {
+	once sync.Once
+	bins map[string]string
+	dir  string
+	err  error
+}
 
 // The soak starts servers of its own (it restarts one); the tests run it
 // the way `make soak` does, shorter.
@@ -32,6 +49,16 @@ func soakConfig(t *testing.T, c Config) Config {
 		t.Fatal(err)
 	}
 	c.Root, c.Progress = root, testWriter{t}
+	prebuilt.once.Do(func() {
+		prebuilt.bins, prebuilt.err = buildFunctions(t.Context(), root, killable)
+		for _, b := range prebuilt.bins {
+			prebuilt.dir = filepath.Dir(b)
+		}
+	})
+	if prebuilt.err != nil {
+		t.Fatal(prebuilt.err)
+	}
+	c.Binaries = prebuilt.bins
 	return c
 }
 
