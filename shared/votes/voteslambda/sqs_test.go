@@ -62,3 +62,26 @@ func TestHandleDelaysWhatItGivesBack(t *testing.T) {
 		})
 	}
 }
+
+func TestSentAt(t *testing.T) {
+	tests := []struct {
+		name, attr string
+		want       time.Time
+	}{
+		{"SentTimestamp", "1763719200123", time.UnixMilli(1763719200123).UTC()},
+		{"missing", "", time.Time{}},
+		{"not a number", "yesterday", time.Time{}},
+		{"negative", "-5", time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := events.SQSMessage{Attributes: map[string]string{}}
+			if tt.attr != "" {
+				r.Attributes["SentTimestamp"] = tt.attr
+			}
+			if got := sentAt(r); !got.Equal(tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
