@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"unicode"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
@@ -55,28 +57,34 @@ func (f objectsFlags) client(ctx context.Context, args []string) (*objectsclient
 // connect returns a client of the API the flags, the environment or the
 // local stack name.
 func (f objectsFlags) connect(ctx context.Context) (*objectsclient.Client, error) {
-	root, err := findRoot(*f.root)
-	if err != nil {
-		root = ""
-	}
-	getenv, err := stackEnv(root, *f.state, f.identity)
-	if err != nil {
-		return nil, err
-	}
-	api := *f.api
-	if api == "" {
-		api = getenv("API_URL")
-	}
-	if api == "" {
-		return nil, errors.New("no API URL: pass -api, export API_URL, or run `ddbpipe local up`")
-	}
-	// Requests are signed with SigV4 (execute-api) from the standard
-	// credential chain; the local stack's key and region come first.
-	cfg, err := cliAWS(ctx, getenv)
+	cfg, api, err := apiEndpoint(ctx, *f.root, *f.state, *f.api, f.identity)
 	if err != nil {
 		return nil, err
 	}
 	return objectsclient.NewSigned(api, cfg, nil)
+}
+
+// apiEndpoint is the HTTP API's base URL (api, else $API_URL or the local
+// stack's) and the AWS config to sign its requests with: SigV4
+// (execute-api) from the standard credential chain, the local stack's key
+// and region first, as identity on a local stack that judges IAM.
+func apiEndpoint(ctx context.Context, root, state, api, identity string) (aws.Config, string, error) {
+	dir, err := findRoot(root)
+	if err != nil {
+		dir = ""
+	}
+	getenv, err := stackEnv(dir, state, identity)
+	if err != nil {
+		return aws.Config{}, "", err
+	}
+	if api == "" {
+		api = getenv("API_URL")
+	}
+	if api == "" {
+		return aws.Config{}, "", errors.New("no API URL: pass -api, export API_URL, or run `ddbpipe local up`")
+	}
+	cfg, err := cliAWS(ctx, getenv)
+	return cfg, api, err
 }
 
 func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) error {
