@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,21 +24,17 @@ import (
 // IAM): their counts by reason and the latest, newest first. Nothing is
 // taken from the operators' rejects queue.
 func votesRejected(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("votes rejected", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	root := fs.String("root", "", "repository root")
-	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
-	api := fs.String("api", "", "API base URL (default: $API_URL or the local stack's)")
-	id := fs.String("poll", "", "poll id (required)")
-	limit := fs.Int("limit", votes.DefaultRejectSample, fmt.Sprintf("how many of the latest rejects to show, 1 to %d", votes.MaxRejectSample))
-	asJSON := fs.Bool("json", false, `print the API's answer: {"pollId":...,"rejected":{reason:n},"recent":[...]}`)
-	if err := fs.Parse(args); err != nil {
+	f := newAPIFlags("votes rejected", asAPIRead, stderr)
+	id := f.fs.String("poll", "", "poll id (required)")
+	limit := f.fs.Int("limit", votes.DefaultRejectSample, fmt.Sprintf("how many of the latest rejects to show, 1 to %d", votes.MaxRejectSample))
+	asJSON := f.fs.Bool("json", false, `print the API's answer: {"pollId":...,"rejected":{reason:n},"recent":[...]}`)
+	if err := f.fs.Parse(args); err != nil {
 		return err
 	}
 	if *id == "" {
 		return errors.New("-poll is required")
 	}
-	r, err := readPollRejects(ctx, *root, *state, *api, *id, *limit)
+	r, err := readPollRejects(ctx, f, *id, *limit)
 	if err != nil {
 		return err
 	}
@@ -61,8 +56,8 @@ func votesRejected(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 // readPollRejects calls GET /polls/{id}/rejects, mapping its errors to the
 // CLI's words.
-func readPollRejects(ctx context.Context, root, state, api, id string, limit int) (votes.PollRejects, error) {
-	cfg, api, err := apiEndpoint(ctx, root, state, api, asAPIRead)
+func readPollRejects(ctx context.Context, f apiFlags, id string, limit int) (votes.PollRejects, error) {
+	cfg, api, err := f.endpoint(ctx)
 	if err != nil {
 		return votes.PollRejects{}, err
 	}
