@@ -169,8 +169,9 @@ func (c *Counter) setDefaults() {
 
 // Count validates and writes a batch. Every message ends in exactly one of:
 // accepted (written to the ledger now), duplicate (written before;
-// acknowledged), rejected (in the reject store, with its reason), or Failed
-// (to be delivered again).
+// acknowledged), rejected (in the reject store, with its reason, and
+// recorded under the poll it names when that poll exists), or Failed (to be
+// delivered again).
 func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	c.defaults()
 	now := c.Now()

@@ -111,13 +111,13 @@ func (s *Votes) recordReject(ctx context.Context, r votes.Rejected) error {
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
 		}},
 	}})
-	if codes, ok := awserr.CancellationCodes(err); ok && len(codes) > 0 && codes[0] == "ConditionalCheckFailed" {
-		return nil // recorded by an earlier delivery
-	}
-	if codes, ok := awserr.CancellationCodes(err); ok && slices.ContainsFunc(codes, func(c string) bool {
-		return c == "ThrottlingError" || c == "ProvisionedThroughputExceeded"
-	}) {
-		return fmt.Errorf("reject %s of poll %s: %w: %w", r.MessageID, r.PollID, votes.ErrThrottled, err)
+	if codes, ok := awserr.CancellationCodes(err); ok && len(codes) == 2 {
+		switch {
+		case codes[0] == "ConditionalCheckFailed":
+			return nil // recorded by an earlier delivery
+		case slices.ContainsFunc(codes, func(c string) bool { return c == "ThrottlingError" || c == "ProvisionedThroughputExceeded" }):
+			return fmt.Errorf("reject %s of poll %s: %w: %w", r.MessageID, r.PollID, votes.ErrThrottled, err)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("reject %s of poll %s: %w", r.MessageID, r.PollID, classify(err))
