@@ -2,6 +2,7 @@ package votesddb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -144,5 +145,46 @@ func TestRecordRejectKeepsAnExcerptWithTTL(t *testing.T) {
 				t.Errorf("record %s expires in %s, want %s", sk, d, RejectTTL)
 			}
 		}
+	}
+}
+
+// cancelling is an API whose transactions are cancelled with the given
+// reasons; every other method is unset.
+type cancelling struct {
+	API
+	codes []string
+	calls int
+}
+
+func (c *cancelling) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.calls++
+	reasons := make([]types.CancellationReason, len(c.codes))
+	for i, code := range c.codes {
+		reasons[i] = types.CancellationReason{Code: aws.String(code)}
+	}
+	return nil, &types.TransactionCanceledException{Message: aws.String("cancelled"), CancellationReasons: reasons}
+}
+
+// A record's transaction cancelled by its own condition is a redelivery;
+// one cancelled for throttling is votes.ErrThrottled; any other is an error.
+func TestRecordRejectCancelled(t *testing.T) {
+	tests := []struct {
+		name      string
+		codes     []string
+		wantErr   bool
+		throttled bool
+	}{
+		{"recorded before", []string{"ConditionalCheckFailed", "None"}, false, false},
+		{"throttled count", []string{"None", "ThrottlingError"}, true, true},
+		{"conflict", []string{"None", "TransactionConflict"}, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := &cancelling{codes: tt.codes}
+			err := New(db, "counters", "ledger").RecordRejects(context.Background(), []votes.Rejected{reject("m1", 0, votes.ReasonBadID, "{}")})
+			if (err != nil) != tt.wantErr || errors.Is(err, votes.ErrThrottled) != tt.throttled || db.calls != 1 {
+				t.Errorf("err %v after %d calls; want error %v, throttled %v, 1 call", err, db.calls, tt.wantErr, tt.throttled)
+			}
+		})
 	}
 }
