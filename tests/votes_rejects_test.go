@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,4 +134,118 @@ func rejectReasons[V any](t *testing.T, env *stack.Env, want map[string]V) map[s
 		return true
 	})
 	return got
+}
+
+// A poll's producers see its rejects: results count them by reason and
+// GET /polls/{id}/rejects shows the latest, newest first, with an excerpt
+// of each body. Rejects naming no poll, an unknown poll or an id that is
+// not one are not counted under any poll; a redelivered reject counts once.
+func TestVotesRejectsPerPoll(t *testing.T) {
+	t.Parallel() // waits on the pipeline: see TestMain
+	env := upLocal(t)
+	ctx := context.Background()
+	at := time.Now().UTC().Format(time.RFC3339)
+	createPoll(t, env, `{"pollId":"rp","options":["a","b"]}`)
+
+	send := func(body string) string {
+		out, err := env.Clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env.Vars["VOTES_QUEUE_URL"]), MessageBody: aws.String(body)})
+		if err != nil {
+			t.Fatalf("send %q: %v", body, err)
+		}
+		return aws.ToString(out.MessageId)
+	}
+	viaSQS := map[string]votes.Reason{
+		send(voteBody("o1", "rp", "zzz", "u1", at)):                                  votes.ReasonUnknownOption,
+		send(voteBody("c1", "rp", "a", "u2", "yesterday")):                           votes.ReasonBadCastAt,
+		send(`{"voteId":"m1","pollId":"rp","optionId":"a","castAt":"` + at + `"}`):   votes.ReasonMissingField,
+		send(voteBody("t1", "rp", "a", "u3", at) + " {}"):                            votes.ReasonMalformedJSON,
+		send(voteBody("n1", "no-such-poll", "a", "u4", at)):                          votes.ReasonUnknownPoll,
+		send(`{"voteId":"h1","pollId":"rp#1","optionId":"a","castAt":"` + at + `"}`): votes.ReasonBadID,
+		send("garbage"): votes.ReasonMalformedJSON,
+		send(`{"voteId":"x1","pollId":"` + strings.Repeat("r", 200) + `","optionId":"a"}`): votes.ReasonIDTooLong,
+	}
+	send(voteBody("good", "rp", "b", "bob", at))
+	rejectReasons(t, env, viaSQS) // every one rejected: the queue is done with them
+
+	// Bodies SQS would refuse, and a redelivery, straight to the counter.
+	sent := time.Now().Add(time.Minute).UnixMilli() // the newest of the poll's rejects
+	invoke := func(id string, ms int64, body string) {
+		ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: body, EventSource: "aws:sqs",
+			Attributes: map[string]string{"SentTimestamp": strconv.FormatInt(ms, 10)}}}}
+		payload, _ := json.Marshal(ev)
+		out, err := env.Runner.Invoke(ctx, "CounterFunction", payload)
+		var resp events.SQSEventResponse
+		if err != nil || json.Unmarshal(out, &resp) != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("invoke %s: %s, %v: want it rejected, not retried", id, out, err)
+		}
+	}
+	invoke("direct-huge", sent, `{"pollId":"rp","voteId":"`+strings.Repeat("<", 900<<10)+`"}`)
+	// Lambda's JSON event carries no invalid UTF-8 (it arrives as U+FFFD;
+	// votesddb's tests record such bodies): control characters instead.
+	invoke("direct-control", sent+1, `{"pollId":"rp","voteId":"v\u0000\u001b[2J"}`)
+	wrongType := `{"voteId":"w1","pollId":"rp","optionId":7,"voterId":"u","castAt":"` + at + `"}`
+	invoke("direct-again", sent+2, wrongType)
+	invoke("direct-again", sent+2, wrongType) // SQS's redelivery: same id, same SentTimestamp
+
+	want := map[string]int64{"unknown-option": 1, "bad-cast-at": 1, "missing-field": 1, "malformed-json": 1,
+		"too-large": 1, "bad-id": 1, "wrong-type": 1}
+	r := getResults(t, env, "rp")
+	if fmt.Sprint(r.Rejected) != fmt.Sprint(want) {
+		t.Errorf("results of rp count rejects %v, want %v", r.Rejected, want)
+	}
+	var got votes.PollRejects
+	if status := getJSON(t, env, "/polls/rp/rejects?limit=100", &got); status != 200 {
+		t.Fatalf("GET /polls/rp/rejects = %d", status)
+	}
+	if len(got.Recent) != 7 || fmt.Sprint(got.Rejected) != fmt.Sprint(want) {
+		t.Fatalf("rejects of rp: %d recent, counts %v; want 7 and %v", len(got.Recent), got.Rejected, want)
+	}
+	for i, rec := range got.Recent {
+		if i > 0 && rec.SentAt.After(got.Recent[i-1].SentAt) {
+			t.Errorf("record %d (%s) is newer than the one before it", i, rec.MessageID)
+		}
+		if len(rec.Excerpt)+len(rec.ExcerptBase64) > votes.MaxRejectExcerpt || rec.Detail == "" || rec.SentAt.IsZero() {
+			t.Errorf("record %+v: want a detail, a sent time and at most %d bytes of body", rec, votes.MaxRejectExcerpt)
+		}
+	}
+	first := got.Recent[0]
+	if first.MessageID != "direct-again" || first.Reason != votes.ReasonWrongType || first.VoteID != "w1" || first.SentAt.UnixMilli() != sent+2 {
+		t.Errorf("newest record %+v, want the wrong-type vote w1", first)
+	}
+	if huge := got.Recent[2]; huge.MessageID != "direct-huge" || huge.BodySize < 900<<10 || len(huge.Excerpt) != votes.MaxRejectExcerpt {
+		t.Errorf("the huge body's record %+v: want a %d-byte excerpt of its %d bytes", huge, votes.MaxRejectExcerpt, 900<<10)
+	}
+	if ctl := got.Recent[1]; ctl.MessageID != "direct-control" || ctl.Reason != votes.ReasonBadID || !strings.Contains(ctl.Excerpt, `\u001b[2J`) {
+		t.Errorf("the control characters' record %+v: want bad-id with the body as sent", ctl)
+	}
+	var sample votes.PollRejects
+	if status := getJSON(t, env, "/polls/rp/rejects", &sample); status != 200 || len(sample.Recent) != 7 {
+		t.Errorf("default limit: %d, %d records", status, len(sample.Recent))
+	}
+	for _, q := range []string{"-1", "abc", "100000", "0"} {
+		var e struct{ Error, Message string }
+		if status := getJSON(t, env, "/polls/rp/rejects?limit="+q, &e); status != 400 || e.Error != "bad-limit" || e.Message == "" {
+			t.Errorf("limit=%s: %d %+v, want 400 bad-limit", q, status, e)
+		}
+	}
+	for _, id := range []string{"no-such-poll", "rp%231", strings.Repeat("r", 200)} {
+		var e struct{ Error string }
+		if status := getJSON(t, env, "/polls/"+id+"/rejects", &e); status != 404 || e.Error != "unknown-poll" {
+			t.Errorf("rejects of %.20s: %d %+v, want 404 unknown-poll", id, status, e)
+		}
+	}
+}
+
+// getJSON reads path of the HTTP API into v and returns the status.
+func getJSON(t *testing.T, env *stack.Env, path string, v any) int {
+	t.Helper()
+	resp, err := env.APIClient().Get(env.Vars["API_URL"] + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s = %d: %v", path, resp.StatusCode, err)
+	}
+	return resp.StatusCode
 }

@@ -50,9 +50,10 @@ func createPoll(t *testing.T, env *stack.Env, body string) {
 }
 
 type results struct {
-	PollID string           `json:"pollId"`
-	Totals map[string]int64 `json:"totals"`
-	Total  int64            `json:"total"`
+	PollID   string           `json:"pollId"`
+	Totals   map[string]int64 `json:"totals"`
+	Total    int64            `json:"total"`
+	Rejected map[string]int64 `json:"rejected"`
 }
 
 // getResults reads a poll's results through the HTTP API, retrying a 503

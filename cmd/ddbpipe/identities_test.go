@@ -73,6 +73,9 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 	cli("polls", "get", poll)
 	cli("votes", "send", "-poll", poll, "-count", "20", "-quiet")
 	cli("votes", "results", "-poll", poll)
+	if out := cli("votes", "rejected", "-poll", poll, "-limit", "5"); !strings.HasPrefix(out, "poll ids: ") {
+		t.Errorf("votes rejected: %q, want the poll's reject counts", out)
+	}
 	// A message in each queue the operator reads: inspect hands it back,
 	// the dead letter's redrive moves it to the votes queue.
 	admin := sqs.NewFromConfig(env.AWS)
@@ -142,6 +145,8 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 		{asAPIInvoke, "POST", "/objects/ids/big?uploads", `{"size":5000000,"sha256":"` + strings.Repeat("0", 64) + `"}`},
 		{asAPIInvoke, "DELETE", "/objects/ids/api", ""},
 		{asAPIRead, "GET", "/polls/ids/results", ""},
+		{asAPIRead, "GET", "/polls/ids/rejects", ""},
+		{asAPIInvoke, "GET", "/polls/ids/rejects?limit=1", ""},
 		{asAPIRead, "GET", "/objects?prefix=ids/", ""},
 		{asAPIRead, "GET", "/objects/ids/doc", ""},
 		{asAPIRead, "HEAD", "/objects/ids/doc", ""},

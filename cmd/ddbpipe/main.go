@@ -9,6 +9,7 @@
 //	ddbpipe polls create|ls|get    create a poll, list them, read one
 //	ddbpipe votes send             send votes (one, or a load with duplicates and a progress bar)
 //	ddbpipe votes results          a poll's totals, read from every shard
+//	ddbpipe votes rejected         a poll's rejected votes by reason, and the latest
 //	ddbpipe votes audit            the counters against the archive, per poll and option
 //	ddbpipe votes dlq inspect|redrive, votes rejects inspect, archive failures
 //	                               the operator's queue commands (docs/operators.md)
@@ -52,6 +53,7 @@ func commands() []command {
 		{"polls get", "one poll's definition: polls get [-json] P", pollsGet},
 		{"votes send", "send votes: votes send -poll P [-count N -rate R -dup-rate D -options a,b] (checks the poll first; -no-check does not)", votesSend},
 		{"votes results", "a poll's totals: votes results -poll P [-json]", votesResults},
+		{"votes rejected", "a poll's rejected votes, through the API: counts by reason and the latest: votes rejected -poll P [-limit N] [-json]", votesRejected},
 		{"votes audit", "the counters against the archive, per poll and option: votes audit [-poll P] [-wait D] [-json] (exits 1 when they differ)", votesAudit},
 		{"votes dlq inspect", "read the votes dead-letter queue without consuming it, summarised: votes dlq inspect [-max N -samples N -json]", votesDLQInspect},
 		{"votes dlq redrive", "move dead letters back to the votes queue, 10 at a time, each deleted only once sent: votes dlq redrive [-max N] [-dry-run] [-json]", votesDLQRedrive},

@@ -14,23 +14,26 @@ import (
 	"text/tabwriter"
 	"unicode"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 )
 
-// objectsFlags are the flags every objects command takes.
-type objectsFlags struct {
+// apiFlags are the flags of every command that calls the HTTP API (the
+// objects commands, votes rejected).
+type apiFlags struct {
 	fs          *flag.FlagSet
 	root, state *string
 	api         *string
 	identity    string // who signs on a local stack that judges IAM (asAPIRead, asAPIInvoke)
 }
 
-func newObjectsFlags(name, identity string, stderr io.Writer) objectsFlags {
+func newAPIFlags(name, identity string, stderr io.Writer) apiFlags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	return objectsFlags{
+	return apiFlags{
 		fs:       fs,
 		identity: identity,
 		root:     fs.String("root", "", "repository root"),
@@ -41,7 +44,7 @@ func newObjectsFlags(name, identity string, stderr io.Writer) objectsFlags {
 
 // client parses the flags and returns a client of the API and the one
 // positional argument, the object key.
-func (f objectsFlags) client(ctx context.Context, args []string) (*objectsclient.Client, string, error) {
+func (f apiFlags) client(ctx context.Context, args []string) (*objectsclient.Client, string, error) {
 	if err := f.fs.Parse(args); err != nil {
 		return nil, "", err
 	}
@@ -54,33 +57,40 @@ func (f objectsFlags) client(ctx context.Context, args []string) (*objectsclient
 
 // connect returns a client of the API the flags, the environment or the
 // local stack name.
-func (f objectsFlags) connect(ctx context.Context) (*objectsclient.Client, error) {
-	root, err := findRoot(*f.root)
-	if err != nil {
-		root = ""
-	}
-	getenv, err := stackEnv(root, *f.state, f.identity)
-	if err != nil {
-		return nil, err
-	}
-	api := *f.api
-	if api == "" {
-		api = getenv("API_URL")
-	}
-	if api == "" {
-		return nil, errors.New("no API URL: pass -api, export API_URL, or run `ddbpipe local up`")
-	}
-	// Requests are signed with SigV4 (execute-api) from the standard
-	// credential chain; the local stack's key and region come first.
-	cfg, err := cliAWS(ctx, getenv)
+func (f apiFlags) connect(ctx context.Context) (*objectsclient.Client, error) {
+	cfg, api, err := f.endpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return objectsclient.NewSigned(api, cfg, nil)
 }
 
+// endpoint is the HTTP API's base URL (-api, else $API_URL or the local
+// stack's) and the AWS config to sign its requests with: SigV4
+// (execute-api) from the standard credential chain, the local stack's key
+// and region first, as f.identity on a local stack that judges IAM.
+func (f apiFlags) endpoint(ctx context.Context) (aws.Config, string, error) {
+	dir, err := findRoot(*f.root)
+	if err != nil {
+		dir = ""
+	}
+	getenv, err := stackEnv(dir, *f.state, f.identity)
+	if err != nil {
+		return aws.Config{}, "", err
+	}
+	api := *f.api
+	if api == "" {
+		api = getenv("API_URL")
+	}
+	if api == "" {
+		return aws.Config{}, "", errors.New("no API URL: pass -api, export API_URL, or run `ddbpipe local up`")
+	}
+	cfg, err := cliAWS(ctx, getenv)
+	return cfg, api, err
+}
+
 func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects put", asAPIInvoke, stderr)
+	f := newAPIFlags("objects put", asAPIInvoke, stderr)
 	file := f.fs.String("file", "-", "file to store (- for stdin)")
 	ct := f.fs.String("type", "", "content type (default application/octet-stream)")
 	ifMatch := f.fs.Int64("if-match", -1, "store only if this is the latest version (0: only if the object does not exist)")
@@ -129,7 +139,7 @@ func objectsPut(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func objectsUpload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects upload", asAPIInvoke, stderr)
+	f := newAPIFlags("objects upload", asAPIInvoke, stderr)
 	file := f.fs.String("file", "", "file to upload (required)")
 	ct := f.fs.String("type", "", "content type (default application/octet-stream)")
 	ifMatch := f.fs.Int64("if-match", -1, "commit only if this is the latest version then (0: only if the object does not exist)")
@@ -170,7 +180,7 @@ func objectsUpload(ctx context.Context, args []string, stdout, stderr io.Writer)
 const unchangedNote = "unchanged: the latest version already holds these bytes"
 
 func objectsGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects get", asAPIRead, stderr)
+	f := newAPIFlags("objects get", asAPIRead, stderr)
 	version := f.fs.Int64("version", 0, "version to read (default: the latest)")
 	out := f.fs.String("o", "-", "output file (- for stdout)")
 	rng := f.fs.String("range", "", "read only these bytes: `a-b` (from byte a to byte b, both counted from 0), a- (to the end) or -n (the last n)")
@@ -238,7 +248,7 @@ func writeOutput(file string, body []byte, stdout io.Writer) error {
 }
 
 func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects versions", asAPIRead, stderr)
+	f := newAPIFlags("objects versions", asAPIRead, stderr)
 	asJSON := f.fs.Bool("json", false, "print JSON")
 	c, key, err := f.client(ctx, args)
 	if err != nil {
@@ -262,7 +272,7 @@ func objectsVersions(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 func objectsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects ls", asAPIRead, stderr)
+	f := newAPIFlags("objects ls", asAPIRead, stderr)
 	recursive := f.fs.Bool("r", false, "list every key under the prefix, not the next level's folders")
 	asJSON := f.fs.Bool("json", false, "print one JSON object per line: an object, or {\"prefix\":…} for a folder")
 	page := f.fs.Int("page", objects.DefaultListLimit, "keys asked per request (1 to 1000)")
@@ -321,7 +331,7 @@ func objectsLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func objectsRm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects rm", asAPIInvoke, stderr)
+	f := newAPIFlags("objects rm", asAPIInvoke, stderr)
 	ifMatch := f.fs.Int64("if-match", 0, "delete only if this is the latest version")
 	c, key, err := f.client(ctx, args)
 	if err != nil {

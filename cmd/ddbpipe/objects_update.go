@@ -17,7 +17,7 @@ import (
 // the version read. Another writer in between is a 409; with -retries N
 // the whole cycle runs again from a fresh read, up to N more times.
 func objectsUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newObjectsFlags("objects update", asAPIInvoke, stderr)
+	f := newAPIFlags("objects update", asAPIInvoke, stderr)
 	command := f.fs.String("exec", "", "shell command that turns the current document (stdin) into the new one (stdout); required")
 	retries := f.fs.Int("retries", 0, "on a version conflict, read and apply the command again up to this many times")
 	ct := f.fs.String("type", "", "content type of the new version (default: the current one's)")

@@ -288,7 +288,7 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	state := fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
 	table := fs.String("table", "", "counters table (default: $COUNTERS_TABLE_NAME or the local stack's)")
 	id := fs.String("poll", "", "poll id (required)")
-	asJSON := fs.Bool("json", false, `print {"pollId":...,"totals":{...},"total":n}`)
+	asJSON := fs.Bool("json", false, `print {"pollId":...,"totals":{...},"total":n,"rejected":{reason:n}}`)
 	wait := fs.Duration("wait", 0, "first wait, up to this long (e.g. 1m), until the votes queue is empty and the tally has counted every record of the open months' ledgers")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -322,10 +322,11 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}()
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {
-			PollID string           `json:"pollId"`
-			Totals map[string]int64 `json:"totals"`
-			Total  int64            `json:"total"`
-		}{t.PollID, t.Totals, t.Total})
+			PollID   string                 `json:"pollId"`
+			Totals   map[string]int64       `json:"totals"`
+			Total    int64                  `json:"total"`
+			Rejected map[votes.Reason]int64 `json:"rejected"`
+		}{t.PollID, t.Totals, t.Total, t.Rejected})
 	}
 	opts := make([]string, 0, len(t.Totals))
 	for o := range t.Totals {
@@ -346,6 +347,9 @@ func votesResults(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(tw, "  total\t%d\t\n", t.Total)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(t.Rejected) > 0 { // votes that named this poll and will never count
+		fmt.Fprintf(stdout, "%s: `ddbpipe votes rejected -poll %s` shows the latest\n", rejectCounts(t.Rejected), t.PollID)
 	}
 	fmt.Fprintln(stdout, inFlight(ctx, t.Counters, *root, *state))
 	return nil

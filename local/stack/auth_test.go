@@ -26,16 +26,16 @@ func TestTemplateAuth(t *testing.T) {
 		jwt    *httpapi.JWTAuthorizer
 	}{
 		{"default: IAM everywhere but /health", nil, map[string]string{
-			"GET /health": none, "POST /polls": iam, "GET /polls/{id}": iam, "GET /polls/{id}/results": iam, "ANY /objects/{key+}": iam, "GET /objects": iam,
+			"GET /health": none, "POST /polls": iam, "GET /polls/{id}": iam, "GET /polls/{id}/results": iam, "GET /polls/{id}/rejects": iam, "ANY /objects/{key+}": iam, "GET /objects": iam,
 		}, nil},
 		{"JWT for the poll routes", map[string]string{"JwtIssuer": "https://issuer.example", "JwtAudience": "web,cli"}, map[string]string{
-			"GET /health": none, "POST /polls": jwt, "GET /polls/{id}": jwt, "GET /polls/{id}/results": jwt, "ANY /objects/{key+}": iam, "GET /objects": iam,
+			"GET /health": none, "POST /polls": jwt, "GET /polls/{id}": jwt, "GET /polls/{id}/results": jwt, "GET /polls/{id}/rejects": jwt, "ANY /objects/{key+}": iam, "GET /objects": iam,
 		}, &httpapi.JWTAuthorizer{Issuer: "https://issuer.example", Audience: []string{"web", "cli"}}},
 		{"public results", map[string]string{"PublicPollResults": "true"}, map[string]string{
-			"GET /health": none, "POST /polls": iam, "GET /polls/{id}": iam, "GET /polls/{id}/results": none, "ANY /objects/{key+}": iam, "GET /objects": iam,
+			"GET /health": none, "POST /polls": iam, "GET /polls/{id}": iam, "GET /polls/{id}/results": none, "GET /polls/{id}/rejects": iam, "ANY /objects/{key+}": iam, "GET /objects": iam,
 		}, nil},
 		{"public results win over JWT", map[string]string{"PublicPollResults": "true", "JwtIssuer": "https://issuer.example", "JwtAudience": "web"}, map[string]string{
-			"GET /health": none, "POST /polls": jwt, "GET /polls/{id}": jwt, "GET /polls/{id}/results": none, "ANY /objects/{key+}": iam, "GET /objects": iam,
+			"GET /health": none, "POST /polls": jwt, "GET /polls/{id}": jwt, "GET /polls/{id}/results": none, "GET /polls/{id}/rejects": jwt, "ANY /objects/{key+}": iam, "GET /objects": iam,
 		}, &httpapi.JWTAuthorizer{Issuer: "https://issuer.example", Audience: []string{"web"}}},
 	}
 	for _, tt := range tests {

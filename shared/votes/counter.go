@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -47,9 +48,13 @@ type Store interface {
 // Rejected is a message that will never be counted, with its reason.
 type Rejected struct {
 	MessageID string
+	SentAt    time.Time
 	Body      []byte
 	Reason    Reason
 	Detail    string
+	// PollID, VoteID and OptionID are the ids the body names, each as far
+	// as it can be read ("" when it cannot: see named).
+	PollID, VoteID, OptionID string
 }
 
 // RejectStore keeps rejected messages with their reasons.
@@ -57,10 +62,12 @@ type RejectStore interface {
 	Reject(ctx context.Context, r []Rejected) error
 }
 
-// Message is one queue message: its id and body.
+// Message is one queue message: its id, when it was sent (the same on
+// every delivery) and its body.
 type Message struct {
-	ID   string
-	Body []byte
+	ID     string
+	SentAt time.Time
+	Body   []byte
 }
 
 // Result is what the counter did with a batch.
@@ -70,6 +77,9 @@ type Result struct {
 	Accepted   int
 	Duplicates int
 	Rejected   map[Reason]int
+	// Recorded counts the rejects kept under their poll (Counter.Record),
+	// redeliveries of recorded ones included.
+	Recorded int
 	// Puts counts ledger writes sent (retries included); Retries the
 	// writes sent again, Throttles those refused for throttling.
 	Puts      int
@@ -98,6 +108,9 @@ const DefaultParallel = 16
 type Counter struct {
 	Store   Store
 	Rejects RejectStore
+	// Record, when set, keeps the rejects that name an existing poll for
+	// that poll's producers, before they go to Rejects.
+	Record RejectRecorder
 	// Fence says which months take votes (the grace after a month's end).
 	Fence Fence
 	// Now is the counter's clock: castAt's checks and the fence. A
@@ -156,8 +169,9 @@ func (c *Counter) setDefaults() {
 
 // Count validates and writes a batch. Every message ends in exactly one of:
 // accepted (written to the ledger now), duplicate (written before;
-// acknowledged), rejected (in the reject store, with its reason), or Failed
-// (to be delivered again).
+// acknowledged), rejected (in the reject store, with its reason, and
+// recorded under the poll it names when that poll exists), or Failed (to be
+// delivered again).
 func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	c.defaults()
 	now := c.Now()
@@ -168,84 +182,164 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	res := Result{Rejected: map[Reason]int{}}
 	var rejects []Rejected
 	var valid []Entry
-	bodies := map[string][]byte{}
+	byID := make(map[string]Message, len(msgs))
 	for _, m := range msgs {
+		byID[m.ID] = m
 		v, err := Parse(m.Body, now)
 		if err == nil {
 			err = c.Fence.Accepts(v.CastAt, now)
 		}
 		if err != nil {
-			rejects = append(rejects, rejected(m.ID, m.Body, err))
+			rejects = append(rejects, rejected(m, err))
 			continue
 		}
-		bodies[m.ID] = m.Body
 		valid = append(valid, Entry{Vote: v, MessageID: m.ID})
 	}
 
-	entries, dups, pollRejects, err := c.admit(wctx, valid, bodies)
+	polls, err := c.polls(wctx, valid, rejects)
 	if err != nil {
-		c.Log.WarnContext(ctx, "poll lookup failed; the batch's valid votes will be retried", "err", err)
+		c.Log.WarnContext(ctx, "poll lookup failed; the batch's valid votes and the rejects naming a poll will be retried", "err", err)
 		for _, e := range valid {
 			res.Failed = append(res.Failed, e.MessageID)
 		}
-		entries, dups = nil, 0
+		valid, rejects = nil, c.unnamed(rejects, &res)
 	}
+	entries, dups, pollRejects := c.admit(valid, polls, byID)
 	res.Duplicates += dups
 	rejects = append(rejects, pollRejects...)
-	rejects = append(rejects, c.write(wctx, entries, bodies, &res)...)
+	rejects = append(rejects, c.write(wctx, entries, byID, &res)...)
 
-	if len(rejects) > 0 {
-		if err := c.Rejects.Reject(ctx, rejects); err != nil {
-			// Never drop a rejected message: it comes back and is rejected again.
-			c.Log.WarnContext(ctx, "reject store failed; rejected messages will be retried", "err", err, "messages", len(rejects))
-			for _, r := range rejects {
-				res.Failed = append(res.Failed, r.MessageID)
-			}
-		} else {
-			for _, r := range rejects {
-				res.Rejected[r.Reason]++
-			}
-		}
-	}
+	c.keep(ctx, rejects, polls, &res)
 	sort.Strings(res.Failed)
 	res.Parallel = c.shed.bound()
 	return res
 }
 
-func rejected(id string, body []byte, err error) Rejected {
-	var re *RejectError
-	if errors.As(err, &re) {
-		return Rejected{MessageID: id, Body: body, Reason: re.Reason, Detail: re.Detail}
-	}
-	return Rejected{MessageID: id, Body: body, Reason: ReasonMalformedJSON, Detail: err.Error()}
-}
-
-// admit checks votes against their polls and drops repeats within the batch.
-func (c *Counter) admit(ctx context.Context, valid []Entry, bodies map[string][]byte) (entries []Entry, dups int, rejects []Rejected, err error) {
-	if len(valid) == 0 {
-		return nil, 0, nil, nil
-	}
+// polls reads, in one lookup, the polls the valid votes name and, when
+// rejects are recorded, those the rejects name.
+func (c *Counter) polls(ctx context.Context, valid []Entry, rejects []Rejected) (map[string]Poll, error) {
 	ids := map[string]bool{}
 	var list []string
-	for _, e := range valid {
-		if !ids[e.PollID] {
-			ids[e.PollID] = true
-			list = append(list, e.PollID)
+	add := func(id string) {
+		if id != "" && !ids[id] {
+			ids[id] = true
+			list = append(list, id)
 		}
+	}
+	for _, e := range valid {
+		add(e.PollID)
+	}
+	if c.Record != nil {
+		for _, r := range rejects {
+			add(r.PollID)
+		}
+	}
+	if len(list) == 0 {
+		return map[string]Poll{}, nil
 	}
 	polls, err := c.Store.Polls(ctx, list)
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("votes: read polls: %w", err)
+		return nil, fmt.Errorf("votes: read polls: %w", err)
 	}
+	return polls, nil
+}
+
+// unnamed gives back the rejects that may have to be recorded under a
+// poll that could not be read, and returns the others.
+func (c *Counter) unnamed(rejects []Rejected, res *Result) []Rejected {
+	if c.Record == nil {
+		return rejects
+	}
+	var out []Rejected
+	for _, r := range rejects {
+		if r.PollID != "" {
+			res.Failed = append(res.Failed, r.MessageID)
+		} else {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// keep records the rejects that name an existing poll under it (Record),
+// then sends every reject to the reject store. A message that could not be
+// kept is given back: it comes back and is rejected again, and recording
+// it again counts nothing.
+func (c *Counter) keep(ctx context.Context, rejects []Rejected, polls map[string]Poll, res *Result) {
+	if len(rejects) == 0 {
+		return
+	}
+	var recordable []Rejected
+	if c.Record != nil {
+		for _, r := range rejects {
+			if _, ok := polls[r.PollID]; ok {
+				recordable = append(recordable, r)
+			}
+		}
+	}
+	if len(recordable) > 0 {
+		if err := c.Record.RecordRejects(ctx, recordable); err != nil {
+			c.Log.WarnContext(ctx, "poll reject records failed; those rejected messages will be retried", "err", err, "messages", len(recordable))
+			back := make(map[string]bool, len(recordable))
+			for _, r := range recordable {
+				back[r.MessageID] = true
+				res.Failed = append(res.Failed, r.MessageID)
+			}
+			rejects = slices.DeleteFunc(rejects, func(r Rejected) bool { return back[r.MessageID] })
+		} else {
+			res.Recorded = len(recordable)
+		}
+	}
+	if len(rejects) == 0 {
+		return
+	}
+	if err := c.Rejects.Reject(ctx, rejects); err != nil {
+		// Never drop a rejected message: it comes back and is rejected again.
+		c.Log.WarnContext(ctx, "reject store failed; rejected messages will be retried", "err", err, "messages", len(rejects))
+		for _, r := range rejects {
+			res.Failed = append(res.Failed, r.MessageID)
+		}
+		return
+	}
+	for _, r := range rejects {
+		res.Rejected[r.Reason]++
+	}
+}
+
+// rejected is the reject of m for err, with the ids its body names.
+func rejected(m Message, err error) Rejected {
+	r := rejectOf(m, err)
+	r.PollID, r.VoteID, r.OptionID = named(m.Body)
+	return r
+}
+
+// rejectedVote is the reject for err of m, which holds the valid vote v.
+func rejectedVote(m Message, v Vote, err error) Rejected {
+	r := rejectOf(m, err)
+	r.PollID, r.VoteID, r.OptionID = v.PollID, v.VoteID, v.OptionID
+	return r
+}
+
+func rejectOf(m Message, err error) Rejected {
+	r := Rejected{MessageID: m.ID, SentAt: m.SentAt, Body: m.Body, Reason: ReasonMalformedJSON, Detail: err.Error()}
+	var re *RejectError
+	if errors.As(err, &re) {
+		r.Reason, r.Detail = re.Reason, re.Detail
+	}
+	return r
+}
+
+// admit checks votes against their polls and drops repeats within the batch.
+func (c *Counter) admit(valid []Entry, polls map[string]Poll, byID map[string]Message) (entries []Entry, dups int, rejects []Rejected) {
 	seen := map[[2]string]string{} // ledger key → voteId
 	for _, e := range valid {
 		p, ok := polls[e.PollID]
 		if !ok {
-			rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], reject(ReasonUnknownPoll, "no poll %q", e.PollID)))
+			rejects = append(rejects, rejectedVote(byID[e.MessageID], e.Vote, reject(ReasonUnknownPoll, "no poll %q", e.PollID)))
 			continue
 		}
 		if err := p.Accepts(e.Vote); err != nil {
-			rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], err))
+			rejects = append(rejects, rejectedVote(byID[e.MessageID], e.Vote, err))
 			continue
 		}
 		e.OneVotePerVoter = p.OneVotePerVoter
@@ -255,7 +349,7 @@ func (c *Counter) admit(ctx context.Context, valid []Entry, bodies map[string][]
 		}
 		if prev, ok := seen[[2]string{pk, sk}]; ok {
 			if prev != e.VoteID { // one vote per voter: another vote by the same voter
-				rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], duplicateVoter(e)))
+				rejects = append(rejects, rejectedVote(byID[e.MessageID], e.Vote, duplicateVoter(e)))
 			} else {
 				dups++ // the same vote twice in one batch
 			}
@@ -264,7 +358,7 @@ func (c *Counter) admit(ctx context.Context, valid []Entry, bodies map[string][]
 		seen[[2]string{pk, sk}] = e.VoteID
 		entries = append(entries, e)
 	}
-	return entries, dups, rejects, nil
+	return entries, dups, rejects
 }
 
 func duplicateVoter(e Entry) *RejectError {
@@ -304,7 +398,7 @@ const (
 )
 
 // write puts the entries into the ledger, at most Parallel at once.
-func (c *Counter) write(ctx context.Context, entries []Entry, bodies map[string][]byte, res *Result) (rejects []Rejected) {
+func (c *Counter) write(ctx context.Context, entries []Entry, byID map[string]Message, res *Result) (rejects []Rejected) {
 	var mu sync.Mutex
 	work := make(chan Entry)
 	var wg sync.WaitGroup
@@ -327,7 +421,7 @@ func (c *Counter) write(ctx context.Context, entries []Entry, bodies map[string]
 				case duplicate:
 					res.Duplicates++
 				case refused:
-					rejects = append(rejects, rejected(e.MessageID, bodies[e.MessageID], rej))
+					rejects = append(rejects, rejectedVote(byID[e.MessageID], e.Vote, rej))
 				case failed:
 					res.Failed = append(res.Failed, e.MessageID)
 				}

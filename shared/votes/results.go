@@ -18,6 +18,8 @@ var ErrPollExists = errors.New("votes: poll already exists")
 type CountReader interface {
 	Poll(ctx context.Context, id string) (Poll, error) // ErrNoPoll when missing
 	ShardCounts(ctx context.Context, pollID string, shard int) (map[string]int64, error)
+	// RejectCounts sums the poll's rejected votes by reason (RejectReader).
+	RejectCounts(ctx context.Context, pollID string) (map[Reason]int64, error)
 	// Staleness says how far the counters are behind the ledger at now.
 	Staleness(ctx context.Context, now time.Time) (Staleness, error)
 }
@@ -39,6 +41,9 @@ type Totals struct {
 	Totals map[string]int64 `json:"totals"`
 	Total  int64            `json:"total"`
 	Shards int              `json:"shards"`
+	// Rejected counts the poll's rejected votes by reason: those whose
+	// message named the poll (see RejectRecorder).
+	Rejected map[Reason]int64 `json:"rejected"`
 	// ReadAt is when the shards were read; Source is "shards" for a read
 	// made now, "cache" for a materialized copy AgeSeconds old.
 	ReadAt     time.Time `json:"readAt"`
@@ -64,6 +69,15 @@ func Results(ctx context.Context, r CountReader, pollID string, now func() time.
 		wg   sync.WaitGroup
 		errs []error
 	)
+	wg.Go(func() {
+		rejected, err := r.RejectCounts(ctx, p.ID)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rejects: %w", err))
+		}
+		t.Rejected = rejected
+	})
 	for shard := 0; shard < p.Shards; shard++ {
 		wg.Add(1)
 		go func() {

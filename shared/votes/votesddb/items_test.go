@@ -87,16 +87,19 @@ func TestItemShapes(t *testing.T) {
 		{
 			name: "totals",
 			put: func(st *Votes) error {
-				return st.PutTotals(context.Background(), votes.Totals{PollID: "p1", Totals: map[string]int64{"a": 5, "b": 2}, Total: 7, Shards: 4, ReadAt: readAt})
+				return st.PutTotals(context.Background(), votes.Totals{PollID: "p1", Totals: map[string]int64{"a": 5, "b": 2}, Total: 7, Shards: 4, ReadAt: readAt,
+					Rejected: map[votes.Reason]int64{votes.ReasonUnknownOption: 3}})
 			},
 			want: map[string]types.AttributeValue{
 				"pk": avS("total#p1"), "sk": avS("total"),
 				"totals": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"a": avN("5"), "b": avN("2")}},
 				"total":  avN("7"), "shards": avN("4"), "readAt": avS("2026-03-01T12:00:01.000000000Z"),
+				"rejected": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"unknown-option": avN("3")}},
 			},
 			read: func(t *testing.T, st *Votes) {
 				got, ok, err := st.CachedTotals(context.Background(), "p1")
-				if err != nil || !ok || got.Total != 7 || !reflect.DeepEqual(got.Totals, map[string]int64{"a": 5, "b": 2}) || got.Shards != 4 || !got.ReadAt.Equal(readAt) {
+				if err != nil || !ok || got.Total != 7 || !reflect.DeepEqual(got.Totals, map[string]int64{"a": 5, "b": 2}) || got.Shards != 4 || !got.ReadAt.Equal(readAt) ||
+					got.Rejected[votes.ReasonUnknownOption] != 3 {
 					t.Errorf("CachedTotals = %+v, %v, %v", got, ok, err)
 				}
 			},
@@ -110,10 +113,11 @@ func TestItemShapes(t *testing.T) {
 				"pk": avS("total#p3"), "sk": avS("total"),
 				"totals": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}},
 				"total":  avN("0"), "shards": avN("2"), "readAt": avS("2026-03-01T12:00:01.000000000Z"),
+				"rejected": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}},
 			},
 			read: func(t *testing.T, st *Votes) {
 				got, ok, err := st.CachedTotals(context.Background(), "p3")
-				if err != nil || !ok || got.Total != 0 || got.Totals == nil || len(got.Totals) != 0 {
+				if err != nil || !ok || got.Total != 0 || got.Totals == nil || len(got.Totals) != 0 || got.Rejected == nil || len(got.Rejected) != 0 {
 					t.Errorf("CachedTotals = %+v, %v, %v", got, ok, err)
 				}
 			},

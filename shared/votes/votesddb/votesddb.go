@@ -10,6 +10,15 @@
 //	                                        stream shard's tally's own (votes.StreamPick)
 //	claim    pk = voter#<pollId>#<voterId>  sk = voter       voteId, castAt (one-vote-per-voter polls)
 //	ckpt     pk = ckpt#<ledger table>       sk = <shard id>  seq, at, lastWrittenAt, votes, ttl (tally.go)
+//	rejects  pk = rejects#<pollId>#<shard>  sk = counts      <reason>: n (ADD), per reason (rejects.go)
+//	reject   pk = rejects#<pollId>#<shard>  sk = at#<sentAt ms, 13 digits>#<messageId>
+//	                                        messageId, sentAt, reason, detail, voteId, optionId,
+//	                                        excerpt or excerptBinary, bodySize, ttl (14 days)
+//
+// A poll's rejects are spread over votes.RejectShards shards by message id,
+// as the counters are over their shards: a flood of bad votes naming one
+// poll is not one hot partition. Each reject is one transaction (its record
+// if new, and its count), so a redelivered reject counts nothing.
 //
 // Poll items alone carry pollCatalog = "poll": the sparse index PollsIndex
 // (pollCatalog, pollId) lists every poll in id order without reading the
@@ -290,6 +299,8 @@ type totalsItem struct {
 	Totals map[string]int64 `dynamodbav:"totals"`
 	Total  int64            `dynamodbav:"total"`
 	Shards int              `dynamodbav:"shards"`
+	// Rejected is the poll's reject counts by reason, read with the shards.
+	Rejected map[votes.Reason]int64 `dynamodbav:"rejected"`
 	// ReadAt is fixed-width, so the condition's string comparison orders times.
 	ReadAt string `dynamodbav:"readAt"`
 }
@@ -309,7 +320,10 @@ func (s *Votes) CachedTotals(ctx context.Context, pollID string) (votes.Totals, 
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
 		return votes.Totals{}, false, fmt.Errorf("votesddb: totals of %s: %w", pollID, err)
 	}
-	t := votes.Totals{PollID: pollID, Totals: map[string]int64{}, Shards: it.Shards}
+	t := votes.Totals{PollID: pollID, Totals: map[string]int64{}, Shards: it.Shards, Rejected: it.Rejected}
+	if t.Rejected == nil { // cached before rejects were counted
+		t.Rejected = map[votes.Reason]int64{}
+	}
 	for o, n := range it.Totals {
 		t.Totals[o] = n
 		t.Total += n
@@ -328,8 +342,12 @@ func (s *Votes) PutTotals(ctx context.Context, t votes.Totals) error {
 	if totals == nil {
 		totals = map[string]int64{} // an empty map, not NULL
 	}
+	rejected := t.Rejected
+	if rejected == nil {
+		rejected = map[votes.Reason]int64{}
+	}
 	readAt := t.ReadAt.UTC().Format(readAtLayout)
-	item, err := attributevalue.MarshalMap(totalsItem{Totals: totals, Total: t.Total, Shards: t.Shards, ReadAt: readAt})
+	item, err := attributevalue.MarshalMap(totalsItem{Totals: totals, Total: t.Total, Shards: t.Shards, Rejected: rejected, ReadAt: readAt})
 	if err != nil {
 		return fmt.Errorf("votesddb: store totals of %s: %w", t.PollID, err)
 	}

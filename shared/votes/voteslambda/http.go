@@ -26,6 +26,7 @@ import (
 type PollStore interface {
 	votes.CountReader
 	votes.TotalsCache
+	votes.RejectReader
 	CreatePoll(ctx context.Context, p votes.Poll) error
 }
 
@@ -42,6 +43,19 @@ func maxAgeParam(v string) (time.Duration, error) {
 		return 0, &clientError{http.StatusBadRequest, ReasonBadMaxAge, "maxAge must be a number of seconds from 0 to 3600"}
 	}
 	return time.Duration(n * float64(time.Second)), nil
+}
+
+// limitParam reads ?limit= of GET /polls/{id}/rejects: 1 to
+// votes.MaxRejectSample, votes.DefaultRejectSample when absent.
+func limitParam(v string) (int, error) {
+	if v == "" {
+		return votes.DefaultRejectSample, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > votes.MaxRejectSample {
+		return 0, &clientError{http.StatusBadRequest, ReasonBadLimit, fmt.Sprintf("limit must be a whole number from 1 to %d", votes.MaxRejectSample)}
+	}
+	return n, nil
 }
 
 // HTTP serves the polls routes of the HTTP API.
@@ -76,6 +90,7 @@ const pollShape = `; want {"pollId":"p","options":["a","b"],"shards":8,"oneVoteP
 //	                           409 poll-exists
 //	GET /polls/{id}:           404 unknown-poll
 //	GET /polls/{id}/results:   400 bad-max-age, 404 unknown-poll
+//	GET /polls/{id}/rejects:   400 bad-limit, 404 unknown-poll
 //	any route:                 404 not-found (no such route, on a direct
 //	                           invocation), 503 throttled, 500 internal
 const (
@@ -87,6 +102,7 @@ const (
 	ReasonPollExists           = "poll-exists"
 	ReasonUnknownPoll          = "unknown-poll"
 	ReasonBadMaxAge            = "bad-max-age"
+	ReasonBadLimit             = "bad-limit"
 	ReasonNotFound             = "not-found"
 	ReasonThrottled            = "throttled"
 	ReasonInternal             = "internal"
@@ -124,6 +140,11 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		var maxAge time.Duration
 		if maxAge, err = maxAgeParam(req.QueryStringParameters["maxAge"]); err == nil {
 			body, err = votes.CachedResults(ctx, h.Store, h.Store, req.PathParameters["id"], maxAge, h.Now)
+		}
+	case "GET /polls/{id}/rejects":
+		var limit int
+		if limit, err = limitParam(req.QueryStringParameters["limit"]); err == nil {
+			body, err = votes.ReadRejects(ctx, h.Store, req.PathParameters["id"], limit)
 		}
 	default:
 		err = &clientError{http.StatusNotFound, ReasonNotFound, "no route " + req.RouteKey}

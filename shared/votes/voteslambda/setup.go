@@ -58,9 +58,11 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 		return nil, err
 	}
 	client := sqs.NewFromConfig(env.AWS)
+	store := sv.store(env)
 	counter := &votes.Counter{
-		Store:   sv.store(env),
+		Store:   store,
 		Rejects: votessqs.NewRejects(client, rejectsURL),
+		Record:  store,
 		Fence:   votes.Fence{Grace: time.Duration(grace) * ledger.Day},
 		Now:     sv.now,
 		Log:     env.Log,

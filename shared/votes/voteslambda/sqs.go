@@ -47,7 +47,7 @@ type SQS struct {
 func (h *SQS) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	msgs := make([]votes.Message, len(ev.Records))
 	for i, r := range ev.Records {
-		msgs[i] = votes.Message{ID: r.MessageId, Body: []byte(r.Body)}
+		msgs[i] = votes.Message{ID: r.MessageId, SentAt: sentAt(r), Body: []byte(r.Body)}
 	}
 	res := h.Counter.Count(ctx, msgs)
 	var resp events.SQSEventResponse
@@ -57,6 +57,16 @@ func (h *SQS) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventRe
 	h.requeue(ctx, ev, res.Failed)
 	h.record(ctx, len(msgs), res)
 	return resp, nil
+}
+
+// sentAt is when SQS took the message (its SentTimestamp, the same on every
+// delivery), or the zero time when the record does not say.
+func sentAt(r events.SQSMessage) time.Time {
+	ms, err := strconv.ParseInt(r.Attributes["SentTimestamp"], 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 // requeue sets when the messages given back come again: soon after a first
@@ -93,7 +103,7 @@ func (h *SQS) record(ctx context.Context, messages int, res votes.Result) {
 		reasons[string(r)] = n
 	}
 	attrs := []any{"messages", messages, "accepted", res.Accepted, "duplicates", res.Duplicates,
-		"rejected", rejected, "rejectReasons", reasons, "failed", len(res.Failed), "puts", res.Puts,
+		"rejected", rejected, "rejectReasons", reasons, "rejectsRecorded", res.Recorded, "failed", len(res.Failed), "puts", res.Puts,
 		"retries", res.Retries, "throttles", res.Throttles, "stoppedForDeadline", res.Deadline, "parallel", res.Parallel}
 	if res.LastError != "" {
 		attrs = append(attrs, "lastError", res.LastError)
@@ -106,6 +116,7 @@ func (h *SQS) record(ctx context.Context, messages int, res votes.Result) {
 		{Name: "VotesAccepted", Unit: emf.Count, Value: float64(res.Accepted)},
 		{Name: "VotesDuplicate", Unit: emf.Count, Value: float64(res.Duplicates)},
 		{Name: "VotesRejected", Unit: emf.Count, Value: float64(rejected)},
+		{Name: "RejectsRecorded", Unit: emf.Count, Value: float64(res.Recorded)},
 		{Name: "VotesRetried", Unit: emf.Count, Value: float64(len(res.Failed))},
 		{Name: "LedgerPuts", Unit: emf.Count, Value: float64(res.Puts)},
 		{Name: "LedgerRetries", Unit: emf.Count, Value: float64(res.Retries)},

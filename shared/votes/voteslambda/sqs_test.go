@@ -1,7 +1,9 @@
 package voteslambda
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
@@ -60,5 +63,59 @@ func TestHandleDelaysWhatItGivesBack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSentAt(t *testing.T) {
+	tests := []struct {
+		name, attr string
+		want       time.Time
+	}{
+		{"SentTimestamp", "1763719200123", time.UnixMilli(1763719200123).UTC()},
+		{"missing", "", time.Time{}},
+		{"not a number", "yesterday", time.Time{}},
+		{"negative", "-5", time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := events.SQSMessage{Attributes: map[string]string{}}
+			if tt.attr != "" {
+				r.Attributes["SentTimestamp"] = tt.attr
+			}
+			if got := sentAt(r); !got.Equal(tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// recording is a Counter that keeps the messages it was given and says it
+// recorded each as a poll's reject.
+type recording struct{ got []votes.Message }
+
+func (r *recording) Count(_ context.Context, msgs []votes.Message) votes.Result {
+	r.got = append(r.got, msgs...)
+	return votes.Result{Rejected: map[votes.Reason]int{votes.ReasonUnknownOption: len(msgs)}, Recorded: len(msgs)}
+}
+
+// The counter gets each message's SentTimestamp; the batch's line of
+// metrics counts the rejects recorded under their poll.
+func TestHandleRecordsRejects(t *testing.T) {
+	c := &recording{}
+	var out bytes.Buffer
+	h := &SQS{Counter: c, Metrics: emf.New(&out, "ddbpipe", map[string]string{"Function": "counter"}), Log: slog.New(slog.DiscardHandler)}
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "a", Body: "{}", Attributes: map[string]string{"SentTimestamp": "1763719200123"}},
+		{MessageId: "b", Body: "{}"},
+	}}
+	if _, err := h.Handle(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.got) != 2 || !c.got[0].SentAt.Equal(time.UnixMilli(1763719200123)) || !c.got[1].SentAt.IsZero() {
+		t.Errorf("messages %+v: want a's SentTimestamp and no time for b", c.got)
+	}
+	var line struct{ RejectsRecorded, VotesRejected float64 }
+	if err := json.Unmarshal(out.Bytes(), &line); err != nil || line.RejectsRecorded != 2 || line.VotesRejected != 2 {
+		t.Errorf("metrics %s (%v): want RejectsRecorded 2 and VotesRejected 2", out.String(), err)
 	}
 }
