@@ -419,6 +419,9 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	send(signed, "GET", "/polls/"+poll+"/results?maxAge=0", nil, "", 200)
 	send(signed, "GET", "/polls/"+poll+"/results", nil, "", 200)
 	send(signed, "GET", "/polls/no-such-poll", nil, "", 404)
+	send(signed, "GET", "/polls/"+poll+"/rejects", nil, "", 200)
+	send(signed, "GET", "/polls/"+poll+"/rejects?limit=5", nil, "", 200)
+	send(signed, "GET", "/polls/no-such-poll/rejects", nil, "", 404)
 	send(plain, "GET", "/polls/"+poll, nil, "", 403)
 	send(plain, "GET", "/health", nil, "", 200)
 }

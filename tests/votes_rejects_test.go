@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,6 +144,7 @@ func rejectReasons[V any](t *testing.T, env *stack.Env, want map[string]V) map[s
 func TestVotesRejectsPerPoll(t *testing.T) {
 	t.Parallel() // waits on the pipeline: see TestMain
 	env := upLocal(t)
+	api := openAPIChecked(t, env, env.APIClient(), false) // its answers as docs/openapi.yaml says
 	ctx := context.Background()
 	at := time.Now().UTC().Format(time.RFC3339)
 	createPoll(t, env, `{"pollId":"rp","options":["a","b"]}`)
@@ -194,7 +196,7 @@ func TestVotesRejectsPerPoll(t *testing.T) {
 		t.Errorf("results of rp count rejects %v, want %v", r.Rejected, want)
 	}
 	var got votes.PollRejects
-	if status := getJSON(t, env, "/polls/rp/rejects?limit=100", &got); status != 200 {
+	if status := getJSON(t, env, api, "/polls/rp/rejects?limit=100", &got); status != 200 {
 		t.Fatalf("GET /polls/rp/rejects = %d", status)
 	}
 	if len(got.Recent) != 7 || fmt.Sprint(got.Rejected) != fmt.Sprint(want) {
@@ -219,27 +221,28 @@ func TestVotesRejectsPerPoll(t *testing.T) {
 		t.Errorf("the control characters' record %+v: want bad-id with the body as sent", ctl)
 	}
 	var sample votes.PollRejects
-	if status := getJSON(t, env, "/polls/rp/rejects", &sample); status != 200 || len(sample.Recent) != 7 {
+	if status := getJSON(t, env, api, "/polls/rp/rejects", &sample); status != 200 || len(sample.Recent) != 7 {
 		t.Errorf("default limit: %d, %d records", status, len(sample.Recent))
 	}
 	for _, q := range []string{"-1", "abc", "100000", "0"} {
 		var e struct{ Error, Message string }
-		if status := getJSON(t, env, "/polls/rp/rejects?limit="+q, &e); status != 400 || e.Error != "bad-limit" || e.Message == "" {
+		if status := getJSON(t, env, api, "/polls/rp/rejects?limit="+q, &e); status != 400 || e.Error != "bad-limit" || e.Message == "" {
 			t.Errorf("limit=%s: %d %+v, want 400 bad-limit", q, status, e)
 		}
 	}
 	for _, id := range []string{"no-such-poll", "rp%231", strings.Repeat("r", 200)} {
 		var e struct{ Error string }
-		if status := getJSON(t, env, "/polls/"+id+"/rejects", &e); status != 404 || e.Error != "unknown-poll" {
+		if status := getJSON(t, env, api, "/polls/"+id+"/rejects", &e); status != 404 || e.Error != "unknown-poll" {
 			t.Errorf("rejects of %.20s: %d %+v, want 404 unknown-poll", id, status, e)
 		}
 	}
 }
 
-// getJSON reads path of the HTTP API into v and returns the status.
-func getJSON(t *testing.T, env *stack.Env, path string, v any) int {
+// getJSON reads path of the HTTP API into v with api (a client of env's
+// API) and returns the status.
+func getJSON(t *testing.T, env *stack.Env, api *http.Client, path string, v any) int {
 	t.Helper()
-	resp, err := env.APIClient().Get(env.Vars["API_URL"] + path)
+	resp, err := api.Get(env.Vars["API_URL"] + path)
 	if err != nil {
 		t.Fatal(err)
 	}
