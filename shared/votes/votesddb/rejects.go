@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -64,22 +65,37 @@ type rejectItem struct {
 // RecordRejects records each reject in one transaction: its record, put
 // only if its key (sent time and message id) is new, and 1 added to its
 // reason's count in the same shard. A redelivery fails the condition and
-// changes nothing. Up to recordParallel transactions run at once.
+// changes nothing. The rejects of one shard are recorded one after the
+// other, since each transaction writes the shard's count item (DynamoDB
+// cancels a transaction on an item another one is writing); up to
+// recordParallel shards at once. A transaction cancelled by a conflict
+// anyway (another invocation's) is tried again after a jittered pause.
 func (s *Votes) RecordRejects(ctx context.Context, rs []votes.Rejected) error {
+	byShard := map[string][]votes.Rejected{}
+	var order []string
+	for _, r := range rs {
+		k := rejectsPK(r.PollID, votes.RejectShard(r.MessageID))
+		if _, ok := byShard[k]; !ok {
+			order = append(order, k)
+		}
+		byShard[k] = append(byShard[k], r)
+	}
 	sem := make(chan struct{}, recordParallel)
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for _, r := range rs {
+	for _, k := range order {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := s.recordReject(ctx, r); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+			for _, r := range byShard[k] {
+				if err := s.recordRejectTrying(ctx, r); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
 			}
 		})
 	}
@@ -88,6 +104,21 @@ func (s *Votes) RecordRejects(ctx context.Context, rs []votes.Rejected) error {
 		return fmt.Errorf("votesddb: %d of %d rejects not recorded: %w", len(errs), len(rs), errors.Join(errs...))
 	}
 	return nil
+}
+
+// recordTries and recordBackoff bound the tries of a reject record whose
+// transaction a conflict cancelled.
+const recordTries = 5
+
+var recordBackoff = retry.Backoff{Base: 20 * time.Millisecond, Max: time.Second}
+
+func (s *Votes) recordRejectTrying(ctx context.Context, r votes.Rejected) error {
+	for n := 1; ; n++ {
+		err := s.recordReject(ctx, r)
+		if !errors.Is(err, votes.ErrConflict) || n >= recordTries || recordBackoff.Wait(ctx, n) != nil {
+			return err
+		}
+	}
 }
 
 func (s *Votes) recordReject(ctx context.Context, r votes.Rejected) error {
@@ -117,6 +148,8 @@ func (s *Votes) recordReject(ctx context.Context, r votes.Rejected) error {
 			return nil // recorded by an earlier delivery
 		case slices.ContainsFunc(codes, func(c string) bool { return c == "ThrottlingError" || c == "ProvisionedThroughputExceeded" }):
 			return fmt.Errorf("reject %s of poll %s: %w: %w", r.MessageID, r.PollID, votes.ErrThrottled, err)
+		case slices.Contains(codes, "TransactionConflict"):
+			return fmt.Errorf("reject %s of poll %s: %w: %w", r.MessageID, r.PollID, votes.ErrConflict, err)
 		}
 	}
 	if err != nil {
