@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -123,20 +122,7 @@ func badRequests(t *testing.T, env *stack.Env, poll string, fill func(string) st
 	plain := openAPIChecked(t, env, &http.Client{Timeout: time.Minute}, false)
 	do := func(hc *http.Client, method, path string, header map[string]string, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), method, env.APIURL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(raw)
+		return apiDo(t, env, hc, method, path, header, body)
 	}
 	for _, c := range cases {
 		hc := signed

@@ -146,6 +146,26 @@ func reasonConstants(tb testing.TB, dir string) map[string]string {
 	return out
 }
 
+// apiDo sends one request to env's API with hc and returns the answer's
+// status and body.
+func apiDo(t *testing.T, env *stack.Env, hc *http.Client, method, path string, header map[string]string, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, env.APIURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
 // openAPIChecked returns hc with every answer from env's API checked
 // against docs/openapi.yaml (kin-openapi's openapi3filter): an answer
 // whose status, headers or body the document does not describe for its
@@ -276,23 +296,11 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	plain := openAPIChecked(t, env, &http.Client{Timeout: time.Minute}, true)
 	send := func(hc *http.Client, method, path string, header map[string]string, body string, want int) string {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), method, env.APIURL+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
+		status, raw := apiDo(t, env, hc, method, path, header, body)
+		if status != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, status, truncated(raw), want)
 		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, truncated(string(raw)), want)
-		}
-		return string(raw)
+		return raw
 	}
 	text := map[string]string{"Content-Type": "text/plain"}
 	jsonType := map[string]string{"Content-Type": "application/json"}
