@@ -32,7 +32,7 @@ func (a *archiveFlags) register(fs *flag.FlagSet) {
 	a.registerStack(fs)
 	fs.StringVar(&a.table, "table", "", "only this table: a base name (ddbpipe-votes) or its view name (votes)")
 	fs.StringVar(&a.month, "month", "", "only this month, YYYY-MM")
-	fs.DurationVar(&a.wait, "wait", 0, "first wait, up to this long (e.g. 1m), until the archive holds every record of the open months' ledger streams")
+	fs.DurationVar(&a.wait, "wait", 0, "first wait, up to this long (e.g. 1m), until the votes queue is empty and the archive holds every record of the open months' ledger streams")
 }
 
 // registerStack registers the flags that find the stack and its archive
@@ -181,7 +181,7 @@ Flags:`)
 		}
 	}
 
-	db, env, err := af.open(ctx, *cache, *offline, catchUp{archived: true}, stderr)
+	db, env, err := af.open(ctx, *cache, *offline, catchUp{queue: true, archived: true}, stderr)
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func archiveLs(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if err := waitCaughtUp(ctx, af.root, af.state, catchUp{archived: true}, af.wait, stderr); err != nil {
+	if err := waitCaughtUp(ctx, af.root, af.state, catchUp{queue: true, archived: true}, af.wait, stderr); err != nil {
 		return err
 	}
 	l, err := archiveduckdb.List(ctx, env.s3, env.bucket, archiveduckdb.Filter{Table: af.table, Month: af.month})
