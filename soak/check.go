@@ -96,7 +96,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	rot := s.rotator(s.rotatorNow())
 	// 8 minutes: on a slow DynamoDB Local the 10-minute soak redrives
 	// thousands of dead letters (batches that ran out of time), which takes minutes.
-	for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+	for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline) && pause(ctx, time.Second); {
 		queued := q.depth(ctx, v["VOTES_QUEUE_URL"])
 		if dl := q.depth(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"]); dl > 0 {
 			redriven += q.redrive(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"], v["VOTES_QUEUE_URL"])
@@ -117,7 +117,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	s.progress("drained in %s; the cold month's retirement and the checks follow", res.Drained.Round(time.Second))
 
 	// The cold month retires, if the load's rotator runs did not get to it.
-	for deadline := time.Now().Add(3 * time.Minute); !s.retired() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(3 * time.Minute); !s.retired() && time.Now().Before(deadline) && ctx.Err() == nil; {
 		s.rotate(ctx, "after the load")
 	}
 	prefix := v["LEDGER_TABLE_PREFIX"]
@@ -169,9 +169,13 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	failures := q.depth(ctx, v["STREAM_FAILURES_QUEUE_URL"])
 	quarantined := countObjects(ctx, s.env.Clients.S3, v["ARCHIVE_BUCKET_NAME"], archive.QuarantinePrefix)
 	left := q.depth(ctx, v["VOTES_QUEUE_URL"]) + q.depth(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"])
+	var failed []string
+	if failures != 0 {
+		failed = s.streamFailures(ctx, v["STREAM_FAILURES_QUEUE_URL"])
+	}
 	res.add("every dead letter, failure and quarantine accounted for", failures == 0 && quarantined == 0 && left == 0,
-		"votes queue and its dead-letter queue: %d left (%d dead letters redriven and counted); stream failures queue: %d; archive quarantine: %d objects",
-		left, redriven, failures, quarantined)
+		"votes queue and its dead-letter queue: %d left (%d dead letters redriven and counted); stream failures queue: %d; archive quarantine: %d objects%s",
+		left, redriven, failures, quarantined, listed(failed))
 	// Overload waits in the votes queue: a good vote is dead-lettered only
 	// when the template's retry budget runs out, which a burst above the
 	// store's ceiling must not exhaust.
@@ -216,8 +220,7 @@ func (s *soak) burst(ctx context.Context, q *queueOps) leak {
 	wg.Wait()
 	stop()
 	queue := s.env.Vars["VOTES_QUEUE_URL"]
-	for deadline := time.Now().Add(time.Minute); q.depth(ctx, queue) != 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Second)
+	for deadline := time.Now().Add(time.Minute); q.depth(ctx, queue) != 0 && time.Now().Before(deadline) && pause(ctx, time.Second); {
 	}
 	l := s.idle()
 	s.progress("idle after a %s burst: %d goroutines, %d open files", s.cfg.LeakBurst, l.Goroutines, l.FDs)
@@ -481,10 +484,9 @@ func (s *soak) checkArchive(ctx context.Context, res *Result, months map[string]
 				break
 			}
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || !pause(ctx, 2*time.Second) {
 			break
 		}
-		time.Sleep(2 * time.Second)
 	}
 	res.add("the archive of the live month equals its ledger", rep.OK() && items == months[liveMonth],
 		"%s: %s; ledger %d items, distinct votes cast that month %d", liveMonth, rep, items, months[liveMonth])
@@ -563,10 +565,9 @@ func (s *soak) checkObjects(ctx context.Context, res *Result) {
 	var err error
 	for deadline := time.Now().Add(time.Minute); ; {
 		rep, err = objects.Check(ctx, refs, bucket)
-		if err == nil && rep.DanglingErr() == nil || time.Now().After(deadline) {
+		if err == nil && rep.DanglingErr() == nil || time.Now().After(deadline) || !pause(ctx, time.Second) {
 			break
 		}
-		time.Sleep(time.Second)
 	}
 	res.add("no dangling object reference", err == nil && rep.DanglingErr() == nil,
 		"%d items, %d versions, %d references, %d blobs, %d chunks; dangling: %d (%v)", rep.Items, rep.Versions, rep.References, rep.Blobs, rep.Chunks, len(rep.Dangling), firstErr(err, rep.DanglingErr()))
@@ -675,4 +676,56 @@ func countObjects(ctx context.Context, c *s3.Client, bucket, prefix string) int 
 		n += len(page.Contents)
 	}
 	return n
+}
+
+// pause waits d, or less when ctx ends (Ctrl-C): it reports whether the
+// caller's loop should go on.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// streamFailures reads the stream-failure queue's messages (the places of
+// the batches Lambda gave up on) and says whose batch each was, and why.
+func (s *soak) streamFailures(ctx context.Context, url string) []string {
+	var out []string
+	for range 5 {
+		got, err := s.env.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 600})
+		if err != nil {
+			return append(out, fmt.Sprintf("reading the queue: %v", err))
+		}
+		for _, m := range got.Messages {
+			var f struct {
+				RequestContext struct {
+					FunctionArn string `json:"functionArn"`
+					Condition   string `json:"condition"`
+					Invokes     int    `json:"approximateInvokeCount"`
+				} `json:"requestContext"`
+				Timestamp string `json:"timestamp"`
+				Batch     struct {
+					StreamArn string `json:"streamArn"`
+					ShardID   string `json:"shardId"`
+					Size      int    `json:"batchSize"`
+					First     string `json:"approximateArrivalOfFirstRecord"`
+				} `json:"DDBStreamBatchInfo"`
+			}
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &f); err != nil {
+				out = append(out, fmt.Sprintf("unreadable: %.200q", aws.ToString(m.Body)))
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s gave up at %s (%s after %d invocations): %d records of %s shard %s from %s",
+				f.RequestContext.FunctionArn, f.Timestamp, f.RequestContext.Condition, f.RequestContext.Invokes,
+				f.Batch.Size, f.Batch.StreamArn, f.Batch.ShardID, f.Batch.First))
+		}
+		if len(got.Messages) == 0 {
+			break
+		}
+	}
+	return out
 }
