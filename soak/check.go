@@ -28,6 +28,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
+	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
@@ -165,17 +166,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	s.checkObjects(ctx, res)
 	s.checkListing(ctx, res)
 
-	// Every queue the pipeline dead-letters to is accounted for.
-	failures := q.depth(ctx, v["STREAM_FAILURES_QUEUE_URL"])
-	quarantined := countObjects(ctx, s.env.Clients.S3, v["ARCHIVE_BUCKET_NAME"], archive.QuarantinePrefix)
-	left := q.depth(ctx, v["VOTES_QUEUE_URL"]) + q.depth(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"])
-	var failed []string
-	if failures != 0 {
-		failed = s.streamFailures(ctx, v["STREAM_FAILURES_QUEUE_URL"])
-	}
-	res.add("every dead letter, failure and quarantine accounted for", failures == 0 && quarantined == 0 && left == 0,
-		"votes queue and its dead-letter queue: %d left (%d dead letters redriven and counted); stream failures queue: %d; archive quarantine: %d objects%s",
-		left, redriven, failures, quarantined, listed(failed))
+	s.checkQueues(ctx, res, q, redriven)
 	// Overload waits in the votes queue: a good vote is dead-lettered only
 	// when the template's retry budget runs out, which a burst above the
 	// store's ceiling must not exhaust.
@@ -691,6 +682,22 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// checkQueues: every queue the pipeline dead-letters to is accounted for
+// (the dead letters were redriven and counted before).
+func (s *soak) checkQueues(ctx context.Context, res *Result, q *queueOps, redriven int) {
+	v := s.env.Vars
+	failures := q.depth(ctx, v["STREAM_FAILURES_QUEUE_URL"])
+	quarantined := countObjects(ctx, s.env.Clients.S3, v["ARCHIVE_BUCKET_NAME"], archive.QuarantinePrefix)
+	left := q.depth(ctx, v["VOTES_QUEUE_URL"]) + q.depth(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"])
+	var failed []string
+	if failures != 0 {
+		failed = s.streamFailures(ctx, v["STREAM_FAILURES_QUEUE_URL"])
+	}
+	res.add("every dead letter, failure and quarantine accounted for", failures == 0 && quarantined == 0 && left == 0,
+		"votes queue and its dead-letter queue: %d left (%d dead letters redriven and counted); stream failures queue: %d; archive quarantine: %d objects%s",
+		left, redriven, failures, quarantined, listed(failed))
+}
+
 // streamFailures reads the stream-failure queue's messages (the places of
 // the batches Lambda gave up on) and says whose batch each was, and why.
 func (s *soak) streamFailures(ctx context.Context, url string) []string {
@@ -701,27 +708,14 @@ func (s *soak) streamFailures(ctx context.Context, url string) []string {
 			return append(out, fmt.Sprintf("reading the queue: %v", err))
 		}
 		for _, m := range got.Messages {
-			var f struct {
-				RequestContext struct {
-					FunctionArn string `json:"functionArn"`
-					Condition   string `json:"condition"`
-					Invokes     int    `json:"approximateInvokeCount"`
-				} `json:"requestContext"`
-				Timestamp string `json:"timestamp"`
-				Batch     struct {
-					StreamArn string `json:"streamArn"`
-					ShardID   string `json:"shardId"`
-					Size      int    `json:"batchSize"`
-					First     string `json:"approximateArrivalOfFirstRecord"`
-				} `json:"DDBStreamBatchInfo"`
-			}
-			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &f); err != nil {
+			var f ddbstream.Failure
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &f); err != nil || f.Batch == nil {
 				out = append(out, fmt.Sprintf("unreadable: %.200q", aws.ToString(m.Body)))
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s gave up at %s (%s after %d invocations): %d records of %s shard %s from %s",
-				f.RequestContext.FunctionArn, f.Timestamp, f.RequestContext.Condition, f.RequestContext.Invokes,
-				f.Batch.Size, f.Batch.StreamArn, f.Batch.ShardID, f.Batch.First))
+				f.RequestContext.FunctionARN, f.Timestamp, f.RequestContext.Condition, f.RequestContext.ApproximateInvokeCount,
+				f.Batch.BatchSize, f.Batch.StreamARN, f.Batch.ShardID, f.Batch.FirstArrival))
 		}
 		if len(got.Messages) == 0 {
 			break

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
+	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
@@ -246,34 +247,6 @@ func votesDLQRedrive(ctx context.Context, args []string, stdout, stderr io.Write
 	return errors.Join(err, perr)
 }
 
-// streamFailure is the record Lambda sends to a stream event source
-// mapping's on-failure destination (see events/stream-failure.json): the
-// batch's place in the stream, not its records.
-type streamFailure struct {
-	RequestContext struct {
-		RequestID              string `json:"requestId"`
-		FunctionARN            string `json:"functionArn"`
-		Condition              string `json:"condition"`
-		ApproximateInvokeCount int    `json:"approximateInvokeCount"`
-	} `json:"requestContext"`
-	ResponseContext struct {
-		StatusCode      int    `json:"statusCode"`
-		ExecutedVersion string `json:"executedVersion"`
-		FunctionError   string `json:"functionError"`
-	} `json:"responseContext"`
-	Version   string `json:"version"`
-	Timestamp string `json:"timestamp"`
-	Batch     *struct {
-		ShardID             string `json:"shardId"`
-		StartSequenceNumber string `json:"startSequenceNumber"`
-		EndSequenceNumber   string `json:"endSequenceNumber"`
-		FirstArrival        string `json:"approximateArrivalOfFirstRecord"`
-		LastArrival         string `json:"approximateArrivalOfLastRecord"`
-		BatchSize           int    `json:"batchSize"`
-		StreamARN           string `json:"streamArn"`
-	} `json:"DDBStreamBatchInfo"`
-}
-
 // streamRetention is how long DynamoDB Streams keeps a record.
 const streamRetention = 24 * time.Hour
 
@@ -309,7 +282,7 @@ func parseTime(s string) time.Time {
 // readFailure turns a stream-failure message into what to do.
 func readFailure(id, body string, now time.Time) failedBatch {
 	fb := failedBatch{MessageID: id}
-	var f streamFailure
+	var f ddbstream.Failure
 	if err := json.Unmarshal([]byte(body), &f); err != nil || f.Batch == nil {
 		fb.Problem = "not a stream failure record: " + votessqs.Printable(body)
 		if err != nil {

@@ -490,21 +490,19 @@ func (p *streamPoller) discard(ctx context.Context, shard string, b pending, rea
 	p.r.count(p.m.Function, func(s *Stats) { s.Discarded += len(b.records) })
 	first, last := b.records[0], b.records[len(b.records)-1]
 	f, _ := p.r.Function(p.m.Function)
-	info := map[string]any{
-		"requestContext": map[string]any{
-			"requestId": newID(), "functionArn": f.ARN, "condition": reason, "approximateInvokeCount": b.attempts,
-		},
-		"responseContext": map[string]any{"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
-		"version":         "1.0",
-		"timestamp":       p.r.clock.Now().UTC().Format(time.RFC3339Nano),
-		"DDBStreamBatchInfo": map[string]any{
-			"shardId":                         shard,
-			"startSequenceNumber":             aws.ToString(first.Dynamodb.SequenceNumber),
-			"endSequenceNumber":               aws.ToString(last.Dynamodb.SequenceNumber),
-			"approximateArrivalOfFirstRecord": timeString(first.Dynamodb.ApproximateCreationDateTime),
-			"approximateArrivalOfLastRecord":  timeString(last.Dynamodb.ApproximateCreationDateTime),
-			"batchSize":                       len(b.records),
-			"streamArn":                       p.m.StreamARN,
+	info := ddbstream.Failure{
+		RequestContext:  ddbstream.FailureRequest{RequestID: newID(), FunctionARN: f.ARN, Condition: reason, ApproximateInvokeCount: b.attempts},
+		ResponseContext: ddbstream.FailureResponse{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: "Unhandled"},
+		Version:         "1.0",
+		Timestamp:       p.r.clock.Now().UTC().Format(time.RFC3339Nano),
+		Batch: &ddbstream.FailedBatch{
+			ShardID:             shard,
+			StartSequenceNumber: aws.ToString(first.Dynamodb.SequenceNumber),
+			EndSequenceNumber:   aws.ToString(last.Dynamodb.SequenceNumber),
+			FirstArrival:        timeString(first.Dynamodb.ApproximateCreationDateTime),
+			LastArrival:         timeString(last.Dynamodb.ApproximateCreationDateTime),
+			BatchSize:           len(b.records),
+			StreamARN:           p.m.StreamARN,
 		},
 	}
 	p.r.log.Warn("stream batch discarded", "function", p.m.Function, "reason", reason, "records", len(b.records),
@@ -513,7 +511,7 @@ func (p *streamPoller) discard(ctx context.Context, shard string, b pending, rea
 		p.r.log.Error("stream batch dropped: no on-failure destination", "function", p.m.Function)
 		return
 	}
-	body, _ := json.Marshal(info) // plain maps of strings and numbers
+	body, _ := json.Marshal(info) // strings and numbers
 	if _, err := p.q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.m.OnFailureQueueURL), MessageBody: aws.String(string(body))}); err != nil {
 		p.r.log.Error("on-failure destination send failed", "queue", p.m.OnFailureQueueURL, "err", err)
 	}
