@@ -192,10 +192,10 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	goroutines := func(l leak) int { return l.Goroutines }
 	fds := func(l leak) int { return l.FDs }
 	res.add("no goroutine, connection or process leak", !grew(goroutines) && !grew(fds) && procs == 0,
-		"idle after the soak → after one more %s burst → after another: goroutines %d → %d → %d (and of idle keep-alive connections %d → %d → %d), open files and sockets %d → %d → %d "+
+		"idle after the soak → after one more %s burst → after another: goroutines %d → %d → %d (and of idle keep-alive connections %d → %d → %d), open files and sockets %d → %d → %d (and idle keep-alive sockets %d → %d → %d) "+
 			"(a leak: more than +10 after each burst); function processes left 30 s after they are reclaimed: %d (before the load: %d goroutines, %d files)",
 		s.cfg.LeakBurst, after.Goroutines, again.Goroutines, third.Goroutines, after.Pooled, again.Pooled, third.Pooled,
-		after.FDs, again.FDs, third.FDs, procs, base.Goroutines, base.FDs)
+		after.FDs, again.FDs, third.FDs, after.IdleSockets, again.IdleSockets, third.IdleSockets, procs, base.Goroutines, base.FDs)
 	q.add(res)
 }
 

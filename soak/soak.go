@@ -561,17 +561,17 @@ func (s *soak) ledgerTable(month string) string {
 
 // leak is a process's resource use at one moment.
 type leak struct {
-	// Goroutines leaves out those of idle keep-alive connections
-	// (idleConnGoroutines), counted in Pooled.
+	// Goroutines leaves out those of idle keep-alive connections, counted
+	// in Pooled; FDs leaves out their sockets, counted in IdleSockets.
 	Goroutines, Pooled int
-	FDs                int
+	FDs, IdleSockets   int
 	Processes          map[string]int // idle function processes by logical id
 }
 
 func leakBaseline(s *soak) leak {
 	runtime.GC()
-	all, pooled := goroutines()
-	l := leak{Goroutines: all - pooled, Pooled: pooled, FDs: openFiles(), Processes: map[string]int{}}
+	all, pooled, sockets := goroutines()
+	l := leak{Goroutines: all - pooled, Pooled: pooled, FDs: openFiles() - sockets, IdleSockets: sockets, Processes: map[string]int{}}
 	for id, p := range s.env.Processes {
 		l.Processes[id] = len(p.PIDs()) // none once reclaimed (see idle)
 	}
@@ -586,10 +586,12 @@ func leakBaseline(s *soak) leak {
 // burst that happens to run wider leaves a few dozen more, which is not a
 // leak. A goroutine stuck anywhere else still counts, and a connection
 // leaked busy (a body never closed) still shows among the open files.
-func goroutines() (all, pooled int) {
+// sockets counts the idle connections' sockets: one per client connection
+// (its read loop) and one per server connection waiting for a request.
+func goroutines() (all, pooled, sockets int) {
 	var b bytes.Buffer
 	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
-		return runtime.NumGoroutine(), 0
+		return runtime.NumGoroutine(), 0, 0
 	}
 	for _, block := range strings.Split(b.String(), "\n\n") {
 		head := block
@@ -604,15 +606,26 @@ func goroutines() (all, pooled int) {
 		if idleConn(block) {
 			pooled += n
 		}
+		if idleSocket(block) {
+			sockets += n
+		}
 	}
-	return all, pooled
+	return all, pooled, sockets
 }
 
 // idleConn reports whether a goroutine profile's stack is an idle
 // keep-alive connection's.
 func idleConn(stack string) bool {
-	return strings.Contains(stack, "net/http.(*persistConn).readLoop") || strings.Contains(stack, "net/http.(*persistConn).writeLoop") ||
-		strings.Contains(stack, "net/http.(*conn).serve") && strings.Contains(stack, "bufio.(*Reader).Peek")
+	return idleSocket(stack) || strings.Contains(stack, "net/http.(*persistConn).writeLoop")
+}
+
+// idleSocket reports whether a goroutine profile's stack holds an idle
+// keep-alive connection's socket: a client's read loop or a server's
+// connection, each waiting for the next message's first byte (a client
+// connection whose body was never closed waits elsewhere, and counts).
+func idleSocket(stack string) bool {
+	return (strings.Contains(stack, "net/http.(*persistConn).readLoop") || strings.Contains(stack, "net/http.(*conn).serve")) &&
+		strings.Contains(stack, "bufio.(*Reader).Peek")
 }
 
 func openFiles() int {

@@ -212,9 +212,9 @@ func TestGoroutinesTellIdleConnectionsApart(t *testing.T) {
 	// other tests of this process left close on their own meanwhile, which
 	// lowers the count: a connection that met one is closed and another
 	// tried, until none is left to close.
-	var all, pooled, before int
+	var all, pooled, before, sockets, socketsBefore int
 	for try := 1; ; try++ {
-		_, before = goroutines()
+		_, before, socketsBefore = goroutines()
 		client := &http.Client{Transport: &http.Transport{}}
 		for range 3 {
 			resp, err := client.Get(srv.URL)
@@ -225,11 +225,11 @@ func TestGoroutinesTellIdleConnectionsApart(t *testing.T) {
 			resp.Body.Close()
 		}
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if all, pooled = goroutines(); pooled >= before+3 {
+			if all, pooled, sockets = goroutines(); pooled >= before+3 && sockets >= socketsBefore+2 {
 				break
 			}
 		}
-		if pooled >= before+3 && all >= pooled || try == 50 {
+		if pooled >= before+3 && sockets >= socketsBefore+2 && all >= pooled || try == 50 {
 			defer client.CloseIdleConnections()
 			break
 		}
@@ -239,14 +239,38 @@ func TestGoroutinesTellIdleConnectionsApart(t *testing.T) {
 	if pooled < before+3 || all < pooled {
 		t.Fatalf("pooled %d (before %d) of %d goroutines: want the idle connection's 3 among them", pooled, before, all)
 	}
+	// Its two sockets (the client's end, the server's) are counted apart
+	// from the open files, as a leaked one would not be.
+	if sockets < socketsBefore+2 {
+		t.Fatalf("idle sockets %d (before %d): want the connection's 2 ends among them", sockets, socketsBefore)
+	}
 	// Goroutines stuck elsewhere are not pooled.
 	stuck := make(chan struct{})
 	for range 5 {
 		go func() { <-stuck }()
 	}
 	defer close(stuck)
-	all2, pooled2 := goroutines()
+	all2, pooled2, _ := goroutines()
 	if all2-pooled2 < all-pooled+5 {
 		t.Errorf("5 blocked goroutines were not counted: %d then %d outside the pools", all-pooled, all2-pooled2)
+	}
+}
+
+// A client connection whose response body was never closed waits for the
+// body, not for the next response: its socket is not an idle one.
+func TestIdleSocketIsOneWaitingForTheNextMessage(t *testing.T) {
+	for _, c := range []struct {
+		stack string
+		idle  bool
+	}{
+		{"#\tbufio.(*Reader).Peek+0x4f\n#\tnet/http.(*persistConn).readLoop+0x1a5", true},
+		{"#\tbufio.(*Reader).Peek+0x4f\n#\tnet/http.(*conn).serve+0x7a1", true},
+		{"#\truntime.selectgo+0x7f5\n#\tnet/http.(*persistConn).readLoop+0xd1b", false},   // waiting for its body to be read
+		{"#\tnet/http.(*conn).readRequest+0x163\n#\tnet/http.(*conn).serve+0x7a1", false}, // reading a request
+		{"#\truntime.selectgo+0x7f5\n#\tnet/http.(*persistConn).writeLoop+0x1e5", false},  // no socket of its own
+	} {
+		if got := idleSocket(c.stack); got != c.idle {
+			t.Errorf("idleSocket(%q) = %v, want %v", c.stack, got, c.idle)
+		}
 	}
 }
