@@ -701,25 +701,20 @@ func (s *soak) checkQueues(ctx context.Context, res *Result, q *queueOps, redriv
 // streamFailures reads the stream-failure queue's messages (the places of
 // the batches Lambda gave up on) and says whose batch each was, and why.
 func (s *soak) streamFailures(ctx context.Context, url string) []string {
+	msgs, err := votessqs.Peek(ctx, s.env.Clients.SQS, url, 0, time.Minute)
 	var out []string
-	for range 5 {
-		got, err := s.env.Clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 600})
-		if err != nil {
-			return append(out, fmt.Sprintf("reading the queue: %v", err))
+	for _, m := range msgs {
+		var f ddbstream.Failure
+		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &f); err != nil || f.Batch == nil {
+			out = append(out, fmt.Sprintf("unreadable: %.200q", aws.ToString(m.Body)))
+			continue
 		}
-		for _, m := range got.Messages {
-			var f ddbstream.Failure
-			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &f); err != nil || f.Batch == nil {
-				out = append(out, fmt.Sprintf("unreadable: %.200q", aws.ToString(m.Body)))
-				continue
-			}
-			out = append(out, fmt.Sprintf("%s gave up at %s (%s after %d invocations): %d records of %s shard %s from %s",
-				f.RequestContext.FunctionARN, f.Timestamp, f.RequestContext.Condition, f.RequestContext.ApproximateInvokeCount,
-				f.Batch.BatchSize, f.Batch.StreamARN, f.Batch.ShardID, f.Batch.FirstArrival))
-		}
-		if len(got.Messages) == 0 {
-			break
-		}
+		out = append(out, fmt.Sprintf("%s gave up at %s (%s after %d invocations): %d records of %s shard %s from %s",
+			f.RequestContext.FunctionARN, f.Timestamp, f.RequestContext.Condition, f.RequestContext.ApproximateInvokeCount,
+			f.Batch.BatchSize, f.Batch.StreamARN, f.Batch.ShardID, f.Batch.FirstArrival))
+	}
+	if err != nil {
+		out = append(out, fmt.Sprintf("reading the queue: %v", err))
 	}
 	return out
 }
