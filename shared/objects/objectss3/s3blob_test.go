@@ -310,7 +310,11 @@ func sorted(s []string) []string {
 func TestPresign(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
-	body := random(300<<10, 4)
+	// Under versitygw's 256 KiB drain limit: when it refuses an upload
+	// from its headers (the 412 below) it reads and discards that much of
+	// the body, then closes the connection, and a larger body in flight
+	// fails as a broken pipe instead of the refusal.
+	body := random(200<<10, 4)
 	up, err := s.PresignPut(ctx, objectss3.Upload{Key: "uploads/u1", ContentType: "image/png", Size: int64(len(body)), SHA256: objects.SumOf(body), TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
