@@ -297,7 +297,8 @@ type pending struct {
 }
 
 // process delivers one batch with Lambda's stream retry rules: a partial
-// failure resumes at the reported sequence number, a function error retries
+// failure resumes at the reported sequence number (a split, not a retry,
+// when it made progress and the mapping bisects), a function error retries
 // (bisecting first when asked), and a batch that runs out of retries or age
 // goes to the on-failure destination so the shard moves on. ctx is the
 // invocations' (they finish when the runner stops); once running ends, no
@@ -309,6 +310,18 @@ func (p *streamPoller) process(ctx, running context.Context, shard string, recor
 		queue = queue[1:]
 		resume, err := p.invoke(ctx, shard, b.records)
 		if err == nil && resume < 0 {
+			continue
+		}
+		if err == nil && resume > 0 && p.m.Bisect {
+			// A partial failure past the batch's first record, with
+			// bisection on: Lambda splits the batch at the returned
+			// sequence number, and the rest starts afresh as a half does.
+			rest := pending{records: b.records[resume:]}
+			if p.tooOld(rest) {
+				p.discard(ctx, shard, rest, "RecordAgeExceeded")
+				continue
+			}
+			queue = append([]pending{rest}, queue...)
 			continue
 		}
 		if err == nil {

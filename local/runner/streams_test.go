@@ -227,3 +227,76 @@ func TestStreamStopEndsRetriesAndHolds(t *testing.T) {
 		})
 	}
 }
+
+// With ReportBatchItemFailures and BisectBatchOnFunctionError, a partial
+// failure that made progress splits the batch at the returned sequence
+// number, which is not a retry: a function that gets one record further on
+// each call finishes the batch however small MaximumRetryAttempts is. One
+// that fails at the batch's first record every time uses its retries up,
+// and so does a partial failure without bisection.
+func TestStreamPartialFailureSplitsWhenBisecting(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		bisect     bool
+		progress   bool // each call takes the first record of its batch
+		wantCalls  int
+		wantFailed int // on-failure messages
+	}{
+		{"progress, bisecting", true, true, 6, 0},
+		{"progress, not bisecting", false, true, 2, 1},
+		{"no progress, bisecting", true, false, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			var recs []streamtypes.Record
+			for i := 1; i <= 6; i++ {
+				recs = append(recs, record(fmt.Sprint(i), now))
+			}
+			fs := &fakeStream{
+				shards:  []streamtypes.Shard{{ShardId: aws.String("s"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1"), EndingSequenceNumber: aws.String("6")}}},
+				records: map[string][]streamtypes.Record{"s": recs},
+			}
+			q := &fakeQueue{}
+			var mu sync.Mutex
+			calls, done := 0, 0
+			r := New()
+			_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				failAt := 0
+				if tc.progress && len(ev.Records) > 1 {
+					failAt = 1
+				} else if tc.progress {
+					failAt = -1
+				}
+				if failAt < 0 {
+					done += len(ev.Records)
+					return events.DynamoDBEventResponse{}, nil
+				}
+				done += failAt
+				return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: ev.Records[failAt].Change.SequenceNumber}}}, nil
+			})})
+			if _, err := r.AddStream(fs, q, StreamMapping{Function: "F", StreamARN: "arn:s", BatchSize: 10, MaxRetryAttempts: 1,
+				Bisect: tc.bisect, ReportBatchItemFailures: true,
+				OnFailureQueueURL: "http://q", PollInterval: time.Millisecond, RetryBackoff: time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			stop, err := r.Start(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(10*time.Second, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				q.mu.Lock()
+				defer q.mu.Unlock()
+				return done == 6 || len(q.sent) > 0
+			})
+			stop()
+			if calls != tc.wantCalls || len(q.sent) != tc.wantFailed {
+				t.Errorf("%d calls, %d records done, %d on-failure messages; want %d calls and %d messages", calls, done, len(q.sent), tc.wantCalls, tc.wantFailed)
+			}
+		})
+	}
+}
