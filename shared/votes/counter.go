@@ -465,7 +465,14 @@ func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, erro
 			}
 			err := step(ctx, e)
 			var ex *ExistsError
-			c.shed.release(err != nil && !errors.As(err, &ex) && !errors.Is(err, ErrNoLedger))
+			if err != nil && ctx.Err() != nil {
+				// Cut off by the counter's own deadline: says nothing of
+				// the store. (Counted as a failure, every batch that ends
+				// with writes in flight would halve the bound.)
+				c.shed.cancel()
+			} else {
+				c.shed.release(err != nil && !errors.As(err, &ex) && !errors.Is(err, ErrNoLedger))
+			}
 			st.puts++
 			switch {
 			case err == nil:

@@ -58,6 +58,16 @@ func (s *shedder) release(failed bool) {
 	s.wake = make(chan struct{})
 }
 
+// cancel ends a write that was cut off by its caller, which tells nothing
+// of the store: the bound stays.
+func (s *shedder) cancel() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight--
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
 // bound is the writes now allowed in flight.
 func (s *shedder) bound() int {
 	s.mu.Lock()

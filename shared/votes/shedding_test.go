@@ -86,3 +86,28 @@ func TestShedderHalvesAndGrows(t *testing.T) {
 		t.Errorf("bound %d after a success at 1, want 2", got)
 	}
 }
+
+// Writes cut off by the counter's own deadline say nothing of the store:
+// a batch that ends with its writes in flight keeps the bound. (Counted as
+// failures, each such batch halved it, and a soak's counter, whose every
+// batch ran into its deadline while DynamoDB Local was slow, sat at one
+// put in flight.)
+func TestCountKeepsItsBoundWhenItsDeadlineCutsWrites(t *testing.T) {
+	store := newMem(Poll{ID: "p", Options: []string{"a"}, Shards: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	store.fail = func(Entry, bool) error {
+		<-ctx.Done() // every put outlasts the invocation
+		return fmt.Errorf("put: %w", ctx.Err())
+	}
+	c := newCounter(store, &memRejects{})
+	c.Margin = 100 * time.Millisecond
+	var msgs []Message
+	for i := range 100 {
+		msgs = append(msgs, msg(fmt.Sprint("m", i), vote(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i))))
+	}
+	res := c.Count(ctx, msgs)
+	if res.Parallel != DefaultParallel || len(res.Failed) != 100 || store.puts != DefaultParallel {
+		t.Errorf("bound %d, %d given back after %d puts; want %d, 100 and %d", res.Parallel, len(res.Failed), store.puts, DefaultParallel, DefaultParallel)
+	}
+}
