@@ -73,7 +73,14 @@ type Message struct {
 // Result is what the counter did with a batch.
 type Result struct {
 	// Failed lists the messages to deliver again (batch item failures).
-	Failed     []string
+	Failed []string
+	// Late lists those of Failed that the counter gave back only for
+	// lack of time: not reached, or throttled until, its deadline margin.
+	// WriteTime is how long the batch's writes took, and Accepted plus
+	// Duplicates over it the rate at which the store took them: what a
+	// late vote's next delivery is spaced by (Retry.Late).
+	Late       []string
+	WriteTime  time.Duration
 	Accepted   int
 	Duplicates int
 	Rejected   map[Reason]int
@@ -207,10 +214,13 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	entries, dups, pollRejects := c.admit(valid, polls, byID)
 	res.Duplicates += dups
 	rejects = append(rejects, pollRejects...)
+	started := c.Wall()
 	rejects = append(rejects, c.write(wctx, entries, byID, &res)...)
+	res.WriteTime = c.Wall().Sub(started)
 
 	c.keep(ctx, rejects, polls, &res)
 	sort.Strings(res.Failed)
+	sort.Strings(res.Late)
 	res.Parallel = c.shed.bound()
 	return res
 }
@@ -424,6 +434,9 @@ func (c *Counter) write(ctx context.Context, entries []Entry, byID map[string]Me
 					rejects = append(rejects, rejectedVote(byID[e.MessageID], e.Vote, rej))
 				case failed:
 					res.Failed = append(res.Failed, e.MessageID)
+					if st.deadline {
+						res.Late = append(res.Late, e.MessageID)
+					}
 				}
 				mu.Unlock()
 			}

@@ -107,7 +107,7 @@ func TestCountKeepsItsBoundWhenItsDeadlineCutsWrites(t *testing.T) {
 		msgs = append(msgs, msg(fmt.Sprint("m", i), vote(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i))))
 	}
 	res := c.Count(ctx, msgs)
-	if res.Parallel != DefaultParallel || len(res.Failed) != 100 || store.puts != DefaultParallel {
-		t.Errorf("bound %d, %d given back after %d puts; want %d, 100 and %d", res.Parallel, len(res.Failed), store.puts, DefaultParallel, DefaultParallel)
+	if res.Parallel != DefaultParallel || len(res.Late) != 100 || store.puts != DefaultParallel {
+		t.Errorf("bound %d, %d given back late after %d puts; want %d, 100 and %d", res.Parallel, len(res.Late), store.puts, DefaultParallel, DefaultParallel)
 	}
 }

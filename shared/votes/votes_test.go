@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -439,6 +440,9 @@ func TestCountFailsBackOnlyWhatItDidNotWrite(t *testing.T) {
 	if res.LastError != "boom" {
 		t.Errorf("last error %q, want the store's (boom)", res.LastError)
 	}
+	if len(res.Late) != 0 {
+		t.Errorf("late %v: votes given back for a failure are not late", res.Late)
+	}
 }
 
 // Throttling is waited out until the invocation's deadline margin, not
@@ -515,6 +519,11 @@ func TestCountStopsBeforeTheDeadline(t *testing.T) {
 	}
 	if len(store.ledger) != res.Accepted {
 		t.Errorf("ledger holds %d, accepted %d", len(store.ledger), res.Accepted)
+	}
+	// Every vote given back was late, and the writes took the ten minutes
+	// of the wall clock: 1 vote a minute is what the store took.
+	if !slices.Equal(res.Late, res.Failed) || res.WriteTime != 10*time.Minute {
+		t.Errorf("%d of %d given back late, writes took %s; want all, and 10m0s", len(res.Late), len(res.Failed), res.WriteTime)
 	}
 }
 

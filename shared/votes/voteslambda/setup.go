@@ -54,6 +54,7 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	rejectsURL := v.String("REJECTS_QUEUE_URL")
 	votesURL := env.Getenv("VOTES_QUEUE_URL") // optional: without it, given-back votes wait the queue's timeout
 	retryMax := v.Int("VOTES_VISIBILITY_TIMEOUT", 1, 43200)
+	maxReceives := v.Int("VOTES_MAX_RECEIVE_COUNT", 1, 1000)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -68,7 +69,8 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 		Log:     env.Log,
 	}
 	metrics := lambdafn.NewMetrics(env, "counter")
-	h := &SQS{Counter: counter, Metrics: metrics, Log: env.Log, RetryMax: time.Duration(retryMax) * time.Second}
+	h := &SQS{Counter: counter, Metrics: metrics, Log: env.Log,
+		Retry: votes.Retry{Most: time.Duration(retryMax) * time.Second, MaxReceives: maxReceives}}
 	if votesURL != "" {
 		h.Requeue = votessqs.NewRequeue(client, votesURL)
 	}

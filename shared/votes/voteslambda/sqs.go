@@ -35,12 +35,11 @@ var _ Requeuer = (*votessqs.Requeue)(nil)
 type SQS struct {
 	Counter Counter
 	// Requeue, when set, has a message given back delivered again after
-	// votes.RetryDelay (its receive count, at most RetryMax) rather than
-	// the queue's whole visibility timeout.
-	Requeue  Requeuer
-	RetryMax time.Duration
-	Metrics  *emf.Writer
-	Log      *slog.Logger
+	// Retry's wait rather than the queue's whole visibility timeout.
+	Requeue Requeuer
+	Retry   votes.Retry
+	Metrics *emf.Writer
+	Log     *slog.Logger
 }
 
 // Handle counts the batch and reports the messages to deliver again.
@@ -54,7 +53,7 @@ func (h *SQS) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventRe
 	for _, id := range res.Failed {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 	}
-	h.requeue(ctx, ev, res.Failed)
+	h.requeue(ctx, ev, res)
 	h.record(ctx, len(msgs), res)
 	return resp, nil
 }
@@ -69,23 +68,42 @@ func sentAt(r events.SQSMessage) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-// requeue sets when the messages given back come again: soon after a first
-// failure, later after each next one (votes.RetryDelay).
-func (h *SQS) requeue(ctx context.Context, ev events.SQSEvent, failed []string) {
-	if h.Requeue == nil || len(failed) == 0 {
+// requeue sets when the messages given back come again: a late one when
+// the store, at the rate the batch saw, would reach it; one given back for
+// a cause soon after a first failure, later after each next one (Retry).
+func (h *SQS) requeue(ctx context.Context, ev events.SQSEvent, res votes.Result) {
+	if h.Requeue == nil || len(res.Failed) == 0 {
 		return
 	}
-	back := make(map[string]bool, len(failed))
-	for _, id := range failed {
+	back := make(map[string]bool, len(res.Failed))
+	for _, id := range res.Failed {
 		back[id] = true
 	}
+	ahead := make(map[string]int, len(res.Late)) // late votes of the batch before each
+	for i, id := range res.Late {
+		ahead[id] = i
+	}
+	var rate float64
+	if res.WriteTime > 0 {
+		rate = float64(res.Accepted+res.Duplicates) / res.WriteTime.Seconds()
+	}
+	now := time.Now()
 	var msgs []votessqs.Delayed
 	for _, r := range ev.Records {
 		if !back[r.MessageId] || r.ReceiptHandle == "" {
 			continue
 		}
 		receives, _ := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
-		msgs = append(msgs, votessqs.Delayed{ReceiptHandle: r.ReceiptHandle, Delay: votes.RetryDelay(max(receives, 1), h.RetryMax)})
+		receives = max(receives, 1)
+		var age time.Duration
+		if sent := sentAt(r); !sent.IsZero() {
+			age = max(now.Sub(sent), 0)
+		}
+		delay := h.Retry.Failed(receives, age)
+		if i, late := ahead[r.MessageId]; late {
+			delay = h.Retry.Late(receives, age, i, rate)
+		}
+		msgs = append(msgs, votessqs.Delayed{ReceiptHandle: r.ReceiptHandle, Delay: delay})
 	}
 	// On the invocation's own context, past the counter's margin: a few
 	// calls at most. A failure leaves the queue's timeout, nothing lost.

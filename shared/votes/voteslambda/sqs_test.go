@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func TestHandleDelaysWhatItGivesBack(t *testing.T) {
 	}{{"delayed", nil}, {"SQS refuses: the response is the same", errors.New("boom")}} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := &delays{err: tt.err}
-			h := &SQS{Counter: failing{failed: []string{"b", "c", "d"}}, Requeue: d, RetryMax: 360 * time.Second,
+			h := &SQS{Counter: failing{failed: []string{"b", "c", "d"}}, Requeue: d, Retry: votes.Retry{Most: 360 * time.Second},
 				Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			resp, err := h.Handle(context.Background(), ev)
 			if err != nil || len(resp.BatchItemFailures) != 3 {
@@ -63,6 +64,37 @@ func TestHandleDelaysWhatItGivesBack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+type late struct{ votes.Result }
+
+func (l late) Count(context.Context, []votes.Message) votes.Result { return l.Result }
+
+// Votes given back late come again when the store, at the rate the batch
+// saw, would reach them; one given back for a cause doubles its wait.
+func TestHandleSpacesLateVotesByTheStoresRate(t *testing.T) {
+	var ev events.SQSEvent
+	for _, id := range []string{"ok1", "ok2", "late1", "late2", "late3", "failed"} {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: id, ReceiptHandle: "r" + id,
+			Attributes: map[string]string{"ApproximateReceiveCount": "2"}})
+	}
+	d := &delays{}
+	// 2 votes written in 4 s: the store took one every 2 s.
+	res := votes.Result{Accepted: 2, WriteTime: 4 * time.Second, Rejected: map[votes.Reason]int{},
+		Failed: []string{"failed", "late1", "late2", "late3"}, Late: []string{"late1", "late2", "late3"}}
+	h := &SQS{Counter: late{res}, Requeue: d, Retry: votes.Retry{Most: 5 * time.Second},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if _, err := h.Handle(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Duration{"rlate1": 2 * time.Second, "rlate2": 4 * time.Second, "rlate3": 5 * time.Second, "rfailed": 5 * time.Second}
+	got := map[string]time.Duration{}
+	for _, m := range d.got {
+		got[m.ReceiptHandle] = m.Delay
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("delays %v, want %v (late: 2 s apart up to the 5 s timeout; failed on its 2nd receive: 20 s, at most 5 s)", got, want)
 	}
 }
 
