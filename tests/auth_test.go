@@ -86,7 +86,8 @@ func TestBrowserAuth(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	plain, signed := http.DefaultClient, env.APIClient()
+	// Every answer, refusals included, as docs/openapi.yaml says.
+	plain, signed := openAPIChecked(t, env, http.DefaultClient, false), openAPIChecked(t, env, env.APIClient(), false)
 	good := token("web-client", time.Now().Add(time.Hour))
 	create := `{"pollId":"` + poll + `","options":["a","b"]}`
 	tests := []struct {

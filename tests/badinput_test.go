@@ -21,6 +21,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/badinput"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/tests/openapicheck"
 )
 
 // The bad-input corpus (local/badinput), every case through its entry
@@ -58,7 +59,7 @@ func putRanged(t *testing.T, env *stack.Env) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "text/plain")
-	resp, err := env.APIClient().Do(req)
+	resp, err := checkedAPI(t, env).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +132,13 @@ func badRequests(t *testing.T, env *stack.Env, poll string, fill func(string) st
 		}
 		status, raw := do(hc, c.Method, fill(c.Path), c.Header, fill(c.Body))
 		if status != c.Status {
-			t.Errorf("%s: %d %s, want %d", c.ID(), status, truncated(raw), c.Status)
+			t.Errorf("%s: %d %s, want %d", c.ID(), status, openapicheck.Truncated(raw), c.Status)
 			continue
 		}
 		if c.Gateway {
 			var msg map[string]any
 			if status != http.StatusRequestHeaderFieldsTooLarge && (json.Unmarshal([]byte(raw), &msg) != nil || len(msg) == 0) {
-				t.Errorf("%s: body %q is not the gateway's JSON error", c.ID(), truncated(raw))
+				t.Errorf("%s: body %q is not the gateway's JSON error", c.ID(), openapicheck.Truncated(raw))
 			}
 			continue
 		}
@@ -145,11 +146,11 @@ func badRequests(t *testing.T, env *stack.Env, poll string, fill func(string) st
 		var e struct{ Error, Message string }
 		switch {
 		case json.Unmarshal([]byte(raw), &e) != nil || e.Error == "" || e.Message == "":
-			t.Errorf("%s: body %q is not {\"error\":reason,\"message\":text}", c.ID(), truncated(raw))
+			t.Errorf("%s: body %q is not {\"error\":reason,\"message\":text}", c.ID(), openapicheck.Truncated(raw))
 		case goTypeName.MatchString(e.Message):
 			t.Errorf("%s: message %q names a Go type (%q)", c.ID(), e.Message, goTypeName.FindString(e.Message))
 		case strings.Contains(raw, `\u00`):
-			t.Errorf("%s: body %q escapes HTML", c.ID(), truncated(raw))
+			t.Errorf("%s: body %q escapes HTML", c.ID(), openapicheck.Truncated(raw))
 		}
 	}
 	// Nothing was stored: the polls the bad definitions named, the
@@ -157,7 +158,7 @@ func badRequests(t *testing.T, env *stack.Env, poll string, fill func(string) st
 	for _, path := range []string{"/polls/h1", "/polls/h2", "/polls/h5", "/polls/h6", "/polls/h7", "/polls/h10", "/polls/h11", "/polls/u1",
 		"/objects/badinput/doc", "/objects/badinput/unsigned", "/objects/badinput/big"} {
 		if status, raw := do(signed, "GET", path, nil, ""); status != http.StatusNotFound {
-			t.Errorf("GET %s after the bad requests: %d %s, want 404", path, status, truncated(raw))
+			t.Errorf("GET %s after the bad requests: %d %s, want 404", path, status, openapicheck.Truncated(raw))
 		}
 	}
 	if r := getResults(t, env, poll); r.Total != 0 {
@@ -250,23 +251,16 @@ func badCommands(t *testing.T, env *stack.Env, fill func(string) string, cases [
 		err := cmd.Run()
 		cancel()
 		if err == nil || cmd.ProcessState == nil || cmd.ProcessState.ExitCode() < 1 {
-			t.Errorf("%s: exit %v, want a failure; output %s", c.ID(), err, truncated(out.String()))
+			t.Errorf("%s: exit %v, want a failure; output %s", c.ID(), err, openapicheck.Truncated(out.String()))
 			continue
 		}
 		if !strings.Contains(out.String(), c.Want) {
-			t.Errorf("%s: output %q, want it to say %q", c.ID(), truncated(out.String()), c.Want)
+			t.Errorf("%s: output %q, want it to say %q", c.ID(), openapicheck.Truncated(out.String()), c.Want)
 		}
 		for _, internal := range []string{"Go struct", "Go value", "dial tcp", ": votes: ", "votesddb: "} {
 			if strings.Contains(out.String(), internal) {
-				t.Errorf("%s: output %q shows %q, not the user's words", c.ID(), truncated(out.String()), internal)
+				t.Errorf("%s: output %q shows %q, not the user's words", c.ID(), openapicheck.Truncated(out.String()), internal)
 			}
 		}
 	}
-}
-
-func truncated(s string) string {
-	if len(s) > 300 {
-		return s[:300] + "…"
-	}
-	return s
 }

@@ -195,8 +195,9 @@ func TestLocalStackEndToEnd(t *testing.T) {
 		}
 	}
 
-	// HTTP API route.
-	resp, err := http.Get(v["API_URL"] + "/health")
+	// HTTP API route, answering as docs/openapi.yaml says.
+	plain := openAPIChecked(t, env, http.DefaultClient, true)
+	resp, err := plain.Get(v["API_URL"] + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,9 +223,9 @@ func TestLocalStackEndToEnd(t *testing.T) {
 		hc     *http.Client
 		status int
 	}{
-		{"unsigned", http.DefaultClient, 403},
-		{"wrong secret", wrongKey(t, env, v["API_URL"]), 403},
-		{"signed", env.APIClient(), 0}, // signed: past the authorizer, whatever the function answers
+		{"unsigned", plain, 403},
+		{"wrong secret", openAPIChecked(t, env, wrongKey(t, env, v["API_URL"]), true), 403},
+		{"signed", openAPIChecked(t, env, env.APIClient(), true), 0}, // signed: past the authorizer, whatever the function answers
 	} {
 		resp, err := tt.hc.Get(v["API_URL"] + "/polls/no-such-poll/results")
 		if err != nil {

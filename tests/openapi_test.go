@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,54 +16,20 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
-
 	"github.com/ddbpipe/ddbpipe/local/stack"
+	"github.com/ddbpipe/ddbpipe/tests/openapicheck"
 )
 
-// openAPIPath is the HTTP APIs' description, from the package's directory.
-const openAPIPath = "docs/openapi.yaml"
+// openAPIPath is the HTTP APIs' description, from the repository's root.
+const openAPIPath = openapicheck.Path
 
-var (
-	openAPIOnce   sync.Once
-	openAPIDoc    *openapi3.T
-	openAPIRouter routers.Router
-	openAPIErr    error
-)
-
-// openAPI loads and validates docs/openapi.yaml once for the package, and
-// routes requests to its operations with kin-openapi's router. The router
-// ignores the document's servers (each stack of the tests has its own
-// port): a request's path is matched as it is.
-func openAPI(tb testing.TB) routers.Router {
+// openAPI loads and validates docs/openapi.yaml once for the package.
+func openAPI(tb testing.TB) *openapicheck.Document {
 	tb.Helper()
-	openAPIOnce.Do(func() {
-		loader := openapi3.NewLoader()
-		doc, err := loader.LoadFromFile(filepath.Join(repoRoot(tb), openAPIPath))
-		if err != nil {
-			openAPIErr = fmt.Errorf("load %s: %w", openAPIPath, err)
-			return
-		}
-		if err := doc.Validate(loader.Context); err != nil {
-			openAPIErr = fmt.Errorf("%s: %w", openAPIPath, err)
-			return
-		}
-		openAPIDoc = doc
-		routed := *doc
-		routed.Servers = nil
-		openAPIRouter, openAPIErr = legacy.NewRouter(&routed)
-	})
-	if openAPIErr != nil {
-		tb.Fatal(openAPIErr)
-	}
-	return openAPIRouter
+	return openapicheck.Load(tb, repoRoot(tb))
 }
 
 // TestOpenAPIErrorReasons holds the document's error reasons (the enum
@@ -73,8 +38,7 @@ func openAPI(tb testing.TB) routers.Router {
 // else, so a reason added in the code fails here even before a test
 // meets it in an answer. It reads the packages' source, as grep would.
 func TestOpenAPIErrorReasons(t *testing.T) {
-	openAPI(t)
-	schema := openAPIDoc.Components.Schemas["ErrorCode"]
+	schema := openAPI(t).Doc.Components.Schemas["ErrorCode"]
 	if schema == nil || schema.Value == nil {
 		t.Fatalf("%s: no ErrorCode schema", openAPIPath)
 	}
@@ -167,120 +131,33 @@ func apiDo(t *testing.T, env *stack.Env, hc *http.Client, method, path string, h
 }
 
 // openAPIChecked returns hc with every answer from env's API checked
-// against docs/openapi.yaml (kin-openapi's openapi3filter): an answer
-// whose status, headers or body the document does not describe for its
-// operation fails tb. With requests, the requests are checked too (for
-// tests that send only valid ones). Answers from elsewhere (S3's
-// presigned URLs) pass unchecked. When tb ends it logs how many answers
-// were checked.
+// against docs/openapi.yaml (openapicheck). With requests, the requests are
+// checked too (for tests that send only valid ones).
 func openAPIChecked(tb testing.TB, env *stack.Env, hc *http.Client, requests bool) *http.Client {
 	tb.Helper()
-	api, err := url.Parse(env.APIURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	base := hc.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	c := &openAPICheck{tb: tb, router: openAPI(tb), host: api.Host, base: base, requests: requests}
-	tb.Cleanup(func() { tb.Logf("%d answers of the API checked against %s", c.checked.Load(), openAPIPath) })
-	out := *hc
-	out.Transport = c
-	return &out
+	return openAPI(tb).Client(tb, env.APIURL, hc, requests)
 }
 
-// openAPICheck is an http.RoundTripper that checks each exchange with the
-// API against the document.
-type openAPICheck struct {
-	tb       testing.TB
-	router   routers.Router
-	host     string
-	base     http.RoundTripper
-	requests bool
-	checked  atomic.Int64
+// checkedAPI is env's signed API client with its answers checked against
+// docs/openapi.yaml (openAPIChecked), one per test and stack, for the
+// helpers that many tests share.
+func checkedAPI(t *testing.T, env *stack.Env) *http.Client {
+	t.Helper()
+	key := checkedKey{t, env}
+	if hc, ok := checkedClients.Load(key); ok {
+		return hc.(*http.Client)
+	}
+	hc, _ := checkedClients.LoadOrStore(key, openAPIChecked(t, env, env.APIClient(), false))
+	t.Cleanup(func() { checkedClients.Delete(key) })
+	return hc.(*http.Client)
 }
 
-func (c *openAPICheck) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host != c.host {
-		return c.base.RoundTrip(req)
-	}
-	var sent []byte
-	if c.requests && req.GetBody != nil {
-		b, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
-		sent, err = io.ReadAll(b)
-		b.Close()
-		if err != nil {
-			return nil, err
-		}
-	}
-	resp, err := c.base.RoundTrip(req)
-	if err != nil {
-		return resp, err
-	}
-	got, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read the answer of %s %s: %w", req.Method, req.URL.Path, err)
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(got))
-	if err := c.check(req, sent, resp, got); err != nil {
-		c.tb.Errorf("%s %s → %d %s: not as %s says: %v", req.Method, truncated(req.URL.RequestURI()), resp.StatusCode,
-			truncated(string(got)), openAPIPath, err)
-		return resp, nil
-	}
-	if req.Method != http.MethodHead { // openapi3filter does not check HEAD answers
-		c.checked.Add(1)
-	}
-	return resp, nil
+type checkedKey struct {
+	t   *testing.T
+	env *stack.Env
 }
 
-// check validates one exchange: the request (when c.requests) and the
-// answer, against the operation the request's method and path name.
-func (c *openAPICheck) check(req *http.Request, sent []byte, resp *http.Response, got []byte) error {
-	route, params, err := c.route(req)
-	if err != nil {
-		return fmt.Errorf("no operation for %s %s: %w", req.Method, req.URL.Path, err)
-	}
-	ctx := context.Background()
-	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
-	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
-	if c.requests {
-		vreq := req.Clone(ctx)
-		vreq.Body = io.NopCloser(bytes.NewReader(sent))
-		vin := *in
-		vin.Request = vreq
-		if err := openapi3filter.ValidateRequest(ctx, &vin); err != nil {
-			return fmt.Errorf("request: %w", err)
-		}
-	}
-	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header, Options: opts}
-	out.SetBodyBytes(got)
-	return openapi3filter.ValidateResponse(ctx, out)
-}
-
-// route finds the request's operation. API Gateway's /objects/{key+} is
-// greedy: the key is the whole rest of the path, '/' included, where an
-// OpenAPI path parameter is one segment (a generated client writes '/' as
-// %2F). So a path under /objects/ is routed as one segment, and its key
-// is the rest of the decoded path.
-func (c *openAPICheck) route(req *http.Request) (*routers.Route, map[string]string, error) {
-	key, greedy := strings.CutPrefix(req.URL.Path, "/objects/")
-	if !greedy || key == "" {
-		return c.router.FindRoute(req)
-	}
-	r := req.Clone(req.Context())
-	r.URL.Path, r.URL.RawPath = "/objects/key", ""
-	route, params, err := c.router.FindRoute(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	params["key"] = key
-	return route, params, nil
-}
+var checkedClients sync.Map // checkedKey → *http.Client
 
 // TestAPIAnswersMatchOpenAPI sends one valid request to every operation of
 // both APIs on a local stack, and a few that the API refuses, and checks
@@ -298,7 +175,7 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 		t.Helper()
 		status, raw := apiDo(t, env, hc, method, path, header, body)
 		if status != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, status, truncated(raw), want)
+			t.Fatalf("%s %s: %d %s, want %d", method, path, status, openapicheck.Truncated(raw), want)
 		}
 		return raw
 	}
@@ -338,7 +215,7 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	raw := send(signed, "POST", bigPath+"?uploads=", jsonType,
 		fmt.Sprintf(`{"size":%d,"sha256":%q,"contentType":"application/octet-stream"}`, len(big), hex.EncodeToString(sum[:])), 201)
 	if err := json.Unmarshal([]byte(raw), &grant); err != nil || grant.Put.URL == "" {
-		t.Fatalf("grant %s: %v; want a single presigned PUT", truncated(raw), err)
+		t.Fatalf("grant %s: %v; want a single presigned PUT", openapicheck.Truncated(raw), err)
 	}
 	status := bigPath + "?uploadId=" + url.QueryEscape(grant.UploadID)
 	send(signed, "GET", status, nil, "", 200) // pending
@@ -385,7 +262,7 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	}
 	raw = send(signed, "POST", hugePath+"?uploads=", jsonType, fmt.Sprintf(`{"size":%d,"sha256":%q}`, len(huge), hex.EncodeToString(sum[:])), 201)
 	if err := json.Unmarshal([]byte(raw), &mp); err != nil || len(mp.Multipart.Parts) < 2 {
-		t.Fatalf("grant %s: %v; want a multipart upload", truncated(raw), err)
+		t.Fatalf("grant %s: %v; want a multipart upload", openapicheck.Truncated(raw), err)
 	}
 	var done []string
 	for i, p := range mp.Multipart.Parts {

@@ -37,7 +37,7 @@ func ledgerStream(t *testing.T, env *stack.Env) string {
 // createPoll creates a poll through the HTTP API.
 func createPoll(t *testing.T, env *stack.Env, body string) {
 	t.Helper()
-	resp, err := env.APIClient().Post(env.Vars["API_URL"]+"/polls", "application/json", strings.NewReader(body))
+	resp, err := checkedAPI(t, env).Post(env.Vars["API_URL"]+"/polls", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ type results struct {
 func getResults(t *testing.T, env *stack.Env, poll string) results {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		resp, err := env.APIClient().Get(env.Vars["API_URL"] + "/polls/" + poll + "/results?maxAge=0")
+		resp, err := checkedAPI(t, env).Get(env.Vars["API_URL"] + "/polls/" + poll + "/results?maxAge=0")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
+	"github.com/ddbpipe/ddbpipe/tests/openapicheck"
 )
 
 // TestObjectsCommands drives put, get, update (read-modify-write with a
@@ -40,7 +41,9 @@ func TestObjectsCommands(t *testing.T) {
 	if err := env.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	api := env.Vars["API_URL"]
+	// The CLI talks to the API through a proxy that checks every answer
+	// against docs/openapi.yaml.
+	api := openapicheck.Load(t, root).Proxy(t, env.Vars["API_URL"])
 	// The CLI signs its requests from the standard credential chain: here
 	// the local stack's key and region (the racer below inherits them).
 	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"} {
