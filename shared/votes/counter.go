@@ -104,6 +104,11 @@ type Result struct {
 	Parallel int
 }
 
+// DefaultSlowWrite is Counter.SlowWrite's default: DynamoDB answers a
+// PutItem in milliseconds, so a second means requests queue at the store
+// (on one machine, DynamoDB Local's single writer thread).
+const DefaultSlowWrite = time.Second
+
 // DefaultParallel is how many puts one counter invocation keeps in flight
 // unless Counter.Parallel says otherwise.
 const DefaultParallel = 16
@@ -134,6 +139,11 @@ type Counter struct {
 	// reason than throttling (default 8); a throttled write is retried,
 	// with backoff, until the invocation's deadline margin.
 	MaxAttempts int
+	// SlowWrite is how long a write may take before it counts, for the
+	// shedding, as a sign of a store slower than its load (default
+	// DefaultSlowWrite), whether it then succeeds, fails, or is cut off
+	// by the counter's own deadline.
+	SlowWrite time.Duration
 	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s, with jitter).
 	Backoff func(attempt int) time.Duration
 	// Margin is the time left before the deadline at which the counter
@@ -168,6 +178,9 @@ func (c *Counter) setDefaults() {
 	}
 	if c.Margin <= 0 {
 		c.Margin = 5 * time.Second
+	}
+	if c.SlowWrite <= 0 {
+		c.SlowWrite = DefaultSlowWrite
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -476,15 +489,21 @@ func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, erro
 				st.deadline = true
 				return failed, nil
 			}
+			began := c.Wall()
 			err := step(ctx, e)
+			slow := c.Wall().Sub(began) >= c.SlowWrite
 			var ex *ExistsError
-			if err != nil && ctx.Err() != nil {
-				// Cut off by the counter's own deadline: says nothing of
-				// the store. (Counted as a failure, every batch that ends
-				// with writes in flight would halve the bound.)
+			if err != nil && ctx.Err() != nil && !slow {
+				// Cut off by the counter's own deadline soon after it
+				// started: says nothing of the store. (Counted as a
+				// failure, every batch that ends with writes in flight
+				// would halve the bound.)
 				c.shed.cancel()
 			} else {
-				c.shed.release(err != nil && !errors.As(err, &ex) && !errors.Is(err, ErrNoLedger))
+				// A slow write sheds as a failed one does: requests queue
+				// at the store, and more of them in flight only lengthen
+				// the queue until every write outlasts the invocation.
+				c.shed.release(slow || err != nil && !errors.As(err, &ex) && !errors.Is(err, ErrNoLedger))
 			}
 			st.puts++
 			switch {

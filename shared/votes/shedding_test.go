@@ -111,3 +111,37 @@ func TestCountKeepsItsBoundWhenItsDeadlineCutsWrites(t *testing.T) {
 		t.Errorf("bound %d, %d given back late after %d puts; want %d, 100 and %d", res.Parallel, len(res.Late), store.puts, DefaultParallel, DefaultParallel)
 	}
 }
+
+// Writes that succeed, or are cut off by the deadline, but take longer
+// than SlowWrite shed as failures do: the store queues requests, and more
+// in flight would only lengthen its queue. Fast writes grow the bound back.
+func TestCountShedsWhileWritesAreSlow(t *testing.T) {
+	store := newMem(Poll{ID: "p", Options: []string{"a"}, Shards: 1})
+	slow := true
+	store.fail = func(Entry, bool) error {
+		if slow {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	}
+	c := newCounter(store, &memRejects{})
+	c.SlowWrite = 10 * time.Millisecond
+	batch := func(from int) []Message {
+		var msgs []Message
+		for i := from; i < from+100; i++ {
+			msgs = append(msgs, msg(fmt.Sprint("m", i), vote(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i))))
+		}
+		return msgs
+	}
+	res := c.Count(context.Background(), batch(0))
+	if res.Accepted != 100 || res.Parallel != 1 {
+		t.Fatalf("slow writes: %d accepted, bound %d; want 100 and 1", res.Accepted, res.Parallel)
+	}
+	slow = false
+	for i := range 6 {
+		res = c.Count(context.Background(), batch(100+100*i))
+	}
+	if res.Parallel != c.Parallel {
+		t.Errorf("after 600 fast writes the bound is %d, want back at %d", res.Parallel, c.Parallel)
+	}
+}
