@@ -140,9 +140,11 @@ type Counter struct {
 	// with backoff, until the invocation's deadline margin.
 	MaxAttempts int
 	// SlowWrite is how long a write may take before it counts, for the
-	// shedding, as a sign of a store slower than its load (default
-	// DefaultSlowWrite), whether it then succeeds, fails, or is cut off
-	// by the counter's own deadline.
+	// shedding, as a sign of a store slower than its load, whether it then
+	// succeeds, fails, or is cut off by the counter's own deadline: a
+	// quarter of the batch's time for writes, and at least DefaultSlowWrite
+	// unless set. (A queue at the store is harmful when it nears the time
+	// the batch has; a busy machine's seconds are not, on a long timeout.)
 	SlowWrite time.Duration
 	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s, with jitter).
 	Backoff func(attempt int) time.Duration
@@ -228,7 +230,11 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	res.Duplicates += dups
 	rejects = append(rejects, pollRejects...)
 	started := c.Wall()
-	rejects = append(rejects, c.write(wctx, entries, byID, &res)...)
+	slowAfter := c.SlowWrite
+	if d, ok := wctx.Deadline(); ok {
+		slowAfter = max(slowAfter, d.Sub(started)/4)
+	}
+	rejects = append(rejects, c.write(wctx, entries, byID, &res, slowAfter)...)
 	res.WriteTime = c.Wall().Sub(started)
 
 	c.keep(ctx, rejects, polls, &res)
@@ -421,14 +427,14 @@ const (
 )
 
 // write puts the entries into the ledger, at most Parallel at once.
-func (c *Counter) write(ctx context.Context, entries []Entry, byID map[string]Message, res *Result) (rejects []Rejected) {
+func (c *Counter) write(ctx context.Context, entries []Entry, byID map[string]Message, res *Result, slowAfter time.Duration) (rejects []Rejected) {
 	var mu sync.Mutex
 	work := make(chan Entry)
 	var wg sync.WaitGroup
 	for range min(c.Parallel, len(entries)) {
 		wg.Go(func() {
 			for e := range work {
-				var st putStats
+				st := putStats{slowAfter: slowAfter}
 				o, rej := c.put(ctx, e, &st)
 				mu.Lock()
 				res.Puts += st.puts
@@ -467,6 +473,7 @@ type putStats struct {
 	puts, retries, throttles int
 	deadline                 bool
 	lastErr                  error
+	slowAfter                time.Duration // a write this long sheds (Counter.SlowWrite)
 }
 
 // put writes one entry: the voter's claim first for a one-vote-per-voter
@@ -491,7 +498,7 @@ func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, erro
 			}
 			began := c.Wall()
 			err := step(ctx, e)
-			slow := c.Wall().Sub(began) >= c.SlowWrite
+			slow := c.Wall().Sub(began) >= st.slowAfter
 			var ex *ExistsError
 			if err != nil && ctx.Err() != nil && !slow {
 				// Cut off by the counter's own deadline soon after it
