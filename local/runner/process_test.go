@@ -78,7 +78,11 @@ func TestProcesses(t *testing.T) {
 		_, err := invokeEcho(ctx, p, "sleep", "")
 		errc <- err
 	}()
-	waitUntil(10*time.Second, func() bool { return len(p.busyPIDs()) > 0 })
+	// Bounded only against a hang: a fresh make test once took over 10 s
+	// to get here, and the kill then hit an idle process instead.
+	if !waitUntil(2*time.Minute, func() bool { return len(p.busyPIDs()) > 0 }) {
+		t.Fatal("the sleeping invocation never reached a process")
+	}
 	pid, ok := p.Kill()
 	if !ok {
 		t.Fatal("Kill found no process")

@@ -293,11 +293,12 @@ func TestHoldEndsWithTheRunner(t *testing.T) {
 
 // waitUntil polls cond until it holds or timeout passes (the caller then
 // checks what it needs and reports).
-func waitUntil(timeout time.Duration, cond func() bool) {
+func waitUntil(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
+	return cond()
 }
 
 // A schedule on a moved clock fires when the clock is moved past its

@@ -286,7 +286,7 @@ func TestStreamPartialFailureSplitsWhenBisecting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(10*time.Second, func() bool {
+			waitUntil(time.Minute, func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				q.mu.Lock()
