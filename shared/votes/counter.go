@@ -434,8 +434,8 @@ func (c *Counter) write(ctx context.Context, entries []Entry, byID map[string]Me
 	for range min(c.Parallel, len(entries)) {
 		wg.Go(func() {
 			for e := range work {
-				st := putStats{slowAfter: slowAfter}
-				o, rej := c.put(ctx, e, &st)
+				var st putStats
+				o, rej := c.put(ctx, e, slowAfter, &st)
 				mu.Lock()
 				res.Puts += st.puts
 				res.Retries += st.retries
@@ -473,14 +473,32 @@ type putStats struct {
 	puts, retries, throttles int
 	deadline                 bool
 	lastErr                  error
-	slowAfter                time.Duration // a write this long sheds (Counter.SlowWrite)
+}
+
+// writeEndOf is what a write's end says of the store. A slow write sheds
+// as a failed one does: requests queue at the store, and more of them in
+// flight only lengthen the queue until every write outlasts the
+// invocation. One cut off by the counter's own deadline soon after it
+// began says nothing (counted as a failure, every batch that ends with
+// writes in flight would halve the bound).
+func writeEndOf(ctx context.Context, err error, slow bool) writeEnd {
+	var ex *ExistsError
+	switch {
+	case slow:
+		return overload
+	case err != nil && ctx.Err() != nil:
+		return cutOff
+	case err == nil || errors.As(err, &ex) || errors.Is(err, ErrNoLedger):
+		return landed
+	}
+	return overload
 }
 
 // put writes one entry: the voter's claim first for a one-vote-per-voter
 // poll, then the ledger item. Throttling is retried until the deadline
 // margin (given back, the message would wait out the queue's visibility
 // timeout), anything else MaxAttempts times.
-func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, error) {
+func (c *Counter) put(ctx context.Context, e Entry, slowAfter time.Duration, st *putStats) (outcome, error) {
 	steps := []func(context.Context, Entry) error{c.Store.PutVote}
 	if e.OneVotePerVoter {
 		steps = []func(context.Context, Entry) error{c.Store.ClaimVoter, c.Store.PutVote}
@@ -498,20 +516,8 @@ func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, erro
 			}
 			began := c.Wall()
 			err := step(ctx, e)
-			slow := c.Wall().Sub(began) >= st.slowAfter
+			c.shed.release(writeEndOf(ctx, err, c.Wall().Sub(began) >= slowAfter))
 			var ex *ExistsError
-			if err != nil && ctx.Err() != nil && !slow {
-				// Cut off by the counter's own deadline soon after it
-				// started: says nothing of the store. (Counted as a
-				// failure, every batch that ends with writes in flight
-				// would halve the bound.)
-				c.shed.cancel()
-			} else {
-				// A slow write sheds as a failed one does: requests queue
-				// at the store, and more of them in flight only lengthen
-				// the queue until every write outlasts the invocation.
-				c.shed.release(slow || err != nil && !errors.As(err, &ex) && !errors.Is(err, ErrNoLedger))
-			}
 			st.puts++
 			switch {
 			case err == nil:

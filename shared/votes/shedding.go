@@ -44,26 +44,26 @@ func (s *shedder) acquire(ctx context.Context) error {
 	}
 }
 
-// release ends a write: failed says it was throttled or failed.
-func (s *shedder) release(failed bool) {
+// writeEnd is what a write's end says of the store.
+type writeEnd int
+
+const (
+	landed   writeEnd = iota // answered in time: the bound grows
+	overload                 // throttled, failed or slow: the bound halves
+	cutOff                   // cut off by its caller soon after it began: nothing
+)
+
+// release ends a write.
+func (s *shedder) release(end writeEnd) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inFlight--
-	if failed {
+	switch end {
+	case overload:
 		s.limit = max(1, s.limit/2)
-	} else {
+	case landed:
 		s.limit = min(float64(s.most), s.limit+1/s.limit)
 	}
-	close(s.wake)
-	s.wake = make(chan struct{})
-}
-
-// cancel ends a write that was cut off by its caller, which tells nothing
-// of the store: the bound stays.
-func (s *shedder) cancel() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inFlight--
 	close(s.wake)
 	s.wake = make(chan struct{})
 }

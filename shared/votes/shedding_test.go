@@ -69,7 +69,7 @@ func TestShedderHalvesAndGrows(t *testing.T) {
 		if err := s.acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s.release(true)
+		s.release(overload)
 		if got := s.bound(); got != want {
 			t.Fatalf("bound %d after a failure, want %d", got, want)
 		}
@@ -81,7 +81,7 @@ func TestShedderHalvesAndGrows(t *testing.T) {
 	if err := s.acquire(short); err == nil {
 		t.Fatal("a second write got in past a bound of 1")
 	}
-	s.release(false)
+	s.release(landed)
 	if got := s.bound(); got != 2 {
 		t.Errorf("bound %d after a success at 1, want 2", got)
 	}
