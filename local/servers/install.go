@@ -307,8 +307,17 @@ func buildDynamoLauncher(ctx context.Context, o Options, java, dir, jarDir strin
 	if err := os.WriteFile(filepath.Join(tmp, stampFile), []byte(sum+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("servers: %w", err)
 	}
-	// The class first, the stamp last: a stamp always vouches for its class.
-	for _, name := range []string{dynamoLauncherClass + ".class", dynamoLauncherClass + ".java", stampFile} {
+	// The classes first (the launcher and its inner classes), the stamp last:
+	// a stamp always vouches for its classes.
+	classes, err := filepath.Glob(filepath.Join(tmp, dynamoLauncherClass+"*.class"))
+	if err != nil || len(classes) == 0 {
+		return "", fmt.Errorf("servers: javac wrote no %s class in %s", dynamoLauncherClass, tmp)
+	}
+	names := make([]string, 0, len(classes)+2)
+	for _, class := range classes {
+		names = append(names, filepath.Base(class))
+	}
+	for _, name := range append(names, dynamoLauncherClass+".java", stampFile) {
 		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)); err != nil {
 			return "", fmt.Errorf("servers: %w", err)
 		}

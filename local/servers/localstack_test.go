@@ -148,6 +148,15 @@ func TestStackServesDynamoDBSQSAndS3(t *testing.T) {
 		}
 	})
 
+	t.Run("stream records indexed", func(t *testing.T) {
+		if stack.dynamoAllInterfaces {
+			t.Skip("no javac, so DynamoDB Local runs without the launcher that adds the index")
+		}
+		if logs := stack.Logs(DynamoDBServer); !strings.Contains(logs, "ddbpipe: stream records indexed by stream") {
+			t.Errorf("DynamoDB Local's output does not say the index was added:\n%s", logs)
+		}
+	})
+
 	rss, err := stack.RSSBytes()
 	if err != nil {
 		t.Fatalf("RSSBytes: %v", err)
