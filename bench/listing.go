@@ -24,10 +24,9 @@ import (
 func benchListing(ctx context.Context, env *stack.Env, scale float64) (*section, error) {
 	s := &section{title: "Objects: listing by prefix over the sharded index"}
 	// A copy of the objects table's keys and listing index, without its
-	// stream: DynamoDB Local slows every write of a streamed table by the
-	// stream records all tables hold, and 40,000 more (with the archiver
-	// and the reaper reading them) left the votes benchmark that follows
-	// unable to finish. The index and what a listing reads are the same.
+	// stream: 40,000 writes to the objects table would set the archiver
+	// and the reaper reading 40,000 stream records while the sections
+	// that follow measure. The index and what a listing reads are the same.
 	table, drop, err := scratchCopy(ctx, env.Clients.DynamoDB, env.Vars["OBJECTS_TABLE_NAME"], "listing")
 	if err != nil {
 		return nil, err

@@ -34,10 +34,9 @@ func (s *section) printf(format string, args ...any) { fmt.Fprintf(&s.text, form
 type bench struct {
 	name string
 	// fresh: the benchmark starts on a local stack of its own, and those
-	// after it share that stack until the next fresh one. DynamoDB Local
-	// slows every write of a table with a stream as the stream records of
-	// all its tables pile up (it keeps them 24 h), so each flow measures on
-	// servers that hold none of another flow's records.
+	// after it share that stack until the next fresh one, so each flow
+	// measures on servers that hold none of another flow's stream records
+	// (DynamoDB Local keeps them 24 h) and run none of its stream readers.
 	fresh bool
 	// own: the benchmark starts and stops the stacks it needs (run gets
 	// a nil env); the next one starts on a fresh stack.
