@@ -104,11 +104,6 @@ type Result struct {
 	Parallel int
 }
 
-// DefaultSlowWrite is Counter.SlowWrite's default: DynamoDB answers a
-// PutItem in milliseconds, so a second means requests queue at the store
-// (on one machine, DynamoDB Local's single writer thread).
-const DefaultSlowWrite = time.Second
-
 // DefaultParallel is how many puts one counter invocation keeps in flight
 // unless Counter.Parallel says otherwise.
 const DefaultParallel = 16
@@ -139,13 +134,6 @@ type Counter struct {
 	// reason than throttling (default 8); a throttled write is retried,
 	// with backoff, until the invocation's deadline margin.
 	MaxAttempts int
-	// SlowWrite is how long a write may take before it counts, for the
-	// shedding, as a sign of a store slower than its load, whether it then
-	// succeeds, fails, or is cut off by the counter's own deadline: a
-	// quarter of the batch's time for writes, and at least DefaultSlowWrite
-	// unless set. (A queue at the store is harmful when it nears the time
-	// the batch has; a busy machine's seconds are not, on a long timeout.)
-	SlowWrite time.Duration
 	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s, with jitter).
 	Backoff func(attempt int) time.Duration
 	// Margin is the time left before the deadline at which the counter
@@ -180,9 +168,6 @@ func (c *Counter) setDefaults() {
 	}
 	if c.Margin <= 0 {
 		c.Margin = 5 * time.Second
-	}
-	if c.SlowWrite <= 0 {
-		c.SlowWrite = DefaultSlowWrite
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -230,11 +215,7 @@ func (c *Counter) Count(ctx context.Context, msgs []Message) Result {
 	res.Duplicates += dups
 	rejects = append(rejects, pollRejects...)
 	started := c.Wall()
-	slowAfter := c.SlowWrite
-	if d, ok := wctx.Deadline(); ok {
-		slowAfter = max(slowAfter, d.Sub(started)/4)
-	}
-	rejects = append(rejects, c.write(wctx, entries, byID, &res, slowAfter)...)
+	rejects = append(rejects, c.write(wctx, entries, byID, &res)...)
 	res.WriteTime = c.Wall().Sub(started)
 
 	c.keep(ctx, rejects, polls, &res)
@@ -427,7 +408,7 @@ const (
 )
 
 // write puts the entries into the ledger, at most Parallel at once.
-func (c *Counter) write(ctx context.Context, entries []Entry, byID map[string]Message, res *Result, slowAfter time.Duration) (rejects []Rejected) {
+func (c *Counter) write(ctx context.Context, entries []Entry, byID map[string]Message, res *Result) (rejects []Rejected) {
 	var mu sync.Mutex
 	work := make(chan Entry)
 	var wg sync.WaitGroup
@@ -435,7 +416,7 @@ func (c *Counter) write(ctx context.Context, entries []Entry, byID map[string]Me
 		wg.Go(func() {
 			for e := range work {
 				var st putStats
-				o, rej := c.put(ctx, e, slowAfter, &st)
+				o, rej := c.put(ctx, e, &st)
 				mu.Lock()
 				res.Puts += st.puts
 				res.Retries += st.retries
@@ -475,17 +456,15 @@ type putStats struct {
 	lastErr                  error
 }
 
-// writeEndOf is what a write's end says of the store. A slow write sheds
-// as a failed one does: requests queue at the store, and more of them in
-// flight only lengthen the queue until every write outlasts the
-// invocation. One cut off by the counter's own deadline soon after it
-// began says nothing (counted as a failure, every batch that ends with
-// writes in flight would halve the bound).
-func writeEndOf(ctx context.Context, err error, slow bool) writeEnd {
+// writeEndOf is what a write's end says of the store: DynamoDB tells a
+// load it cannot take by throttling, so a throttled or failed write sheds
+// and one that was answered grows the bound, however long it took. One
+// cut off by the counter's own deadline says nothing (counted as a
+// failure, every batch that ends with writes in flight would halve the
+// bound).
+func writeEndOf(ctx context.Context, err error) writeEnd {
 	var ex *ExistsError
 	switch {
-	case slow:
-		return overload
 	case err != nil && ctx.Err() != nil:
 		return cutOff
 	case err == nil || errors.As(err, &ex) || errors.Is(err, ErrNoLedger):
@@ -498,7 +477,7 @@ func writeEndOf(ctx context.Context, err error, slow bool) writeEnd {
 // poll, then the ledger item. Throttling is retried until the deadline
 // margin (given back, the message would wait out the queue's visibility
 // timeout), anything else MaxAttempts times.
-func (c *Counter) put(ctx context.Context, e Entry, slowAfter time.Duration, st *putStats) (outcome, error) {
+func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, error) {
 	steps := []func(context.Context, Entry) error{c.Store.PutVote}
 	if e.OneVotePerVoter {
 		steps = []func(context.Context, Entry) error{c.Store.ClaimVoter, c.Store.PutVote}
@@ -514,9 +493,8 @@ func (c *Counter) put(ctx context.Context, e Entry, slowAfter time.Duration, st 
 				st.deadline = true
 				return failed, nil
 			}
-			began := c.Wall()
 			err := step(ctx, e)
-			c.shed.release(writeEndOf(ctx, err, c.Wall().Sub(began) >= slowAfter))
+			c.shed.release(writeEndOf(ctx, err))
 			var ex *ExistsError
 			st.puts++
 			switch {

@@ -48,9 +48,9 @@ func (s *shedder) acquire(ctx context.Context) error {
 type writeEnd int
 
 const (
-	landed   writeEnd = iota // answered in time: the bound grows
-	overload                 // throttled, failed or slow: the bound halves
-	cutOff                   // cut off by its caller soon after it began: nothing
+	landed   writeEnd = iota // answered: the bound grows
+	overload                 // throttled or failed: the bound halves
+	cutOff                   // cut off by its caller: nothing
 )
 
 // release ends a write.

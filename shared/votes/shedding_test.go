@@ -112,36 +112,22 @@ func TestCountKeepsItsBoundWhenItsDeadlineCutsWrites(t *testing.T) {
 	}
 }
 
-// Writes that succeed, or are cut off by the deadline, but take longer
-// than SlowWrite shed as failures do: the store queues requests, and more
-// in flight would only lengthen its queue. Fast writes grow the bound back.
-func TestCountShedsWhileWritesAreSlow(t *testing.T) {
+// Writes that are answered keep the bound however long they take:
+// DynamoDB tells a load it cannot take by throttling. (Shedding on slow
+// writes too admitted 30 of a throttled table's 50 units/s in the overload
+// bench, a drain 1.66x the ideal; without it, 43 and 1.15x.)
+func TestCountKeepsItsBoundWhileSlowWritesLand(t *testing.T) {
 	store := newMem(Poll{ID: "p", Options: []string{"a"}, Shards: 1})
-	slow := true
 	store.fail = func(Entry, bool) error {
-		if slow {
-			time.Sleep(20 * time.Millisecond)
-		}
+		time.Sleep(30 * time.Millisecond)
 		return nil
 	}
 	c := newCounter(store, &memRejects{})
-	c.SlowWrite = 10 * time.Millisecond
-	batch := func(from int) []Message {
-		var msgs []Message
-		for i := from; i < from+100; i++ {
-			msgs = append(msgs, msg(fmt.Sprint("m", i), vote(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i))))
-		}
-		return msgs
+	var msgs []Message
+	for i := range 100 {
+		msgs = append(msgs, msg(fmt.Sprint("m", i), vote(fmt.Sprint("v", i), "p", "a", fmt.Sprint("u", i))))
 	}
-	res := c.Count(context.Background(), batch(0))
-	if res.Accepted != 100 || res.Parallel != 1 {
-		t.Fatalf("slow writes: %d accepted, bound %d; want 100 and 1", res.Accepted, res.Parallel)
-	}
-	slow = false
-	for i := range 6 {
-		res = c.Count(context.Background(), batch(100+100*i))
-	}
-	if res.Parallel != c.Parallel {
-		t.Errorf("after 600 fast writes the bound is %d, want back at %d", res.Parallel, c.Parallel)
+	if res := c.Count(context.Background(), msgs); res.Accepted != 100 || res.Parallel != DefaultParallel {
+		t.Errorf("slow writes: %d accepted, bound %d; want 100 and %d", res.Accepted, res.Parallel, DefaultParallel)
 	}
 }
