@@ -83,8 +83,9 @@ func atoi(v any) int {
 // consumer is one way of consuming the queue of a poll's votes.
 type consumer struct {
 	label string
-	// handler builds the function; metrics receives its EMF lines.
-	handler func(ctx context.Context, poll string, metrics io.Writer) (any, error)
+	// handler builds the function for poll's votes on the queue at
+	// queueURL; metrics receives its EMF lines.
+	handler func(ctx context.Context, poll, queueURL string, metrics io.Writer) (any, error)
 	timeout time.Duration
 	// total reads the poll's count back.
 	total func(ctx context.Context, poll string) (int64, error)
@@ -111,7 +112,7 @@ func naive(env *stack.Env) consumer {
 	return consumer{
 		label:   naiveLabel,
 		timeout: 15 * time.Minute,
-		handler: func(ctx context.Context, poll string, _ io.Writer) (any, error) {
+		handler: func(ctx context.Context, poll, _ string, _ io.Writer) (any, error) {
 			return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 				var resp events.SQSEventResponse
 				for _, m := range ev.Records {
@@ -157,8 +158,17 @@ func ours(env *stack.Env, d deployment) consumer {
 	return consumer{
 		label:   oursLabel,
 		timeout: d.timeout,
-		handler: func(ctx context.Context, _ string, metrics io.Writer) (any, error) {
-			return voteslambda.SetupCounter(ctx, lambdafn.Env{Getenv: func(k string) string { return d.vars[k] }, AWS: env.AWS,
+		handler: func(ctx context.Context, _, queueURL string, metrics io.Writer) (any, error) {
+			// Its queue is the run's own: the votes it gives back late are
+			// delayed there (on the stack's votes queue their receipt
+			// handles are invalid, and they waited out the 360 s timeout).
+			getenv := func(k string) string {
+				if k == "VOTES_QUEUE_URL" {
+					return queueURL
+				}
+				return d.vars[k]
+			}
+			return voteslambda.SetupCounter(ctx, lambdafn.Env{Getenv: getenv, AWS: env.AWS,
 				Log: slog.New(slog.DiscardHandler), Metrics: metrics})
 		},
 		total: func(ctx context.Context, poll string) (int64, error) {

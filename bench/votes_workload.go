@@ -149,7 +149,7 @@ func floodQueue(ctx context.Context, env *stack.Env, d deployment, c consumer, f
 // url, mapped as the template maps the counter; timed notes its first and
 // last invocations.
 func consumerRunner(ctx context.Context, env *stack.Env, d deployment, c consumer, poll, url string, metrics *emfSums) (*runner.Runner, *timedHandler, error) {
-	h, err := c.handler(ctx, poll, metrics)
+	h, err := c.handler(ctx, poll, url, metrics)
 	if err != nil {
 		return nil, nil, err
 	}
