@@ -74,7 +74,7 @@ func upLocalOn(t *testing.T, st *servers.Stack, params map[string]string, offset
 	t.Helper()
 	o := stack.Options{
 		Servers: st, ClockOffset: offset,
-		Root: repoRoot(t), Setups: registry.All, StackName: unique("e2e"), FunctionLog: io.Discard, Params: params,
+		Root: repoRoot(t), Setups: registry.All, StackName: unique("e2e"), FunctionLog: functionLog(t), Params: params,
 		KeyWriteLimit: 1000, // AWS: 1,000 write units per second per partition
 	}
 	for _, f := range tune {
@@ -314,4 +314,26 @@ func wrongKey(t *testing.T, env *stack.Env, apiURL string) *http.Client {
 		t.Fatal(err)
 	}
 	return hc
+}
+
+// functionLog keeps the functions' log of t's stack in a file that goes
+// when t passes. When t fails, the file stays, and t's output names it with
+// its last lines: what the counter and the tally did before a timeout.
+func functionLog(t *testing.T) io.Writer {
+	t.Helper()
+	f, err := os.CreateTemp("", "ddbpipe-"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the stack's Close, registered later
+		_ = f.Close()
+		if !t.Failed() {
+			_ = os.Remove(f.Name())
+			return
+		}
+		b, _ := os.ReadFile(f.Name())
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		t.Logf("the functions' log is kept in %s; its last lines:\n%s", f.Name(), strings.Join(lines[max(0, len(lines)-30):], "\n"))
+	})
+	return f
 }

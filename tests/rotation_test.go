@@ -278,7 +278,11 @@ func TestRotationRetiresNovember(t *testing.T) {
 	if rep := rotatorAt(t, env, midNovember, testLogger(t)).Run(ctx); rep.Err() != nil || len(rep.Created)+len(rep.Subscribed)+len(rep.Retirements) != 0 {
 		t.Errorf("mid-November: created %v, subscribed %v, retired %v (%v); want nothing done", rep.Created, rep.Subscribed, rep.Retirements, rep.Err())
 	}
-	eventually(t, 3*time.Minute, "every vote counted", func() bool { return getResults(t, env, "nov").Total == 1500 })
+	var total int64
+	eventually(t, 3*time.Minute, "every vote counted", func() bool {
+		total = getResults(t, env, "nov").Total
+		return total == 1500
+	}, func() string { return fmt.Sprintf("%d of 1,500 counted", total) })
 	counted := getResults(t, env, "nov")
 
 	// A crash mid-compaction: the manifest cannot be written.
