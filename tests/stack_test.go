@@ -7,7 +7,6 @@ package tests
 import (
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,20 +63,18 @@ func unique(prefix string) string {
 }
 
 // eventually polls cond until it holds or the limit passes. Limits are
-// generous: tests assert behaviour, never speed.
-func eventually(tb testing.TB, limit time.Duration, what string, cond func() bool, state ...func() string) {
+// generous: tests assert behaviour, never speed. A timeout's message ends
+// with what each detail says it last saw.
+func eventually(tb testing.TB, limit time.Duration, what string, cond func() bool, detail ...func() string) {
 	tb.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			var seen []string
-			for _, s := range state {
-				seen = append(seen, s())
+			msg := fmt.Sprintf("timed out after %s waiting for %s", limit, what)
+			for _, d := range detail {
+				msg += ": " + d()
 			}
-			if len(seen) > 0 {
-				tb.Fatalf("timed out after %s waiting for %s: %s", limit, what, strings.Join(seen, "; "))
-			}
-			tb.Fatalf("timed out after %s waiting for %s", limit, what)
+			tb.Fatal(msg)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
