@@ -25,6 +25,13 @@ type catchUp struct {
 	counted  bool // the tally's checkpoints do
 }
 
+// settle is how long -wait's checks must find nothing behind before it
+// returns. A stream record is readable a moment after its write (locally,
+// the stream-shard emulation reads DynamoDB Local every 100 ms), so a check
+// that finds the queue empty can still miss the record of a vote the
+// counter wrote just before: a second check a settle later sees it.
+const settle = time.Second
+
 // waitCaughtUp checks until the pipeline caught up as c says, or limit
 // passes (an error saying what is still behind). A limit of 0 checks
 // nothing. It reads the open months' streams and archive partitions on
@@ -52,30 +59,57 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 		return errors.New("-wait: no votes queue: export VOTES_QUEUE_URL, or run `ddbpipe local up`")
 	}
 	q := sqs.NewFromConfig(cfg)
-	start := time.Now()
-	pause := 250 * time.Millisecond
-	said := false
-	for {
-		behind, err := pipelineBehind(ctx, r, q, queueURL, getenv("OBJECTS_TABLE_NAME"), getenv("OBJECTS_TABLE_STREAM_ARN"), c)
+	objectsTable, objectsStream := getenv("OBJECTS_TABLE_NAME"), getenv("OBJECTS_TABLE_STREAM_ARN")
+	return waitSettled(ctx, func() (string, error) {
+		behind, err := pipelineBehind(ctx, r, q, queueURL, objectsTable, objectsStream, c)
 		if err != nil {
-			return fmt.Errorf("-wait: %w", err)
+			return "", fmt.Errorf("-wait: %w", err)
 		}
-		if behind == "" {
-			return nil
+		return behind, nil
+	}, limit, settle, stderr)
+}
+
+// waitSettled calls behind until it has said nothing is behind ("") on
+// checks at least settle apart with no other answer between them. It gives
+// up when limit passes while something is behind, saying what. The
+// confirming check runs even past the limit: what it guards against is a
+// record not readable yet, not a slow pipeline.
+func waitSettled(ctx context.Context, behind func() (string, error), limit, settle time.Duration, stderr io.Writer) error {
+	start := time.Now()
+	backoff := 250 * time.Millisecond
+	said := false
+	var clearAt time.Time // when the checks last began to find nothing behind
+	for {
+		checked := time.Now()
+		what, err := behind()
+		if err != nil {
+			return err
 		}
-		if time.Since(start)+pause > limit {
-			return fmt.Errorf("waited %s: %s", limit, behind)
-		}
-		if !said && time.Since(start) > 2*time.Second {
-			fmt.Fprintf(stderr, "waiting (up to %s): %s\n", limit, behind)
-			said = true
+		pause := backoff
+		if what == "" {
+			if !clearAt.IsZero() && checked.Sub(clearAt) >= settle {
+				return nil
+			}
+			if clearAt.IsZero() {
+				clearAt = checked
+			}
+			pause = settle - checked.Sub(clearAt)
+		} else {
+			clearAt = time.Time{}
+			if time.Since(start)+pause > limit {
+				return fmt.Errorf("waited %s: %s", limit, what)
+			}
+			if !said && time.Since(start) > 2*time.Second {
+				fmt.Fprintf(stderr, "waiting (up to %s): %s\n", limit, what)
+				said = true
+			}
+			backoff = min(2*backoff, time.Second)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, time.Second)
 	}
 }
 
