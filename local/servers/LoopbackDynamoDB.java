@@ -70,6 +70,14 @@ public final class LoopbackDynamoDB {
                 // The index on StreamID alone: SQLite appends the sequence
                 // number (the rowid), which is what MIN reads.
                 db.exec("CREATE INDEX IF NOT EXISTS ddbpipe_us_stream ON us (StreamID)");
+                // And by shard: on every GetRecords DynamoDB Local finds the
+                // shard's newest record (SELECT SequenceNumber FROM us WHERE
+                // ShardID=? ORDER BY SequenceNumber DESC LIMIT 1, in
+                // getLatestSequenceNumberForShard). Without an index that walks
+                // back through every stream's records to the shard's last one:
+                // for a quiet stream, most of the table, on the one thread that
+                // serves every request.
+                db.exec("CREATE INDEX IF NOT EXISTS ddbpipe_us_shard ON us (ShardID)");
                 // Statistics saying a stream holds all the rows, so the
                 // planner takes the index only where nothing else serves.
                 // ANALYZE of the one-row table cf creates sqlite_stat1 the
