@@ -157,28 +157,12 @@ Flags:`)
 	default:
 		return fmt.Errorf("-format %q: want table, csv or json (or jsonl: one object per line)", *format)
 	}
-	var query string
-	switch {
-	case *named != "" && len(pos) > 0:
-		return errors.New("give either -named or a SQL statement, not both")
-	case *named != "":
-		// The named query's tables are filled in once the archive is known.
-	case len(pos) == 1:
-		query = pos[0]
-	case len(pos) == 0:
+	query, nq, err := queryToRun(*named, pos, params)
+	if errors.Is(err, errUsage) {
 		fs.Usage()
-		return errUsage
-	default:
-		return fmt.Errorf("one SQL statement, quoted; got %d arguments (%q...)", len(pos), pos[1])
 	}
-	var nq archive.NamedQuery
-	if *named != "" {
-		if nq, err = archive.LookupNamedQuery(*named); err != nil {
-			return err
-		}
-		if err := nq.CheckArgs(params); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
 
 	db, env, err := af.open(ctx, *cache, *offline, catchUp{queue: true, archived: true}, stderr)
@@ -200,6 +184,28 @@ Flags:`)
 		return err
 	}
 	return archiveduckdb.WriteResult(stdout, res, *format)
+}
+
+// queryToRun is the SQL statement given, or the named query looked up
+// with its arguments checked (its tables are filled in once the archive is
+// known); errUsage when neither is given.
+func queryToRun(named string, pos []string, params argFlags) (string, archive.NamedQuery, error) {
+	switch {
+	case named != "" && len(pos) > 0:
+		return "", archive.NamedQuery{}, errors.New("give either -named or a SQL statement, not both")
+	case named != "":
+		nq, err := archive.LookupNamedQuery(named)
+		if err != nil {
+			return "", nq, err
+		}
+		return "", nq, nq.CheckArgs(params)
+	case len(pos) == 1:
+		return pos[0], archive.NamedQuery{}, nil
+	case len(pos) == 0:
+		return "", archive.NamedQuery{}, errUsage
+	default:
+		return "", archive.NamedQuery{}, fmt.Errorf("one SQL statement, quoted; got %d arguments (%q...)", len(pos), pos[1])
+	}
 }
 
 // open brings the local copy of the archive up to date (unless offline),

@@ -157,17 +157,11 @@ func (j backfillJob) run(ctx context.Context) (backfillResult, error) {
 		return res, fmt.Errorf("archive bucket %q: %w (pass -bucket, or check ARCHIVE_BUCKET_NAME)", j.Bucket, err)
 	}
 	tables := &archiveddb.Tables{DB: j.DB, Local: j.Local, Segments: j.Segments}
-	t, err := tables.Describe(ctx, j.Table)
-	if errors.Is(err, archive.ErrNotFound) {
-		return res, fmt.Errorf("table %q does not exist (a retired month's table is gone: its archive is all there is)", j.Table)
-	}
+	streamOn, err := j.archivedTable(ctx, tables)
 	if err != nil {
 		return res, err
 	}
-	if t.StreamARN == "" {
-		return res, fmt.Errorf("table %q has no stream: the archiver never read it, so it is not an archived table; nothing to backfill", j.Table)
-	}
-	res.StreamOff = !t.StreamEnabled
+	res.StreamOff = !streamOn
 
 	now := time.Now
 	if j.Now != nil {
@@ -186,31 +180,8 @@ func (j backfillJob) run(ctx context.Context) (backfillResult, error) {
 	res.ReadTook = time.Since(readStart)
 	res.Archived = len(archived)
 
-	// The watermark: before the Scan's first read. A change made from here
-	// on is recorded at or after it and wins over the Scan's image.
-	// Two backfills never share a watermark (nor so a file): one taken in
-	// the second of an earlier backfill waits for the next second.
-	for attempt := 0; ; attempt++ {
-		res.Watermark = archive.BackfillWatermark(now())
-		if _, _, monthly := ledger.SplitTable(j.Table); !monthly {
-			res.Partition = archive.BackfillPartition(j.Table, res.Watermark)
-		}
-		key := archive.BackfillKey(res.Partition, res.Watermark)
-		_, err := j.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(j.Bucket), Key: aws.String(key)})
-		var nf *s3types.NotFound
-		if errors.As(err, &nf) {
-			break
-		}
-		if err != nil {
-			return res, fmt.Errorf("head s3://%s/%s: %w", j.Bucket, key, err)
-		}
-		if attempt == 2 {
-			return res, fmt.Errorf("a backfill with the watermark %s exists already (s3://%s/%s): try again in a second",
-				res.Watermark.Format(time.RFC3339), j.Bucket, key)
-		}
-		if err := retry.Sleep(ctx, res.Watermark.Add(time.Second).Sub(now())); err != nil {
-			return res, err
-		}
+	if err := j.watermark(ctx, now, &res); err != nil {
+		return res, err
 	}
 	if j.Progress != nil {
 		tables.Progress = scanProgress(j.Progress, j.Table)
@@ -235,6 +206,52 @@ func (j backfillJob) run(ctx context.Context) (backfillResult, error) {
 	}
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// archivedTable checks that the table exists and has a stream (the
+// archiver reads only such tables), and says whether the stream is on.
+func (j backfillJob) archivedTable(ctx context.Context, tables *archiveddb.Tables) (streamOn bool, err error) {
+	t, err := tables.Describe(ctx, j.Table)
+	if errors.Is(err, archive.ErrNotFound) {
+		return false, fmt.Errorf("table %q does not exist (a retired month's table is gone: its archive is all there is)", j.Table)
+	}
+	if err != nil {
+		return false, err
+	}
+	if t.StreamARN == "" {
+		return false, fmt.Errorf("table %q has no stream: the archiver never read it, so it is not an archived table; nothing to backfill", j.Table)
+	}
+	return t.StreamEnabled, nil
+}
+
+// watermark sets res's watermark (and, for a table that is not monthly,
+// its partition), taken before the Scan's first read: a change made from
+// then on is recorded at or after it and wins over the Scan's image. Two
+// backfills never share a watermark (nor so a file): one taken in the
+// second of an earlier backfill waits for the next second.
+func (j backfillJob) watermark(ctx context.Context, now func() time.Time, res *backfillResult) error {
+	for attempt := 0; ; attempt++ {
+		res.Watermark = archive.BackfillWatermark(now())
+		if _, _, monthly := ledger.SplitTable(j.Table); !monthly {
+			res.Partition = archive.BackfillPartition(j.Table, res.Watermark)
+		}
+		key := archive.BackfillKey(res.Partition, res.Watermark)
+		_, err := j.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(j.Bucket), Key: aws.String(key)})
+		var nf *s3types.NotFound
+		if errors.As(err, &nf) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("head s3://%s/%s: %w", j.Bucket, key, err)
+		}
+		if attempt == 2 {
+			return fmt.Errorf("a backfill with the watermark %s exists already (s3://%s/%s): try again in a second",
+				res.Watermark.Format(time.RFC3339), j.Bucket, key)
+		}
+		if err := retry.Sleep(ctx, res.Watermark.Add(time.Second).Sub(now())); err != nil {
+			return err
+		}
+	}
 }
 
 // archived is the archive's replayed state for the table: its month's

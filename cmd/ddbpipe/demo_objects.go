@@ -26,101 +26,140 @@ import (
 // multipart upload, a refused key, a delete whose blob the reaper removes;
 // then it checks that no reference dangles and no blob is orphaned.
 func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
-	v := env.Vars
 	// Signed as a caller with ApiInvokePolicy, as `ddbpipe objects put` is.
-	c, err := objectsclient.NewSigned(v["API_URL"], env.AWSAs(asAPIInvoke), nil)
+	c, err := objectsclient.NewSigned(env.Vars["API_URL"], env.AWSAs(asAPIInvoke), nil)
 	if err != nil {
 		return err
 	}
 	run := time.Now().Format("150405")
-	note := objectsclient.PutOptions{ContentType: "text/plain; charset=utf-8", CreateOnly: true}
+	d := &objectsDemo{env: env, c: c, w: w,
+		small: fmt.Sprintf("demo/%s/notes.txt", run), big: fmt.Sprintf("demo/%s/photo.bin", run),
+		copyKey: fmt.Sprintf("demo/%s/photo-copy.bin", run), uploadKey: fmt.Sprintf("demo/%s/photo-upload.bin", run),
+		video: fmt.Sprintf("demo/%s/video.bin", run), photo: bodies.Random(300<<10, 7)}
+	for _, step := range []func(context.Context) error{d.put, d.storeOnce, d.update, d.upload, d.refuseNUL, d.deletePhoto, d.check} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	small := fmt.Sprintf("demo/%s/notes.txt", run)
-	m, err := c.Put(ctx, small, bodies.Text(4<<10), note)
+// objectsDemo is demoObjects' state: its client and the keys it writes.
+type objectsDemo struct {
+	env                                   *stack.Env
+	c                                     *objectsclient.Client
+	w                                     io.Writer
+	small, big, copyKey, uploadKey, video string
+	photo                                 []byte
+}
+
+// put stores a small text and a big random body, each where its size
+// puts it.
+func (d *objectsDemo) put(ctx context.Context) error {
+	m, err := d.c.Put(ctx, d.small, bodies.Text(4<<10), objectsclient.PutOptions{ContentType: "text/plain; charset=utf-8", CreateOnly: true})
 	if err != nil {
-		return fmt.Errorf("put %s: %w", small, err)
+		return fmt.Errorf("put %s: %w", d.small, err)
 	}
-	fmt.Fprintf(w, "PUT /objects/%s (4 KB of text)     → v%d, stored %s\n", small, m.Version, placement(m))
-
-	big := fmt.Sprintf("demo/%s/photo.bin", run)
-	photo := bodies.Random(300<<10, 7)
-	m, err = c.Put(ctx, big, photo, objectsclient.PutOptions{ContentType: "application/octet-stream"})
+	fmt.Fprintf(d.w, "PUT /objects/%s (4 KB of text)     → v%d, stored %s\n", d.small, m.Version, placement(m))
+	m, err = d.c.Put(ctx, d.big, d.photo, objectsclient.PutOptions{ContentType: "application/octet-stream"})
 	if err != nil {
-		return fmt.Errorf("put %s: %w", big, err)
+		return fmt.Errorf("put %s: %w", d.big, err)
 	}
-	fmt.Fprintf(w, "PUT /objects/%s (300 KB random)    → v%d, stored %s\n", big, m.Version, placement(m))
+	fmt.Fprintf(d.w, "PUT /objects/%s (300 KB random)    → v%d, stored %s\n", d.big, m.Version, placement(m))
+	return nil
+}
 
-	// The same bytes under two more keys, by a PUT and by a presigned
-	// upload: both reference the blob the first PUT stored.
-	copyKey, uploadKey := fmt.Sprintf("demo/%s/photo-copy.bin", run), fmt.Sprintf("demo/%s/photo-upload.bin", run)
-	if _, err := c.Put(ctx, copyKey, photo, objectsclient.PutOptions{ContentType: "application/octet-stream"}); err != nil {
-		return fmt.Errorf("put %s: %w", copyKey, err)
+// storeOnce puts the same bytes under two more keys, by a PUT and by a
+// presigned upload: both reference the blob the first PUT stored.
+func (d *objectsDemo) storeOnce(ctx context.Context) error {
+	if _, err := d.c.Put(ctx, d.copyKey, d.photo, objectsclient.PutOptions{ContentType: "application/octet-stream"}); err != nil {
+		return fmt.Errorf("put %s: %w", d.copyKey, err)
 	}
-	if _, err := c.Upload(ctx, uploadKey, bytes.NewReader(photo), int64(len(photo)), objectsclient.UploadOptions{ContentType: "application/octet-stream"}); err != nil {
-		return fmt.Errorf("upload %s: %w", uploadKey, err)
+	if _, err := d.c.Upload(ctx, d.uploadKey, bytes.NewReader(d.photo), int64(len(d.photo)), objectsclient.UploadOptions{ContentType: "application/octet-stream"}); err != nil {
+		return fmt.Errorf("upload %s: %w", d.uploadKey, err)
 	}
-	blob := objects.ContentKey(objects.SumOf(photo), int64(len(photo)))
-	stored, err := env.Clients.S3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(v["OBJECTS_BUCKET_NAME"]), Prefix: aws.String(blob)})
+	blob := objects.ContentKey(objects.SumOf(d.photo), int64(len(d.photo)))
+	stored, err := d.env.Clients.S3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(d.env.Vars["OBJECTS_BUCKET_NAME"]), Prefix: aws.String(blob)})
 	if err != nil {
 		return fmt.Errorf("list %s: %w", blob, err)
 	}
-	fmt.Fprintf(w, "the same 300 KB PUT under %s and uploaded to %s → stored %d time(s) in S3 (%s)\n",
-		path.Base(copyKey), path.Base(uploadKey), len(stored.Versions), blob[:len(objects.BlobPrefix)+12]+"…")
+	fmt.Fprintf(d.w, "the same 300 KB PUT under %s and uploaded to %s → stored %d time(s) in S3 (%s)\n",
+		path.Base(d.copyKey), path.Base(d.uploadKey), len(stored.Versions), blob[:len(objects.BlobPrefix)+12]+"…")
+	return nil
+}
 
+// update writes a second version with If-Match, then a stale edit that
+// is refused.
+func (d *objectsDemo) update(ctx context.Context) error {
 	one := int64(1)
-	m, err = c.Put(ctx, small, []byte("second draft\n"), objectsclient.PutOptions{ContentType: "text/plain", IfMatch: &one})
+	m, err := d.c.Put(ctx, d.small, []byte("second draft\n"), objectsclient.PutOptions{ContentType: "text/plain", IfMatch: &one})
 	if err != nil {
-		return fmt.Errorf("update %s: %w", small, err)
+		return fmt.Errorf("update %s: %w", d.small, err)
 	}
-	fmt.Fprintf(w, "PUT with If-Match: \"1\"                        → v%d, stored %s\n", m.Version, placement(m))
-	_, err = c.Put(ctx, small, []byte("a stale edit\n"), objectsclient.PutOptions{ContentType: "text/plain", IfMatch: &one})
+	fmt.Fprintf(d.w, "PUT with If-Match: \"1\"                        → v%d, stored %s\n", m.Version, placement(m))
+	_, err = d.c.Put(ctx, d.small, []byte("a stale edit\n"), objectsclient.PutOptions{ContentType: "text/plain", IfMatch: &one})
 	cur, conflict := objectsclient.IsConflict(err)
 	if !conflict {
 		return fmt.Errorf("demo: a stale If-Match was not refused with 409: %v", err)
 	}
-	fmt.Fprintf(w, "PUT with a stale If-Match: \"1\"                → 409 conflict, current version %d\n", cur)
-	vs, err := c.Versions(ctx, small)
+	fmt.Fprintf(d.w, "PUT with a stale If-Match: \"1\"                → 409 conflict, current version %d\n", cur)
+	vs, err := d.c.Versions(ctx, d.small)
 	if err != nil {
-		return fmt.Errorf("versions of %s: %w", small, err)
+		return fmt.Errorf("versions of %s: %w", d.small, err)
 	}
-	fmt.Fprintf(w, "GET /objects/%s?versions → %d versions\n", small, len(vs))
+	fmt.Fprintf(d.w, "GET /objects/%s?versions → %d versions\n", d.small, len(vs))
+	return nil
+}
 
-	up := fmt.Sprintf("demo/%s/video.bin", run)
+// upload sends 20 MB by a presigned multipart upload and reads it back.
+func (d *objectsDemo) upload(ctx context.Context) error {
 	body := bodies.Random(20<<20, 9)
 	start := time.Now()
-	st, err := c.Upload(ctx, up, bytes.NewReader(body), int64(len(body)), objectsclient.UploadOptions{ContentType: "video/mp4"})
+	st, err := d.c.Upload(ctx, d.video, bytes.NewReader(body), int64(len(body)), objectsclient.UploadOptions{ContentType: "video/mp4"})
 	if err != nil {
-		return fmt.Errorf("upload %s: %w", up, err)
+		return fmt.Errorf("upload %s: %w", d.video, err)
 	}
-	got, err := c.Get(ctx, up, 0)
+	got, err := d.c.Get(ctx, d.video, 0)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", up, err)
+		return fmt.Errorf("get %s: %w", d.video, err)
 	}
 	if !bytes.Equal(got.Body, body) {
-		return fmt.Errorf("demo: %s read back differs from what was uploaded", up)
+		return fmt.Errorf("demo: %s read back differs from what was uploaded", d.video)
 	}
-	fmt.Fprintf(w, "presigned upload of 20 MB to %s → %s v%d in %s; GET follows a presigned download, SHA-256 verified\n",
-		up, st.State, st.Version, time.Since(start).Round(10*time.Millisecond))
+	fmt.Fprintf(d.w, "presigned upload of 20 MB to %s → %s v%d in %s; GET follows a presigned download, SHA-256 verified\n",
+		d.video, st.State, st.Version, time.Since(start).Round(10*time.Millisecond))
+	return nil
+}
 
-	// S3 takes any UTF-8 key but NUL: a key with one cannot round-trip.
-	_, err = c.Put(ctx, "demo/nul\x00key", []byte("x"), objectsclient.PutOptions{})
+// refuseNUL: S3 takes any UTF-8 key but NUL, so a key with one cannot
+// round-trip and the API refuses it.
+func (d *objectsDemo) refuseNUL(ctx context.Context) error {
+	_, err := d.c.Put(ctx, "demo/nul\x00key", []byte("x"), objectsclient.PutOptions{})
 	var apiErr *objectsclient.Error
 	if !errors.As(err, &apiErr) {
 		return fmt.Errorf("demo: a key with a NUL byte was not refused: %v", err)
 	}
-	fmt.Fprintf(w, "PUT /objects/demo/nul%%00key                     → %d %s\n", apiErr.Status, apiErr.ErrorBody.Error)
+	fmt.Fprintf(d.w, "PUT /objects/demo/nul%%00key                     → %d %s\n", apiErr.Status, apiErr.ErrorBody.Error)
+	return nil
+}
 
-	for _, k := range []string{big, copyKey, uploadKey} {
-		if _, err := c.Delete(ctx, k, nil); err != nil {
+// deletePhoto deletes the three keys of the shared blob.
+func (d *objectsDemo) deletePhoto(ctx context.Context) error {
+	for _, k := range []string{d.big, d.copyKey, d.uploadKey} {
+		if _, err := d.c.Delete(ctx, k, nil); err != nil {
 			return fmt.Errorf("delete %s: %w", k, err)
 		}
 	}
-	fmt.Fprintf(w, "DELETE the three keys of the photo → references go first; the reaper (the table's stream) frees the blob once none names it\n")
+	fmt.Fprintf(d.w, "DELETE the three keys of the photo → references go first; the reaper (the table's stream) frees the blob once none names it\n")
+	return nil
+}
 
-	// The invariant: once the reaper has caught up, no reference names a
-	// missing payload and no payload lacks a reference.
-	refs := objectsddb.NewRefs(env.Clients.DynamoDB, v["OBJECTS_TABLE_NAME"])
-	bucket := objectss3.NewBucket(env.Clients.S3, v["OBJECTS_BUCKET_NAME"])
+// check waits, up to a minute, for the invariant once the reaper has
+// caught up: no reference names a missing payload and no payload lacks a
+// reference.
+func (d *objectsDemo) check(ctx context.Context) error {
+	refs := objectsddb.NewRefs(d.env.Clients.DynamoDB, d.env.Vars["OBJECTS_TABLE_NAME"])
+	bucket := objectss3.NewBucket(d.env.Clients.S3, d.env.Vars["OBJECTS_BUCKET_NAME"])
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		rep, err := objects.Check(ctx, refs, bucket)
@@ -128,7 +167,7 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 			return fmt.Errorf("check objects: %w", err)
 		}
 		if rep.Err() == nil {
-			fmt.Fprintf(w, "checked the objects table and bucket: no dangling reference, no orphan blob\n")
+			fmt.Fprintf(d.w, "checked the objects table and bucket: no dangling reference, no orphan blob\n")
 			return nil
 		}
 		if err := rep.DanglingErr(); err != nil || time.Now().After(deadline) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
 
 // votesAudit is `ddbpipe votes audit`: the counters' totals against the
@@ -47,39 +48,13 @@ Flags:`)
 	if err != nil {
 		return err
 	}
-	var polls []votes.Poll
-	if *poll != "" {
-		p, err := store.Poll(ctx, *poll)
-		if errors.Is(err, votes.ErrNoPoll) {
-			return fmt.Errorf("no poll %q (`ddbpipe polls ls` lists the polls)", *poll)
-		}
-		if err != nil {
-			return err
-		}
-		polls = []votes.Poll{p}
-	} else if polls, err = store.AllPolls(ctx); err != nil {
-		return err
-	}
-
-	db, _, err := af.open(ctx, "", false, catchUp{queue: true, counted: true, archived: true}, stderr)
+	polls, err := auditedPolls(ctx, store, *poll)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	res, err := db.Query(ctx, archive.VotesPerPollOption)
+	archived, err := archivedPerOption(ctx, af, stderr)
 	if err != nil {
-		return fmt.Errorf("votes audit: count the archive's votes: %w", err)
-	}
-	archived := map[string]map[string]int64{}
-	for _, row := range res.Rows {
-		p, o, n := fmt.Sprint(row[0]), fmt.Sprint(row[1]), int64(0)
-		if _, err := fmt.Sscan(fmt.Sprint(row[2]), &n); err != nil {
-			return fmt.Errorf("votes audit: the archive's count %v: %w", row[2], err)
-		}
-		if archived[p] == nil {
-			archived[p] = map[string]int64{}
-		}
-		archived[p][o] = n
+		return err
 	}
 	counted := make([]votes.Totals, 0, len(polls))
 	for _, p := range polls {
@@ -90,37 +65,83 @@ Flags:`)
 		counted = append(counted, t)
 	}
 	lines, differ := votes.Audit(counted, archived)
-
-	if *asJSON {
-		if lines == nil {
-			lines = []votes.AuditLine{}
-		}
-		if err := json.NewEncoder(stdout).Encode(struct {
-			Polls  int               `json:"polls"`
-			Differ int               `json:"differ"`
-			Lines  []votes.AuditLine `json:"lines"`
-		}{len(polls), differ, lines}); err != nil {
-			return err
-		}
-	} else {
-		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "poll\toption\tcounted\tarchived\t\t")
-		for _, l := range lines {
-			mark := ""
-			if !l.Agrees() {
-				mark = fmt.Sprintf("differs by %+d", l.Counted-l.Archived)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", l.PollID, l.OptionID, l.Counted, l.Archived, mark)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if differ == 0 {
-			fmt.Fprintf(stdout, "%d polls, %d options: the counters and the archive agree\n", len(polls), len(lines))
-		}
+	if err := printAudit(stdout, *asJSON, len(polls), lines, differ); err != nil {
+		return err
 	}
 	if differ > 0 {
 		return fmt.Errorf("the counters and the archive differ on %d of %d options (votes still on their way differ for a moment: try -wait 1m)", differ, len(lines))
+	}
+	return nil
+}
+
+// auditedPolls is the poll named, or every poll when none is.
+func auditedPolls(ctx context.Context, store *votesddb.Votes, poll string) ([]votes.Poll, error) {
+	if poll == "" {
+		return store.AllPolls(ctx)
+	}
+	p, err := store.Poll(ctx, poll)
+	if errors.Is(err, votes.ErrNoPoll) {
+		return nil, fmt.Errorf("no poll %q (`ddbpipe polls ls` lists the polls)", poll)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []votes.Poll{p}, nil
+}
+
+// archivedPerOption counts the archive's votes per poll and option, each
+// vote once, after -wait.
+func archivedPerOption(ctx context.Context, af archiveFlags, stderr io.Writer) (map[string]map[string]int64, error) {
+	db, _, err := af.open(ctx, "", false, catchUp{queue: true, counted: true, archived: true}, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	res, err := db.Query(ctx, archive.VotesPerPollOption)
+	if err != nil {
+		return nil, fmt.Errorf("votes audit: count the archive's votes: %w", err)
+	}
+	archived := map[string]map[string]int64{}
+	for _, row := range res.Rows {
+		p, o, n := fmt.Sprint(row[0]), fmt.Sprint(row[1]), int64(0)
+		if _, err := fmt.Sscan(fmt.Sprint(row[2]), &n); err != nil {
+			return nil, fmt.Errorf("votes audit: the archive's count %v: %w", row[2], err)
+		}
+		if archived[p] == nil {
+			archived[p] = map[string]int64{}
+		}
+		archived[p][o] = n
+	}
+	return archived, nil
+}
+
+// printAudit writes the audit's lines as a table (a summary when all
+// agree) or as JSON.
+func printAudit(w io.Writer, asJSON bool, polls int, lines []votes.AuditLine, differ int) error {
+	if asJSON {
+		if lines == nil {
+			lines = []votes.AuditLine{}
+		}
+		return json.NewEncoder(w).Encode(struct {
+			Polls  int               `json:"polls"`
+			Differ int               `json:"differ"`
+			Lines  []votes.AuditLine `json:"lines"`
+		}{polls, differ, lines})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "poll\toption\tcounted\tarchived\t\t")
+	for _, l := range lines {
+		mark := ""
+		if !l.Agrees() {
+			mark = fmt.Sprintf("differs by %+d", l.Counted-l.Archived)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", l.PollID, l.OptionID, l.Counted, l.Archived, mark)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if differ == 0 {
+		fmt.Fprintf(w, "%d polls, %d options: the counters and the archive agree\n", polls, len(lines))
 	}
 	return nil
 }
