@@ -91,29 +91,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 
 	// Votes: the queue empties (killed batches come back after their
 	// visibility timeout), dead letters are redriven, the counts settle.
-	store := votesddb.New(s.env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
-	redriven, stable := 0, 0
-	var got map[string]votes.Totals
-	rot := s.rotator(s.rotatorNow())
-	// 8 minutes: on a slow DynamoDB Local the 10-minute soak redrives
-	// thousands of dead letters (batches that ran out of time), which takes minutes.
-	for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline) && pause(ctx, time.Second); {
-		queued := q.depth(ctx, v["VOTES_QUEUE_URL"])
-		if dl := q.depth(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"]); dl > 0 {
-			redriven += q.redrive(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"], v["VOTES_QUEUE_URL"])
-			continue
-		}
-		now := s.results(ctx, store)
-		if queued == 0 && len(now) == len(polls) && sameCounts(now, got) && uncounted(ctx, rot) == 0 {
-			stable++
-		} else {
-			stable = 0
-		}
-		got = now
-		if stable >= 3 {
-			break
-		}
-	}
+	got, redriven := s.drain(ctx, q)
 	res.Drained = time.Since(start)
 	s.progress("drained in %s; the cold month's retirement and the checks follow", res.Drained.Round(time.Second))
 
@@ -173,6 +151,43 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	res.add("dead letters at most 1 % of the votes", float64(redriven) <= 0.01*float64(max(sum.DistinctAccepted, 1)),
 		"%d dead letters for %d distinct accepted votes (%.2f %%)", redriven, sum.DistinctAccepted, 100*float64(redriven)/float64(max(sum.DistinctAccepted, 1)))
 
+	s.checkLeaks(ctx, res, q, base)
+	q.add(res)
+}
+
+// drain waits, up to 8 minutes, until the votes queue is empty, its dead
+// letters are redriven and the counts hold still, and returns the last
+// counts read and the dead letters redriven.
+func (s *soak) drain(ctx context.Context, q *queueOps) (got map[string]votes.Totals, redriven int) {
+	v := s.env.Vars
+	store := votesddb.New(s.env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
+	stable := 0
+	rot := s.rotator(s.rotatorNow())
+	// 8 minutes: on a slow DynamoDB Local the 10-minute soak redrives
+	// thousands of dead letters (batches that ran out of time), which takes minutes.
+	for deadline := time.Now().Add(8 * time.Minute); time.Now().Before(deadline) && pause(ctx, time.Second); {
+		queued := q.depth(ctx, v["VOTES_QUEUE_URL"])
+		if dl := q.depth(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"]); dl > 0 {
+			redriven += q.redrive(ctx, v["VOTES_DEAD_LETTER_QUEUE_URL"], v["VOTES_QUEUE_URL"])
+			continue
+		}
+		now := s.results(ctx, store)
+		if queued == 0 && len(now) == len(polls) && sameCounts(now, got) && uncounted(ctx, rot) == 0 {
+			stable++
+		} else {
+			stable = 0
+		}
+		got = now
+		if stable >= 3 {
+			break
+		}
+	}
+	return got, redriven
+}
+
+// checkLeaks compares the idle state after the soak with the idle state
+// after each of two more bursts of the same load.
+func (s *soak) checkLeaks(ctx context.Context, res *Result, q *queueOps, base leak) {
 	// Leaks: the long-running process (runner, proxies, HTTP API) and the
 	// function processes. Its idle state after the soak is compared with
 	// its idle state after each of two more bursts of the same load.
@@ -196,7 +211,6 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 			"(a leak: more than +10 after each burst); function processes left 30 s after they are reclaimed: %d (before the load: %d goroutines, %d files)",
 		s.cfg.LeakBurst, after.Goroutines, again.Goroutines, third.Goroutines, after.Pooled, again.Pooled, third.Pooled,
 		after.FDs, again.FDs, third.FDs, after.IdleSockets, again.IdleSockets, third.IdleSockets, procs, base.Goroutines, base.FDs)
-	q.add(res)
 }
 
 // burst runs LeakBurst of the load, lets the votes queue empty and

@@ -153,45 +153,8 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 		p("| %s | %s | %s |\n", i.Name, mark, strings.ReplaceAll(i.Figures, "|", "/"))
 	}
 
-	l := r.Load
-	p("\n## Load held\n\n")
-	p("- Votes: %d sends (%.1f/s, invalid messages included), %d distinct accepted, %d sent again on purpose (same voteId), %d sent again after a failed send, %d invalid messages.\n",
-		l.VotesSent, l.VotesPerSecond, l.DistinctAccepted, l.Resent, l.Retried, l.Bad)
-	if z := r.Sizing; z.Ceiling > 0 {
-		p("- Sized from the store's ceiling, measured before the load: %.0f puts/s by a plain loader (%d writers, the counter's invocations × 16 puts each) into a scratch table of the ledger's shape, its stream on. Steady votes %.0f/s (%.2f × the ceiling, `-steady`); %d bursts of %.0f/s for %s each (%.2f × the ceiling, `-burst`, `-bursts`, `-burst-for`).\n",
-			z.Ceiling, z.Writers, z.Steady, r.Config.SteadyShare, r.Config.Bursts, z.Burst, r.Config.BurstFor, r.Config.BurstShare)
-	} else {
-		p("- Votes at a fixed %.0f/s (`-rate`), no bursts.\n", z.Steady)
-	}
-	p("- Documents: %.1f requests/s (paced at %g/s, `-object-rate`) by %d object and %d shared workers: %s.\n", l.ObjectsPerSecond, r.Config.ObjectsPerSecond, r.Config.ObjectWorkers, r.Config.SharedWorkers, counts(l.ObjectOps))
-	p("- Placements of the documents written: %s.\n", counts(l.Placements))
-	p("- Every clock (the producers' and the functions') crossed from %s into %s at %s and jumped past %s's grace at %s; the rotator ran %d times:\n\n",
-		coldMonth, liveMonth, r.Crossing.Round(time.Second), coldMonth, (r.Crossing + r.Config.Duration/20).Round(time.Second), len(r.Rotations))
-	p("| started at | rotator clock | why | created | outcomes | took | error |\n|---|---|---|---|---|---|---|\n")
-	for _, rot := range r.Rotations {
-		p("| %s | %s | %s | %s | %s | %s | %s |\n", rot.At.Round(time.Second), rot.Clock.Format("2006-01-02 15:04"), rot.Why,
-			strings.Join(rot.Created, ", "), counts(rot.Outcome), rot.Took.Round(10*time.Millisecond), short(rot.Err))
-	}
-
-	f := r.Faults
-	p("\n## Faults injected\n\n| kind | count |\n|---|---|\n")
-	for _, svc := range sortedKeys(f.Proxy) {
-		c := f.Proxy[svc]
-		p("| %s: throttling errors | %d |\n| %s: 500/503 errors | %d |\n| %s: connections dropped | %d |\n| %s: requests the server did not answer (restart) | %d |\n",
-			svc, c.Throttled, svc, c.ServerErrors, svc, c.Dropped, svc, c.UpstreamErrors)
-	}
-	p("| batches delivered twice (SQS and stream redelivery) | %d |\n", f.Duplicates)
-	for _, id := range sortedKeys(f.Kills) {
-		st := f.Crashed[id]
-		p("| SIGKILL of %s's process | %d (%d cold starts, %d invocations ended by an exit) |\n", id, f.Kills[id], st.Started, st.Exited)
-	}
-	p("| kills that hit an invocation in flight | %d |\n", f.KillsBusy)
-	p("| S3 server restarted | down %s |\n", f.S3Down.Round(time.Millisecond))
-	p("\nFault mixes (each for `-phase`, in turn; the proxies apply them to every request of the functions, producers and rotator):\n")
-	for _, k := range sortedKeys(f.Phases) {
-		p("- %s: %s\n", k, f.Phases[k].Round(time.Second))
-	}
-
+	r.writeLoad(p)
+	r.writeFaults(p)
 	p("\n## Functions\n\n| function | invocations | errors | records | duplicates |\n|---|---|---|---|---|\n")
 	for _, s := range r.Functions {
 		p("| %s | %d | %d | %d | %d |\n", s.Function, s.Invocations, s.Errors, s.Records, s.Duplicates)
@@ -214,6 +177,54 @@ func (r *Result) Write(dir string, objectsPerSec []int, corpus string) error {
 		p("\n(no timeline: %v)\n", pngErr)
 	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// writeLoad writes the report's "Load held": votes, documents, and the
+// clocks' crossing with the rotator's runs.
+func (r *Result) writeLoad(p func(format string, args ...any)) {
+	l := r.Load
+	p("\n## Load held\n\n")
+	p("- Votes: %d sends (%.1f/s, invalid messages included), %d distinct accepted, %d sent again on purpose (same voteId), %d sent again after a failed send, %d invalid messages.\n",
+		l.VotesSent, l.VotesPerSecond, l.DistinctAccepted, l.Resent, l.Retried, l.Bad)
+	if z := r.Sizing; z.Ceiling > 0 {
+		p("- Sized from the store's ceiling, measured before the load: %.0f puts/s by a plain loader (%d writers, the counter's invocations × 16 puts each) into a scratch table of the ledger's shape, its stream on. Steady votes %.0f/s (%.2f × the ceiling, `-steady`); %d bursts of %.0f/s for %s each (%.2f × the ceiling, `-burst`, `-bursts`, `-burst-for`).\n",
+			z.Ceiling, z.Writers, z.Steady, r.Config.SteadyShare, r.Config.Bursts, z.Burst, r.Config.BurstFor, r.Config.BurstShare)
+	} else {
+		p("- Votes at a fixed %.0f/s (`-rate`), no bursts.\n", z.Steady)
+	}
+	p("- Documents: %.1f requests/s (paced at %g/s, `-object-rate`) by %d object and %d shared workers: %s.\n", l.ObjectsPerSecond, r.Config.ObjectsPerSecond, r.Config.ObjectWorkers, r.Config.SharedWorkers, counts(l.ObjectOps))
+	p("- Placements of the documents written: %s.\n", counts(l.Placements))
+	p("- Every clock (the producers' and the functions') crossed from %s into %s at %s and jumped past %s's grace at %s; the rotator ran %d times:\n\n",
+		coldMonth, liveMonth, r.Crossing.Round(time.Second), coldMonth, (r.Crossing + r.Config.Duration/20).Round(time.Second), len(r.Rotations))
+	p("| started at | rotator clock | why | created | outcomes | took | error |\n|---|---|---|---|---|---|---|\n")
+	for _, rot := range r.Rotations {
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", rot.At.Round(time.Second), rot.Clock.Format("2006-01-02 15:04"), rot.Why,
+			strings.Join(rot.Created, ", "), counts(rot.Outcome), rot.Took.Round(10*time.Millisecond), short(rot.Err))
+	}
+
+}
+
+// writeFaults writes the report's "Faults injected".
+func (r *Result) writeFaults(p func(format string, args ...any)) {
+	f := r.Faults
+	p("\n## Faults injected\n\n| kind | count |\n|---|---|\n")
+	for _, svc := range sortedKeys(f.Proxy) {
+		c := f.Proxy[svc]
+		p("| %s: throttling errors | %d |\n| %s: 500/503 errors | %d |\n| %s: connections dropped | %d |\n| %s: requests the server did not answer (restart) | %d |\n",
+			svc, c.Throttled, svc, c.ServerErrors, svc, c.Dropped, svc, c.UpstreamErrors)
+	}
+	p("| batches delivered twice (SQS and stream redelivery) | %d |\n", f.Duplicates)
+	for _, id := range sortedKeys(f.Kills) {
+		st := f.Crashed[id]
+		p("| SIGKILL of %s's process | %d (%d cold starts, %d invocations ended by an exit) |\n", id, f.Kills[id], st.Started, st.Exited)
+	}
+	p("| kills that hit an invocation in flight | %d |\n", f.KillsBusy)
+	p("| S3 server restarted | down %s |\n", f.S3Down.Round(time.Millisecond))
+	p("\nFault mixes (each for `-phase`, in turn; the proxies apply them to every request of the functions, producers and rotator):\n")
+	for _, k := range sortedKeys(f.Phases) {
+		p("- %s: %s\n", k, f.Phases[k].Round(time.Second))
+	}
+
 }
 
 func counts[V any](m map[string]V) string {

@@ -213,15 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.progress("soak: %s of load, %s, %g document requests/s by %d object and %d shared workers, faults %v, seed %d",
 		cfg.Duration, rate, cfg.ObjectsPerSecond, cfg.ObjectWorkers, cfg.SharedWorkers, cfg.Faults, cfg.Seed)
 
-	setups := maps.Clone(registry.All)
-	var procs []string
-	for _, id := range killable {
-		if setup, ok := cfg.Setups[id]; ok {
-			setups[id] = setup // in this process: not killed
-		} else {
-			procs = append(procs, id)
-		}
-	}
+	setups, procs := functionSetups(cfg)
 	bins, built, err := functionBinaries(ctx, cfg.Root, procs, cfg.Binaries)
 	if err != nil {
 		return nil, err
@@ -274,12 +266,46 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	base := leakBaseline(s)
 	s.progress("stack up; load starts (%d goroutines, %d open files in this process)", base.Goroutines, base.FDs)
 
+	if err := s.runLoad(ctx); err != nil {
+		return nil, err
+	}
+	s.progress("load done: %d votes sent (%d distinct accepted, %d bad), %d object operations; faults off, draining",
+		s.load.votesSent(), s.load.distinctAccepted(), s.load.badSent(), s.load.objectOps())
+
+	res := &Result{Config: cfg, Began: s.began, LoadEnded: time.Now(), Crossing: s.clock.crossing.Sub(s.began)}
+	s.check(ctx, res, base)
+	s.summarise(res)
+	s.progress("done in %s: %d invariants checked, %d violated", res.Took.Round(time.Second), len(res.Invariants), res.Violations())
+	return res, nil
+}
+
+// functionSetups is the functions the stack runs in this process (those
+// of cfg.Setups, which are not killed) and the ids of those it runs as
+// processes, which the faults kill.
+func functionSetups(cfg Config) (map[string]lambdafn.Setup, []string) {
+	setups := maps.Clone(registry.All)
+	var procs []string
+	for _, id := range killable {
+		if setup, ok := cfg.Setups[id]; ok {
+			setups[id] = setup // in this process: not killed
+		} else {
+			procs = append(procs, id)
+		}
+	}
+	return setups, procs
+}
+
+// runLoad runs the load for cfg.Duration (votes, documents, the rotator,
+// the clock's jump and, with faults on, the faults) and calms the stack
+// after it.
+func (s *soak) runLoad(ctx context.Context) error {
+	cfg := s.cfg
 	// The load's virtual start (31 October, half the run before
 	// midnight) is now, however long the setup took.
 	s.loadStart = time.Now()
 	s.clock.startLoad(s.loadStart, cfg.Duration)
 	if err := s.env.MoveClock(s.clock.offset()); err != nil {
-		return nil, err
+		return err
 	}
 	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	var wg sync.WaitGroup
@@ -302,17 +328,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	wg.Wait()
 	stopLoad()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("soak interrupted during the load: %w", err) // Ctrl-C: no drain, no checks
+		return fmt.Errorf("soak interrupted during the load: %w", err) // Ctrl-C: no drain, no checks
 	}
 	s.calm()
-	s.progress("load done: %d votes sent (%d distinct accepted, %d bad), %d object operations; faults off, draining",
-		s.load.votesSent(), s.load.distinctAccepted(), s.load.badSent(), s.load.objectOps())
-
-	res := &Result{Config: cfg, Began: s.began, LoadEnded: time.Now(), Crossing: s.clock.crossing.Sub(s.began)}
-	s.check(ctx, res, base)
-	s.summarise(res)
-	s.progress("done in %s: %d invariants checked, %d violated", res.Took.Round(time.Second), len(res.Invariants), res.Violations())
-	return res, nil
+	s.calm()
+	return nil
 }
 
 // summarise adds the run's figures to its checked result: faults, load,
