@@ -83,22 +83,40 @@ func benchListing(ctx context.Context, env *stack.Env, scale float64) (*section,
 		"packed attribute: version, size, time, type, SHA-256), eventually consistent, in key order; the Scan reads every item of the table (history, chunks,\n"+
 		"other prefixes) and sorts nothing. Both answers are the same %d keys.\n\n", verdict(perK <= 25), perK, n)
 
+	if err := listFolders(ctx, s, env, table, run, folders, n); err != nil {
+		return nil, err
+	}
+	writeSpread(s, shards, max(int(20000*scale), 2000))
+	chart := pngchart.Chart{Title: "read units per 1,000 keys: listing vs Scan", Unit: "read units"}
+	chart.Bars = append(chart.Bars, pngchart.Bar{Label: "listing (index)", Value: perK}, pngchart.Bar{Label: "Scan (table)", Value: scanUnits / float64(n) * 1000})
+	s.charts = append(s.charts, chart)
+	return s, nil
+}
+
+// listFolders lists one level under the prefix run: its folders, in
+// queries that do not grow with the n keys beneath.
+func listFolders(ctx context.Context, s *section, env *stack.Env, table, run string, folders, n int) error {
 	// One level under the prefix: the folders.
+	shards := objects.DefaultIndexShards
 	ix2 := objectsddb.NewIndex(env.Clients.DynamoDB, table)
 	p, err := (&objects.Lister{Index: ix2, Shards: shards}).List(ctx, objects.ListOptions{Prefix: run, Delimiter: "/"})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(p.Prefixes) != folders {
-		return nil, fmt.Errorf("listing: %d folders, want %d", len(p.Prefixes), folders)
+		return fmt.Errorf("listing: %d folders, want %d", len(p.Prefixes), folders)
 	}
-	perFolder := float64(p.Queries) / float64(shards) / folders
+	perFolder := float64(p.Queries) / float64(shards) / float64(folders)
 	s.printf("With the delimiter `/` at `%s`: %d common prefixes in %d queries over %d shards, %.2f queries per shard per folder\n"+
 		"returned (%.1f read units), not proportional to the %d keys beneath. Goal ≤ 3: %s.\n\n",
 		run, len(p.Prefixes), p.Queries, shards, perFolder, ix2.ReadUnits(), n, verdict(perFolder <= 3))
+	return nil
+}
 
+// writeSpread writes how puts PUTs under one prefix spread their index
+// entries over the index's shards.
+func writeSpread(s *section, shards, puts int) {
 	// The index's write spread: each PUT's v0 goes to shard hash(key) mod N.
-	puts := max(int(20000*scale), 2000)
 	perShard := make([]float64, shards)
 	for i := range puts {
 		perShard[objects.IndexShard(fmt.Sprintf("uploads/2026/11/%07d.bin", i), shards)]++
@@ -109,10 +127,6 @@ func benchListing(ctx context.Context, env *stack.Env, scale float64) (*section,
 		"1,000 write units per second, and DynamoDB throttles the table's own writes when an index cannot keep up, so every\n"+
 		"document write of the stack would share 1,000 per second.\n",
 		puts, shards, hottest, 1.5/float64(shards), verdict(hottest <= 1.5/float64(shards)))
-	chart := pngchart.Chart{Title: "read units per 1,000 keys: listing vs Scan", Unit: "read units"}
-	chart.Bars = append(chart.Bars, pngchart.Bar{Label: "listing (index)", Value: perK}, pngchart.Bar{Label: "Scan (table)", Value: scanUnits / float64(n) * 1000})
-	s.charts = append(s.charts, chart)
-	return s, nil
 }
 
 // scratchCopy creates a table with the key schema and secondary indexes of

@@ -104,24 +104,9 @@ func turnUnderLoad(ctx context.Context, params map[string]string, tableScale flo
 	defer env.Close()
 	prefix := env.Vars["LEDGER_TABLE_PREFIX"]
 	oldTable, newTable := ledgerTable(env, boundary.Add(-time.Hour)), ledgerTable(env, boundary)
-	// The month before and the counters have grown warm with their traffic.
-	for _, t := range []string{oldTable, env.Vars["COUNTERS_TABLE_NAME"]} {
-		if _, err := env.Clients.DynamoDB.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(t),
-			WarmThroughput: &ddbtypes.WarmThroughput{WriteUnitsPerSecond: aws.Int64(busyWarm)}}); err != nil {
-			return turnRun{}, fmt.Errorf("warm %s: %w", t, err)
-		}
-	}
-	// The rotator's next run, as its daily schedule would make it.
-	if err := env.Rotate(ctx); err != nil {
-		return turnRun{}, err
-	}
-	d, err := env.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(newTable)})
-	if err != nil {
-		return turnRun{}, err
-	}
 	var r turnRun
-	if wt := d.Table.WarmThroughput; wt != nil {
-		r.newWarm = aws.ToInt64(wt.WriteUnitsPerSecond)
+	if r.newWarm, err = rotateWarm(ctx, env, []string{oldTable, env.Vars["COUNTERS_TABLE_NAME"]}, newTable, busyWarm); err != nil {
+		return turnRun{}, err
 	}
 	store := votesddb.New(env.Clients.DynamoDB, env.Vars["COUNTERS_TABLE_NAME"], prefix)
 	const poll = "turn"
@@ -153,15 +138,8 @@ func turnUnderLoad(ctx context.Context, params map[string]string, tableScale flo
 	}
 	loaded := time.Now()
 	r.sent, r.newMo = int64(n), newMonth.Load()
-	deadline := loaded.Add(15 * time.Minute)
-	for r.counted < r.sent {
-		if time.Now().After(deadline) {
-			return turnRun{}, fmt.Errorf("%d of %d votes counted 15 minutes after the load", r.counted, r.sent)
-		}
-		time.Sleep(200 * time.Millisecond)
-		if t, err := votes.Results(ctx, store, poll, virtual); err == nil {
-			r.counted = t.Total
-		}
+	if r.counted, err = awaitCounted(ctx, store, poll, r.sent, virtual); err != nil {
+		return turnRun{}, err
 	}
 	r.caughtUp = time.Since(loaded)
 	for _, t := range env.Proxies[faultproxy.DynamoDB].TableStats() {
@@ -175,4 +153,45 @@ func turnUnderLoad(ctx context.Context, params map[string]string, tableScale flo
 		fmt.Printf("turn %v: %+v\n", params, r)
 	}
 	return r, nil
+}
+
+// rotateWarm warms the busy tables (the month before, the counters) to
+// busyWarm write units a second, as their traffic would have, runs the
+// rotator as its schedule would, and returns the new month's table's warm
+// write units.
+func rotateWarm(ctx context.Context, env *stack.Env, busy []string, newTable string, busyWarm int64) (int64, error) {
+	for _, t := range busy {
+		if _, err := env.Clients.DynamoDB.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(t),
+			WarmThroughput: &ddbtypes.WarmThroughput{WriteUnitsPerSecond: aws.Int64(busyWarm)}}); err != nil {
+			return 0, fmt.Errorf("warm %s: %w", t, err)
+		}
+	}
+	if err := env.Rotate(ctx); err != nil {
+		return 0, err
+	}
+	d, err := env.Clients.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(newTable)})
+	if err != nil {
+		return 0, err
+	}
+	if wt := d.Table.WarmThroughput; wt != nil {
+		return aws.ToInt64(wt.WriteUnitsPerSecond), nil
+	}
+	return 0, nil
+}
+
+// awaitCounted reads the poll's results until they count sent votes, for
+// up to 15 minutes, and returns the last count.
+func awaitCounted(ctx context.Context, store *votesddb.Votes, poll string, sent int64, now func() time.Time) (int64, error) {
+	var counted int64
+	deadline := time.Now().Add(15 * time.Minute)
+	for counted < sent {
+		if time.Now().After(deadline) {
+			return counted, fmt.Errorf("%d of %d votes counted 15 minutes after the load", counted, sent)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if t, err := votes.Results(ctx, store, poll, now); err == nil {
+			counted = t.Total
+		}
+	}
+	return counted, nil
 }

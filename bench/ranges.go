@@ -88,20 +88,8 @@ func benchRanges(ctx context.Context, env *stack.Env, scale float64) (*section, 
 	}
 	m := *rec.Manifest
 
-	// 1 KiB ranges at random offsets, and one across each of a few chunk
-	// boundaries (the worst case: two chunks).
 	n := max(20, int(200*scale))
-	rng := rand.New(rand.NewPCG(7, 11))
-	const span = 1 << 10
-	ranges := make([]objects.Range, 0, n+4)
-	for range n {
-		start := rng.Int64N(int64(size - span))
-		ranges = append(ranges, objects.Range{Start: start, End: start + span})
-	}
-	for i := 1; i <= 4 && i < m.Count; i++ {
-		b := int64(i * m.ChunkSize)
-		ranges = append(ranges, objects.Range{Start: b - span/2, End: b + span/2})
-	}
+	ranges := kibRanges(n, size, m)
 	perRange := make([]int64, len(ranges))
 	lat := make([]time.Duration, len(ranges))
 	across := 0
@@ -155,4 +143,22 @@ func benchRanges(ctx context.Context, env *stack.Env, scale float64) (*section, 
 	chart.Bars = append(chart.Bars, pngchart.Bar{Label: "1 KiB range (worst)", Value: float64(worst)}, pngchart.Bar{Label: "whole document", Value: float64(wholeReads)})
 	s.charts = append(s.charts, chart)
 	return s, nil
+}
+
+// kibRanges is n 1 KiB ranges at random offsets of a document of size
+// bytes, and one across each of its first chunk boundaries (up to 4: the
+// worst case, two chunks).
+func kibRanges(n, size int, m objects.Manifest) []objects.Range {
+	rng := rand.New(rand.NewPCG(7, 11))
+	const span = 1 << 10
+	ranges := make([]objects.Range, 0, n+4)
+	for range n {
+		start := rng.Int64N(int64(size - span))
+		ranges = append(ranges, objects.Range{Start: start, End: start + span})
+	}
+	for i := 1; i <= 4 && i < m.Count; i++ {
+		b := int64(i * m.ChunkSize)
+		ranges = append(ranges, objects.Range{Start: b - span/2, End: b + span/2})
+	}
+	return ranges
 }
