@@ -12,6 +12,7 @@ package badinput
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -129,31 +130,67 @@ func sqsCases() []Case {
 	}
 }
 
+// httpCase is a case of the HTTP API.
+func httpCase(name, method, path string, header map[string]string, body string, status int) Case {
+	return Case{Entry: HTTP, Name: name, Method: method, Path: path, Header: header, Body: body, Status: status}
+}
+
+// jsonType is a Content-Type header of JSON.
+func jsonType() map[string]string { return map[string]string{"Content-Type": "application/json"} }
+
 func httpCases() []Case {
-	c := func(name, method, path string, header map[string]string, body string, status int) Case {
-		return Case{Entry: HTTP, Name: name, Method: method, Path: path, Header: header, Body: body, Status: status}
+	c := httpCase
+	cases := slices.Concat(pollHTTPCases(), objectHTTPCases(), rangeHTTPCases())
+	// API Gateway answers these itself: a path or query that does not
+	// decode to UTF-8 (an event is JSON), headers over its limit.
+	for i := range cases {
+		switch cases[i].Name {
+		case "object: invalid UTF-8 in the key", "object: overlong UTF-8 slash", "list: prefix not UTF-8", "object: 20 KB header":
+			cases[i].Gateway = true
+		}
 	}
-	jsonType := map[string]string{"Content-Type": "application/json"}
-	rng := func(v string) map[string]string { return map[string]string{"Range": v} }
-	cases := []Case{
-		c("poll: malformed JSON", "POST", "/polls", jsonType, `{"pollId":`, 400),
-		c("poll: options a string", "POST", "/polls", jsonType, `{"pollId":"h1","options":"a,b"}`, 400),
-		c("poll: no options", "POST", "/polls", jsonType, `{"pollId":"h2","options":[]}`, 400),
-		c("poll: hash in the id", "POST", "/polls", jsonType, `{"pollId":"h#3","options":["a"]}`, 400),
-		c("poll: traversal as the id", "POST", "/polls", jsonType, `{"pollId":"../x","options":["a"]}`, 400),
-		c("poll: slash in the id", "POST", "/polls", jsonType, `{"pollId":"a/b","options":["a"]}`, 400),
-		c("poll: the id ..", "POST", "/polls", jsonType, `{"pollId":"..","options":["a"]}`, 400),
-		c("poll: shards a string", "POST", "/polls", jsonType, `{"pollId":"h10","options":["a"],"shards":"8"}`, 400),
-		c("poll: unknown field with &", "POST", "/polls", jsonType, `{"pollId":"h11","options":["a"],"a&b":1}`, 400),
-		c("poll: duplicate options", "POST", "/polls", jsonType, `{"pollId":"h4","options":["a","a"]}`, 400),
-		c("poll: 100000 shards", "POST", "/polls", jsonType, `{"pollId":"h5","options":["a"],"shards":100000}`, 400),
+	// Without a signature the API refuses before any function runs.
+	for _, u := range []Case{
+		c("unsigned: create a poll", "POST", "/polls", jsonType(), `{"pollId":"u1","options":["a"]}`, 403),
+		c("unsigned: put an object", "PUT", "/objects/badinput/unsigned", nil, "x", 403),
+		c("unsigned: read results", "GET", "/polls/"+Poll+"/results", nil, "", 403),
+		c("forged Authorization header", "GET", "/objects/badinput/doc", map[string]string{"Authorization": "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261124/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=00"}, "", 403),
+	} {
+		u.Unsigned, u.Gateway = true, true
+		cases = append(cases, u)
+	}
+	return cases
+}
+
+// pollHTTPCases are the polls' routes' bad requests.
+func pollHTTPCases() []Case {
+	c := httpCase
+	return []Case{
+		c("poll: malformed JSON", "POST", "/polls", jsonType(), `{"pollId":`, 400),
+		c("poll: options a string", "POST", "/polls", jsonType(), `{"pollId":"h1","options":"a,b"}`, 400),
+		c("poll: no options", "POST", "/polls", jsonType(), `{"pollId":"h2","options":[]}`, 400),
+		c("poll: hash in the id", "POST", "/polls", jsonType(), `{"pollId":"h#3","options":["a"]}`, 400),
+		c("poll: traversal as the id", "POST", "/polls", jsonType(), `{"pollId":"../x","options":["a"]}`, 400),
+		c("poll: slash in the id", "POST", "/polls", jsonType(), `{"pollId":"a/b","options":["a"]}`, 400),
+		c("poll: the id ..", "POST", "/polls", jsonType(), `{"pollId":"..","options":["a"]}`, 400),
+		c("poll: shards a string", "POST", "/polls", jsonType(), `{"pollId":"h10","options":["a"],"shards":"8"}`, 400),
+		c("poll: unknown field with &", "POST", "/polls", jsonType(), `{"pollId":"h11","options":["a"],"a&b":1}`, 400),
+		c("poll: duplicate options", "POST", "/polls", jsonType(), `{"pollId":"h4","options":["a","a"]}`, 400),
+		c("poll: 100000 shards", "POST", "/polls", jsonType(), `{"pollId":"h5","options":["a"],"shards":100000}`, 400),
 		c("poll: a binary body", "POST", "/polls", map[string]string{"Content-Type": "application/octet-stream"}, `{"pollId":"h6","options":["a"]}`, 415),
 		c("poll: a text/plain body", "POST", "/polls", map[string]string{"Content-Type": "text/plain"}, `{"pollId":"h8","options":["a"]}`, 415),
 		c("poll: no Content-Type", "POST", "/polls", nil, `{"pollId":"h9","options":["a"]}`, 415),
-		c("poll: 70 KiB body", "POST", "/polls", jsonType, `{"pollId":"h7","options":["`+strings.Repeat("o", 70<<10)+`"]}`, 413),
-		c("poll: exists already", "POST", "/polls", jsonType, `{"pollId":"`+Poll+`","options":["a","b"]}`, 409),
+		c("poll: 70 KiB body", "POST", "/polls", jsonType(), `{"pollId":"h7","options":["`+strings.Repeat("o", 70<<10)+`"]}`, 413),
+		c("poll: exists already", "POST", "/polls", jsonType(), `{"pollId":"`+Poll+`","options":["a","b"]}`, 409),
 		c("results: no such poll", "GET", "/polls/no-such-poll-anywhere/results", nil, "", 404),
 		c("results: maxAge not a number", "GET", "/polls/"+Poll+"/results?maxAge=soon", nil, "", 400),
+	}
+}
+
+// objectHTTPCases are the objects' and the listing's bad requests.
+func objectHTTPCases() []Case {
+	c := httpCase
+	return []Case{
 		c("object: invalid UTF-8 in the key", "GET", "/objects/%FF%FE", nil, "", 400),
 		c("object: NUL in the key", "PUT", "/objects/a%00b", nil, "x", 400),
 		c("object: NUL alone as the key", "GET", "/objects/%00", nil, "", 400),
@@ -164,9 +201,9 @@ func httpCases() []Case {
 		c("object: version overflow", "GET", "/objects/badinput/doc?version=99999999999999999999", nil, "", 400),
 		c("object: If-Match not a version", "PUT", "/objects/badinput/doc", map[string]string{"If-Match": "abc"}, "x", 400),
 		c("object: 20 KB header", "GET", "/objects/badinput/doc", map[string]string{"X-Junk": strings.Repeat("j", 20000)}, "", 431),
-		c("object: JSON bomb as an upload", "POST", "/objects/badinput/big?uploads", jsonType, strings.Repeat("[", 100000), 400),
-		c("object: upload with a string size", "POST", "/objects/badinput/big?uploads", jsonType, `{"size":"big"}`, 400),
-		c("object: upload with a negative size", "POST", "/objects/badinput/big?uploads", jsonType, `{"size":-1}`, 400),
+		c("object: JSON bomb as an upload", "POST", "/objects/badinput/big?uploads", jsonType(), strings.Repeat("[", 100000), 400),
+		c("object: upload with a string size", "POST", "/objects/badinput/big?uploads", jsonType(), `{"size":"big"}`, 400),
+		c("object: upload with a negative size", "POST", "/objects/badinput/big?uploads", jsonType(), `{"size":-1}`, 400),
 		c("object: missing", "GET", "/objects/badinput/never-written", nil, "", 404),
 		c("list: prefix with a NUL", "GET", "/objects?prefix=docs%2F%00", nil, "", 400),
 		c("list: prefix not UTF-8", "GET", "/objects?prefix=docs%FF", nil, "", 400),
@@ -180,6 +217,14 @@ func httpCases() []Case {
 		c("list: cursor forged for another prefix", "GET", "/objects?prefix=a&cursor=MjAeV7kzsKeCA2I", nil, "", 400),
 		c("list: 2 KB cursor", "GET", "/objects?cursor="+strings.Repeat("A", 2000), nil, "", 400),
 		c("list: unknown parameter", "GET", "/objects?marker=x", nil, "", 400),
+	}
+}
+
+// rangeHTTPCases are bad Range headers.
+func rangeHTTPCases() []Case {
+	c := httpCase
+	rng := func(v string) map[string]string { return map[string]string{"Range": v} }
+	return []Case{
 		// Range: one range per request, in digits, within the document.
 		c("range: two ranges", "GET", "/objects/"+Ranged, rng("bytes=0-1,5-6"), "", 416),
 		c("range: overlapping ranges", "GET", "/objects/"+Ranged, rng("bytes=0-50,25-75"), "", 416),
@@ -194,25 +239,6 @@ func httpCases() []Case {
 		c("range: suffix of zero", "GET", "/objects/"+Ranged, rng("bytes=-0"), "", 416),
 		c("range: on a missing object", "GET", "/objects/badinput/never-written", rng("bytes=0-1"), "", 404),
 	}
-	// API Gateway answers these itself: a path or query that does not
-	// decode to UTF-8 (an event is JSON), headers over its limit.
-	for i := range cases {
-		switch cases[i].Name {
-		case "object: invalid UTF-8 in the key", "object: overlong UTF-8 slash", "list: prefix not UTF-8", "object: 20 KB header":
-			cases[i].Gateway = true
-		}
-	}
-	// Without a signature the API refuses before any function runs.
-	for _, u := range []Case{
-		c("unsigned: create a poll", "POST", "/polls", jsonType, `{"pollId":"u1","options":["a"]}`, 403),
-		c("unsigned: put an object", "PUT", "/objects/badinput/unsigned", nil, "x", 403),
-		c("unsigned: read results", "GET", "/polls/"+Poll+"/results", nil, "", 403),
-		c("forged Authorization header", "GET", "/objects/badinput/doc", map[string]string{"Authorization": "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261124/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=00"}, "", 403),
-	} {
-		u.Unsigned, u.Gateway = true, true
-		cases = append(cases, u)
-	}
-	return cases
 }
 
 func streamCases() []Case {

@@ -158,73 +158,15 @@ func (t *Template) call(fn string, arg any, c Context) (any, error) {
 	case "Ref":
 		return t.ref(str(arg), c)
 	case "Fn::GetAtt":
-		res, attr, err := getAttArgs(arg)
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := t.Resources[res]; !ok {
-			return nil, fmt.Errorf("%w: !GetAtt %s.%s: no such resource", ErrInvalid, res, attr)
-		}
-		if c.Names == nil {
-			return nil, fmt.Errorf("%w: !GetAtt %s.%s: no names to resolve against", ErrInvalid, res, attr)
-		}
-		return c.Names.GetAtt(res, attr)
+		return t.getAtt(arg, c)
 	case "Fn::Sub":
 		return t.sub(arg, c)
 	case "Fn::Join":
-		args, ok := arg.([]any)
-		if !ok || len(args) != 2 {
-			return nil, fmt.Errorf("%w: !Join needs [delimiter, list]", ErrInvalid)
-		}
-		list, err := t.resolve(args[1], c)
-		if err != nil {
-			return nil, err
-		}
-		items, ok := list.([]any)
-		if !ok {
-			return nil, fmt.Errorf("%w: !Join needs a list", ErrInvalid)
-		}
-		parts := make([]string, len(items))
-		for i, it := range items {
-			parts[i] = scalar(it)
-		}
-		return strings.Join(parts, str(args[0])), nil
+		return t.join(arg, c)
 	case "Fn::Select":
-		args, ok := arg.([]any)
-		if !ok || len(args) != 2 {
-			return nil, fmt.Errorf("%w: !Select needs [index, list]", ErrInvalid)
-		}
-		idx, err := t.resolve(args[0], c)
-		if err != nil {
-			return nil, err
-		}
-		i, err := strconv.Atoi(scalar(idx))
-		if err != nil {
-			return nil, fmt.Errorf("%w: !Select index %v", ErrInvalid, idx)
-		}
-		list, err := t.resolve(args[1], c)
-		if err != nil {
-			return nil, err
-		}
-		items, ok := list.([]any)
-		if !ok || i < 0 || i >= len(items) {
-			return nil, fmt.Errorf("%w: !Select index %d out of range", ErrInvalid, i)
-		}
-		return items[i], nil
+		return t.selectItem(arg, c)
 	case "Fn::Split":
-		args, ok := arg.([]any)
-		if !ok || len(args) != 2 {
-			return nil, fmt.Errorf("%w: !Split needs [delimiter, string]", ErrInvalid)
-		}
-		s, err := t.ResolveString(args[1], c)
-		if err != nil {
-			return nil, err
-		}
-		var out []any
-		for _, p := range strings.Split(s, str(args[0])) {
-			out = append(out, p)
-		}
-		return out, nil
+		return t.split(arg, c)
 	case "Fn::If":
 		args, ok := arg.([]any)
 		if !ok || len(args) != 3 {
@@ -246,6 +188,84 @@ func (t *Template) call(fn string, arg any, c Context) (any, error) {
 		return nil, fmt.Errorf("%w: %s is not supported locally", ErrInvalid, fn)
 	}
 	return nil, fmt.Errorf("%w: %s is not supported locally", ErrInvalid, fn)
+}
+
+// getAtt resolves !GetAtt against the context's names.
+func (t *Template) getAtt(arg any, c Context) (any, error) {
+	res, attr, err := getAttArgs(arg)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := t.Resources[res]; !ok {
+		return nil, fmt.Errorf("%w: !GetAtt %s.%s: no such resource", ErrInvalid, res, attr)
+	}
+	if c.Names == nil {
+		return nil, fmt.Errorf("%w: !GetAtt %s.%s: no names to resolve against", ErrInvalid, res, attr)
+	}
+	return c.Names.GetAtt(res, attr)
+}
+
+// join resolves !Join [delimiter, list].
+func (t *Template) join(arg any, c Context) (any, error) {
+	args, ok := arg.([]any)
+	if !ok || len(args) != 2 {
+		return nil, fmt.Errorf("%w: !Join needs [delimiter, list]", ErrInvalid)
+	}
+	list, err := t.resolve(args[1], c)
+	if err != nil {
+		return nil, err
+	}
+	items, ok := list.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: !Join needs a list", ErrInvalid)
+	}
+	parts := make([]string, len(items))
+	for i, it := range items {
+		parts[i] = scalar(it)
+	}
+	return strings.Join(parts, str(args[0])), nil
+}
+
+// selectItem resolves !Select [index, list].
+func (t *Template) selectItem(arg any, c Context) (any, error) {
+	args, ok := arg.([]any)
+	if !ok || len(args) != 2 {
+		return nil, fmt.Errorf("%w: !Select needs [index, list]", ErrInvalid)
+	}
+	idx, err := t.resolve(args[0], c)
+	if err != nil {
+		return nil, err
+	}
+	i, err := strconv.Atoi(scalar(idx))
+	if err != nil {
+		return nil, fmt.Errorf("%w: !Select index %v", ErrInvalid, idx)
+	}
+	list, err := t.resolve(args[1], c)
+	if err != nil {
+		return nil, err
+	}
+	items, ok := list.([]any)
+	if !ok || i < 0 || i >= len(items) {
+		return nil, fmt.Errorf("%w: !Select index %d out of range", ErrInvalid, i)
+	}
+	return items[i], nil
+}
+
+// split resolves !Split [delimiter, string].
+func (t *Template) split(arg any, c Context) (any, error) {
+	args, ok := arg.([]any)
+	if !ok || len(args) != 2 {
+		return nil, fmt.Errorf("%w: !Split needs [delimiter, string]", ErrInvalid)
+	}
+	s, err := t.ResolveString(args[1], c)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for _, p := range strings.Split(s, str(args[0])) {
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func getAttArgs(arg any) (string, string, error) {

@@ -215,20 +215,7 @@ func (p *Proxy) admitConflicts(r *http.Request, op Operation, body []byte) (rele
 			return nil, &awsError{status: http.StatusBadRequest, code: "TransactionConflictException", namespace: dynamoNamespace, sender: true,
 				message: "Transaction is ongoing for the item"}
 		}
-		reasons := make([]cancellationReason, n)
-		codes := make([]string, n)
-		for i := range reasons {
-			reasons[i].Code = "None"
-		}
-		for _, i := range conflicting {
-			reasons[acts[i].index] = cancellationReason{Code: "TransactionConflict", Message: "Transaction is ongoing for the item"}
-		}
-		for i, reason := range reasons {
-			codes[i] = reason.Code
-		}
-		return nil, &awsError{status: http.StatusBadRequest, code: "TransactionCanceledException", namespace: dynamoNamespace, sender: true,
-			message:             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
-			cancellationReasons: reasons}
+		return nil, transactionCanceled(n, acts, conflicting)
 	}
 	if op.Action == "TransactGetItems" {
 		return nothing, nil // reads hold nothing
@@ -254,4 +241,23 @@ func (p *Proxy) admitConflicts(r *http.Request, op Operation, body []byte) (rele
 			}
 		}
 	}, nil
+}
+
+// transactionCanceled is DynamoDB's cancellation of a transaction of n
+// actions: TransactionConflict for the conflicting ones, None for the rest.
+func transactionCanceled(n int, acts []itemAction, conflicting []int) *awsError {
+	reasons := make([]cancellationReason, n)
+	codes := make([]string, n)
+	for i := range reasons {
+		reasons[i].Code = "None"
+	}
+	for _, i := range conflicting {
+		reasons[acts[i].index] = cancellationReason{Code: "TransactionConflict", Message: "Transaction is ongoing for the item"}
+	}
+	for i, reason := range reasons {
+		codes[i] = reason.Code
+	}
+	return &awsError{status: http.StatusBadRequest, code: "TransactionCanceledException", namespace: dynamoNamespace, sender: true,
+		message:             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
+		cancellationReasons: reasons}
 }

@@ -665,6 +665,7 @@ func (p *Proxy) decide(op Operation) decision {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.clock.Now()
 	op, body, err := p.operation(r)
+	var ok bool
 	if err != nil {
 		// The client went away or sent a broken body; answer in case it
 		// is still there.
@@ -674,22 +675,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if p.authorize != nil {
-		if p.service == S3 && op.Action == "DeleteObjects" {
-			b, _, err := bufferBody(r)
-			if err != nil {
-				p.count(op.Action, func(c *Counts) { c.Requests++ })
-				http.Error(w, "faultproxy: cannot read request body", http.StatusBadRequest)
-				return
-			}
-			body = b
-		}
-		if denial := p.authorize(r, op, body); denial != nil {
-			p.count(op.Action, func(c *Counts) { c.Requests++; c.Denied++ })
-			p.logger.Debug("faultproxy: denied", "service", p.service, "action", op.Action, "message", denial.Message)
-			p.writeError(w, r, p.accessDenied(denial.Message))
-			return
-		}
+	if body, ok = p.authorized(w, r, op, body); !ok {
+		return
 	}
 
 	d := p.decide(op)
@@ -719,25 +706,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.serveStreams(w, r, op, body) || p.serveWarm(w, r, op, body) {
 		return
 	}
-	if p.limiter != nil && body != nil && isDynamoWrite(op.Action) {
-		if e, throttled := p.limitKeys(r, op, body); throttled {
-			p.count(op.Action, func(c *Counts) { c.KeyThrottled++ })
-			p.writeError(w, r, e)
-			return
-		}
-	}
-	if p.tableLimit != nil && body != nil {
-		if isDynamoWrite(op.Action) {
-			if e, throttled := p.limitTables(r, op, body); throttled {
-				p.count(op.Action, func(c *Counts) { c.TableThrottled++ })
-				p.writeError(w, r, e)
-				return
-			}
-		}
-		p.tableLimit.observe(op, body)
-	}
-	if p.limiter != nil && (op.Action == "CreateTable" || op.Action == "DeleteTable") {
-		p.limiter.forget(op.Table)
+	if !p.withinLimits(w, r, op, body) {
+		return
 	}
 	if _, readAhead := r.Body.(*replayBody); readAhead {
 		// The body was read to classify the request, so the client has had
@@ -753,6 +723,58 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	p.forward(w, r, op, start)
+}
+
+// authorized asks the IAM judge, if any, about the request, and answers
+// its denial. It returns the body read to judge it, and false when it
+// answered the request.
+func (p *Proxy) authorized(w http.ResponseWriter, r *http.Request, op Operation, body []byte) ([]byte, bool) {
+	if p.authorize == nil {
+		return body, true
+	}
+	if p.service == S3 && op.Action == "DeleteObjects" {
+		b, _, err := bufferBody(r)
+		if err != nil {
+			p.count(op.Action, func(c *Counts) { c.Requests++ })
+			http.Error(w, "faultproxy: cannot read request body", http.StatusBadRequest)
+			return nil, false
+		}
+		body = b
+	}
+	if denial := p.authorize(r, op, body); denial != nil {
+		p.count(op.Action, func(c *Counts) { c.Requests++; c.Denied++ })
+		p.logger.Debug("faultproxy: denied", "service", p.service, "action", op.Action, "message", denial.Message)
+		p.writeError(w, r, p.accessDenied(denial.Message))
+		return nil, false
+	}
+	return body, true
+}
+
+// withinLimits applies the per-key and the table-level write limits,
+// answering a write over either with its throttling error (false), and
+// keeps the limits' view of the tables current.
+func (p *Proxy) withinLimits(w http.ResponseWriter, r *http.Request, op Operation, body []byte) bool {
+	if p.limiter != nil && body != nil && isDynamoWrite(op.Action) {
+		if e, throttled := p.limitKeys(r, op, body); throttled {
+			p.count(op.Action, func(c *Counts) { c.KeyThrottled++ })
+			p.writeError(w, r, e)
+			return false
+		}
+	}
+	if p.tableLimit != nil && body != nil {
+		if isDynamoWrite(op.Action) {
+			if e, throttled := p.limitTables(r, op, body); throttled {
+				p.count(op.Action, func(c *Counts) { c.TableThrottled++ })
+				p.writeError(w, r, e)
+				return false
+			}
+		}
+		p.tableLimit.observe(op, body)
+	}
+	if p.limiter != nil && (op.Action == "CreateTable" || op.Action == "DeleteTable") {
+		p.limiter.forget(op.Table)
+	}
+	return true
 }
 
 // drop closes the client's connection without a response. Where the

@@ -184,35 +184,14 @@ func (l *keyLimiter) plan(ctx context.Context, action string, body []byte, h htt
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, 0, fmt.Errorf("parse %s: %w", action, err)
 	}
-
-	var writes []keyWrite
-	add := func(index int, table string, item attributeMap, units float64) error {
-		pk, err := l.partitionKey(ctx, table, h)
-		if err != nil {
-			return err
-		}
-		typ, value, ok := keyValue(item[pk])
-		if !ok {
-			// A malformed request (the upstream refuses it) or a table
-			// recreated with another key schema: describe it again next time.
-			l.forget(table)
-			return nil
-		}
-		writes = append(writes, keyWrite{
-			index: index,
-			table: table,
-			key:   value,
-			id:    table + "\x00" + typ + "\x00" + value,
-			units: units,
-		})
-		return nil
-	}
-
+	p := &keyPlan{l: l, ctx: ctx, h: h}
 	switch action {
 	case "PutItem":
-		return writes, 0, add(0, req.TableName, req.Item, writeUnits(itemSize(req.Item)))
+		err := p.add(0, req.TableName, req.Item, writeUnits(itemSize(req.Item)))
+		return p.writes, 0, err
 	case "UpdateItem", "DeleteItem":
-		return writes, 0, add(0, req.TableName, req.Key, writeUnits(len(body)))
+		err := p.add(0, req.TableName, req.Key, writeUnits(len(body)))
+		return p.writes, 0, err
 	case "BatchWriteItem":
 		tables := make([]string, 0, len(req.RequestItems))
 		for t := range req.RequestItems {
@@ -225,9 +204,9 @@ func (l *keyLimiter) plan(ctx context.Context, action string, body []byte, h htt
 				var err error
 				switch {
 				case entry.PutRequest != nil:
-					err = add(i, t, entry.PutRequest.Item, writeUnits(itemSize(entry.PutRequest.Item)))
+					err = p.add(i, t, entry.PutRequest.Item, writeUnits(itemSize(entry.PutRequest.Item)))
 				case entry.DeleteRequest != nil:
-					err = add(i, t, entry.DeleteRequest.Key, writeUnits(itemSize(entry.DeleteRequest.Key)))
+					err = p.add(i, t, entry.DeleteRequest.Key, writeUnits(itemSize(entry.DeleteRequest.Key)))
 				}
 				if err != nil {
 					return nil, 0, err
@@ -235,33 +214,73 @@ func (l *keyLimiter) plan(ctx context.Context, action string, body []byte, h htt
 				i++
 			}
 		}
-		return writes, 0, nil
+		return p.writes, 0, nil
 	case "TransactWriteItems":
-		for i, item := range req.TransactItems {
-			for kind, raw := range item {
-				var a struct {
-					TableName string
-					Item      attributeMap
-					Key       attributeMap
-				}
-				if err := json.Unmarshal(raw, &a); err != nil {
-					return nil, 0, fmt.Errorf("parse TransactItems[%d].%s: %w", i, kind, err)
-				}
-				var err error
-				switch kind {
-				case "Put":
-					err = add(i, a.TableName, a.Item, 2*writeUnits(itemSize(a.Item)))
-				case "Update", "Delete", "ConditionCheck":
-					err = add(i, a.TableName, a.Key, 2*writeUnits(len(raw)))
-				}
-				if err != nil {
-					return nil, 0, err
-				}
-			}
+		if err := p.transact(req.TransactItems); err != nil {
+			return nil, 0, err
 		}
-		return writes, len(req.TransactItems), nil
+		return p.writes, len(req.TransactItems), nil
 	}
 	return nil, 0, nil
+}
+
+// keyPlan gathers the key writes of one request.
+type keyPlan struct {
+	l      *keyLimiter
+	ctx    context.Context
+	h      http.Header
+	writes []keyWrite
+}
+
+// add plans a write of units to item's partition key in table.
+func (p *keyPlan) add(index int, table string, item attributeMap, units float64) error {
+	pk, err := p.l.partitionKey(p.ctx, table, p.h)
+	if err != nil {
+		return err
+	}
+	typ, value, ok := keyValue(item[pk])
+	if !ok {
+		// A malformed request (the upstream refuses it) or a table
+		// recreated with another key schema: describe it again next time.
+		p.l.forget(table)
+		return nil
+	}
+	p.writes = append(p.writes, keyWrite{
+		index: index,
+		table: table,
+		key:   value,
+		id:    table + "\x00" + typ + "\x00" + value,
+		units: units,
+	})
+	return nil
+}
+
+// transact plans a transaction's writes: each of its actions, at twice
+// its units.
+func (p *keyPlan) transact(items []map[string]json.RawMessage) error {
+	for i, item := range items {
+		for kind, raw := range item {
+			var a struct {
+				TableName string
+				Item      attributeMap
+				Key       attributeMap
+			}
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return fmt.Errorf("parse TransactItems[%d].%s: %w", i, kind, err)
+			}
+			var err error
+			switch kind {
+			case "Put":
+				err = p.add(i, a.TableName, a.Item, 2*writeUnits(itemSize(a.Item)))
+			case "Update", "Delete", "ConditionCheck":
+				err = p.add(i, a.TableName, a.Key, 2*writeUnits(len(raw)))
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // admit debits every key of writes if all have the tokens, and returns nil;

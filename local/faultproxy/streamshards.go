@@ -305,71 +305,18 @@ func (v *vstream) nextUpstream() *upShard {
 	return nil
 }
 
+// upstreamShard is a shard of the upstream's DescribeStream answer.
+type upstreamShard struct {
+	ShardId, ParentShardId string
+	SequenceNumberRange    struct{ StartingSequenceNumber, EndingSequenceNumber string }
+}
+
 // describeUpstream lists the upstream's shards and keeps its description.
 func (e *shardEmulator) describeUpstream(ctx context.Context, h http.Header, v *vstream) error {
-	var shards []struct {
-		ShardId, ParentShardId string
-		SequenceNumberRange    struct{ StartingSequenceNumber, EndingSequenceNumber string }
+	desc, shards, err := e.describePages(ctx, h, v)
+	if err != nil || desc == nil {
+		return err
 	}
-	var desc map[string]json.RawMessage
-	var start string
-	for {
-		in := map[string]any{"StreamArn": v.arn}
-		if start != "" {
-			in["ExclusiveStartShardId"] = start
-		}
-		status, body, err := e.call(ctx, h, "DescribeStream", in)
-		if err != nil {
-			return err
-		}
-		if status != http.StatusOK {
-			if bytes.Contains(body, []byte("ResourceNotFoundException")) {
-				v.mu.Lock()
-				held := v.desc != nil
-				if held {
-					// The table is gone: what was read stays readable, and
-					// every shard closes once drained.
-					v.disabled = true
-					for _, u := range v.up {
-						u.done = true
-					}
-					v.desc["StreamStatus"] = json.RawMessage(`"DISABLED"`)
-				}
-				v.mu.Unlock()
-				if held {
-					return nil
-				}
-			}
-			return &upstreamFailure{status: status, body: body}
-		}
-		var out struct{ StreamDescription map[string]json.RawMessage }
-		if err := json.Unmarshal(body, &out); err != nil {
-			return fmt.Errorf("faultproxy: DescribeStream answer: %w", err)
-		}
-		if desc == nil {
-			desc = out.StreamDescription
-		}
-		var page []struct {
-			ShardId, ParentShardId string
-			SequenceNumberRange    struct{ StartingSequenceNumber, EndingSequenceNumber string }
-		}
-		if raw, ok := out.StreamDescription["Shards"]; ok {
-			if err := json.Unmarshal(raw, &page); err != nil {
-				return fmt.Errorf("faultproxy: DescribeStream shards: %w", err)
-			}
-		}
-		shards = append(shards, page...)
-		var last string
-		if raw, ok := out.StreamDescription["LastEvaluatedShardId"]; ok {
-			_ = json.Unmarshal(raw, &last)
-		}
-		if last == "" {
-			break
-		}
-		start = last
-	}
-	delete(desc, "Shards")
-	delete(desc, "LastEvaluatedShardId")
 	var status string
 	_ = json.Unmarshal(desc["StreamStatus"], &status)
 
@@ -392,6 +339,73 @@ func (e *shardEmulator) describeUpstream(ctx context.Context, h http.Header, v *
 		}
 	}
 	return nil
+}
+
+// describePages reads every page of the upstream's DescribeStream: the
+// description (without its shards) and the shards. When the table is gone
+// after v was described, v is disabled instead, and the description is nil.
+func (e *shardEmulator) describePages(ctx context.Context, h http.Header, v *vstream) (map[string]json.RawMessage, []upstreamShard, error) {
+	var shards []upstreamShard
+	var desc map[string]json.RawMessage
+	var start string
+	for {
+		in := map[string]any{"StreamArn": v.arn}
+		if start != "" {
+			in["ExclusiveStartShardId"] = start
+		}
+		status, body, err := e.call(ctx, h, "DescribeStream", in)
+		if err != nil {
+			return nil, nil, err
+		}
+		if status != http.StatusOK {
+			if bytes.Contains(body, []byte("ResourceNotFoundException")) && v.disable() {
+				return nil, nil, nil
+			}
+			return nil, nil, &upstreamFailure{status: status, body: body}
+		}
+		var out struct{ StreamDescription map[string]json.RawMessage }
+		if err := json.Unmarshal(body, &out); err != nil {
+			return nil, nil, fmt.Errorf("faultproxy: DescribeStream answer: %w", err)
+		}
+		if desc == nil {
+			desc = out.StreamDescription
+		}
+		var page []upstreamShard
+		if raw, ok := out.StreamDescription["Shards"]; ok {
+			if err := json.Unmarshal(raw, &page); err != nil {
+				return nil, nil, fmt.Errorf("faultproxy: DescribeStream shards: %w", err)
+			}
+		}
+		shards = append(shards, page...)
+		var last string
+		if raw, ok := out.StreamDescription["LastEvaluatedShardId"]; ok {
+			_ = json.Unmarshal(raw, &last)
+		}
+		if last == "" {
+			break
+		}
+		start = last
+	}
+	delete(desc, "Shards")
+	delete(desc, "LastEvaluatedShardId")
+	return desc, shards, nil
+}
+
+// disable marks a stream described before whose table is gone: what was
+// read stays readable, and every shard closes once drained. It reports
+// false for a stream never described (an unknown stream).
+func (v *vstream) disable() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.desc == nil {
+		return false
+	}
+	v.disabled = true
+	for _, u := range v.up {
+		u.done = true
+	}
+	v.desc["StreamStatus"] = json.RawMessage(`"DISABLED"`)
+	return true
 }
 
 // readUpstream reads u from where it was left until it returns no records

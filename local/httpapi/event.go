@@ -76,18 +76,6 @@ func (s *Server) event(r *http.Request, reqID string, rt *route, params map[stri
 	if err != nil {
 		return nil, err
 	}
-	now := s.cfg.now().UTC()
-	sourceIP := r.RemoteAddr
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		sourceIP = host
-	}
-	host := r.Host
-	prefix := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		prefix = h
-	}
-	prefix, _, _ = strings.Cut(prefix, ".")
-
 	ev := events.APIGatewayV2HTTPRequest{
 		Version:               "2.0",
 		RouteKey:              rt.key,
@@ -97,25 +85,7 @@ func (s *Server) event(r *http.Request, reqID string, rt *route, params map[stri
 		Headers:               headers,
 		QueryStringParameters: query,
 		PathParameters:        params,
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RouteKey:     rt.key,
-			AccountID:    s.cfg.accountID,
-			Stage:        "$default",
-			RequestID:    reqID,
-			APIID:        s.cfg.apiID,
-			DomainName:   host,
-			DomainPrefix: prefix,
-			Time:         now.Format("02/Jan/2006:15:04:05 -0700"),
-			TimeEpoch:    now.UnixMilli(),
-			Authorizer:   authz,
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
-				Method:    r.Method,
-				Path:      path,
-				Protocol:  r.Proto,
-				SourceIP:  sourceIP,
-				UserAgent: r.UserAgent(),
-			},
-		},
+		RequestContext:        s.requestContext(r, reqID, rt, path, authz),
 	}
 	if len(body) > 0 {
 		if isText(r.Header.Get("Content-Type")) && utf8.Valid(body) {
@@ -136,6 +106,41 @@ func (s *Server) event(r *http.Request, reqID string, rt *route, params map[stri
 		return nil, fmt.Errorf("%w: event is %d bytes, limit %d", errEventTooLarge, len(payload), s.cfg.maxEventBytes)
 	}
 	return payload, nil
+}
+
+// requestContext is the event's requestContext: the stage, the request's
+// id and time, the domain, the authorizer's answer and the HTTP details.
+func (s *Server) requestContext(r *http.Request, reqID string, rt *route, path string, authz *events.APIGatewayV2HTTPRequestContextAuthorizerDescription) events.APIGatewayV2HTTPRequestContext {
+	now := s.cfg.now().UTC()
+	sourceIP := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		sourceIP = host
+	}
+	host := r.Host
+	prefix := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		prefix = h
+	}
+	prefix, _, _ = strings.Cut(prefix, ".")
+	return events.APIGatewayV2HTTPRequestContext{
+		RouteKey:     rt.key,
+		AccountID:    s.cfg.accountID,
+		Stage:        "$default",
+		RequestID:    reqID,
+		APIID:        s.cfg.apiID,
+		DomainName:   host,
+		DomainPrefix: prefix,
+		Time:         now.Format("02/Jan/2006:15:04:05 -0700"),
+		TimeEpoch:    now.UnixMilli(),
+		Authorizer:   authz,
+		HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
+			Method:    r.Method,
+			Path:      path,
+			Protocol:  r.Proto,
+			SourceIP:  sourceIP,
+			UserAgent: r.UserAgent(),
+		},
+	}
 }
 
 // isText reports whether API Gateway hands a body of this Content-Type to

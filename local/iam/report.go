@@ -198,7 +198,6 @@ type Report struct {
 // Check builds the report of runs against the documented reasons.
 func Check(runs []Run, reasons []Reason) *Report {
 	rep := &Report{Stacks: len(runs)}
-	type gkey struct{ identity, action, resource string }
 	grants := map[gkey]*Grant{}
 	var order []gkey
 	calls := map[CallPattern]int{}
@@ -263,6 +262,17 @@ func Check(runs []Run, reasons []Reason) *Report {
 	}
 	sortCalls(rep.Calls)
 	sortCalls(rep.Denied)
+	rep.explain(order, grants, reasons)
+	return rep
+}
+
+// gkey is a grant: an identity's action on a resource pattern.
+type gkey struct{ identity, action, resource string }
+
+// explain lists the grants in order, each with the first reason that
+// covers it; a grant no call used and no reason covers is unused, and a
+// reason that covers no grant is stale.
+func (rep *Report) explain(order []gkey, grants map[gkey]*Grant, reasons []Reason) {
 	documents := make([]bool, len(reasons))
 	for _, k := range order {
 		g := grants[k]
@@ -284,7 +294,6 @@ func Check(runs []Run, reasons []Reason) *Report {
 			rep.Stale = append(rep.Stale, r)
 		}
 	}
-	return rep
 }
 
 func sortCalls(cs []CallPattern) {

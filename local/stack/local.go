@@ -595,24 +595,7 @@ func (e *Env) mapEvent(f provision.Function, ev provision.Event) ([]httpapi.Rout
 		})
 		return nil, err
 	case "DynamoDB":
-		m := runner.StreamMapping{
-			Function: f.LogicalID, StreamARN: cfn.Scalar(p["Stream"]), StartingPosition: cfn.Scalar(p["StartingPosition"]),
-			BatchSize: num(p["BatchSize"], 100), Window: seconds(p["MaximumBatchingWindowInSeconds"]),
-			ReportBatchItemFailures: hasString(p["FunctionResponseTypes"], "ReportBatchItemFailures"),
-			Bisect:                  cfn.Scalar(p["BisectBatchOnFunctionError"]) == "true",
-			MaxRetryAttempts:        num(p["MaximumRetryAttempts"], -1),
-			MaxRecordAge:            seconds(p["MaximumRecordAgeInSeconds"]),
-		}
-		if dest := cfn.Scalar(obj(obj(p["DestinationConfig"])["OnFailure"])["Destination"]); dest != "" {
-			url, ok := e.queueURL(dest)
-			if !ok {
-				return nil, fmt.Errorf("on-failure destination %s is not a queue of the template", dest)
-			}
-			m.OnFailureQueueURL = url
-		}
-		streams, queue := e.pollers(f.LogicalID)
-		_, err := e.Runner.AddStream(streams, queue, m)
-		return nil, err
+		return nil, e.mapStream(f, p)
 	case "Schedule", "ScheduleV2":
 		expr := cfn.Scalar(p["Schedule"])
 		if expr == "" {
@@ -634,29 +617,56 @@ func (e *Env) mapEvent(f provision.Function, ev provision.Event) ([]httpapi.Rout
 		}
 		return []httpapi.Route{{Method: method, Path: path, Function: f.LogicalID, Authorizer: e.routeAuthorizer(method, path, p)}}, nil
 	case "S3":
-		var events []string
-		switch x := p["Events"].(type) {
-		case string:
-			events = []string{x}
-		case []any:
-			for _, s := range x {
-				events = append(events, cfn.Scalar(s))
-			}
-		}
-		m := runner.S3Mapping{Function: f.LogicalID, Bucket: cfn.Scalar(p["Bucket"]), Events: events}
-		rules, _ := obj(obj(p["Filter"])["S3Key"])["Rules"].([]any)
-		for _, r := range rules {
-			rm := obj(r)
-			switch strings.ToLower(cfn.Scalar(rm["Name"])) {
-			case "prefix":
-				m.Prefix = cfn.Scalar(rm["Value"])
-			case "suffix":
-				m.Suffix = cfn.Scalar(rm["Value"])
-			}
-		}
-		return nil, e.Runner.AddS3(m)
+		return nil, e.Runner.AddS3(s3Mapping(f, p))
 	}
 	return nil, fmt.Errorf("event type %q is not supported locally", ev.Type)
+}
+
+// mapStream maps a DynamoDB stream event source to the runner's pollers.
+func (e *Env) mapStream(f provision.Function, p map[string]any) error {
+	m := runner.StreamMapping{
+		Function: f.LogicalID, StreamARN: cfn.Scalar(p["Stream"]), StartingPosition: cfn.Scalar(p["StartingPosition"]),
+		BatchSize: num(p["BatchSize"], 100), Window: seconds(p["MaximumBatchingWindowInSeconds"]),
+		ReportBatchItemFailures: hasString(p["FunctionResponseTypes"], "ReportBatchItemFailures"),
+		Bisect:                  cfn.Scalar(p["BisectBatchOnFunctionError"]) == "true",
+		MaxRetryAttempts:        num(p["MaximumRetryAttempts"], -1),
+		MaxRecordAge:            seconds(p["MaximumRecordAgeInSeconds"]),
+	}
+	if dest := cfn.Scalar(obj(obj(p["DestinationConfig"])["OnFailure"])["Destination"]); dest != "" {
+		url, ok := e.queueURL(dest)
+		if !ok {
+			return fmt.Errorf("on-failure destination %s is not a queue of the template", dest)
+		}
+		m.OnFailureQueueURL = url
+	}
+	streams, queue := e.pollers(f.LogicalID)
+	_, err := e.Runner.AddStream(streams, queue, m)
+	return err
+}
+
+// s3Mapping is an S3 event's notification filter.
+func s3Mapping(f provision.Function, p map[string]any) runner.S3Mapping {
+	var events []string
+	switch x := p["Events"].(type) {
+	case string:
+		events = []string{x}
+	case []any:
+		for _, s := range x {
+			events = append(events, cfn.Scalar(s))
+		}
+	}
+	m := runner.S3Mapping{Function: f.LogicalID, Bucket: cfn.Scalar(p["Bucket"]), Events: events}
+	rules, _ := obj(obj(p["Filter"])["S3Key"])["Rules"].([]any)
+	for _, r := range rules {
+		rm := obj(r)
+		switch strings.ToLower(cfn.Scalar(rm["Name"])) {
+		case "prefix":
+			m.Prefix = cfn.Scalar(rm["Value"])
+		case "suffix":
+			m.Suffix = cfn.Scalar(rm["Value"])
+		}
+	}
+	return m
 }
 
 // notifyS3 turns an object creation seen by the S3 proxy into a notification.
