@@ -40,7 +40,7 @@ public final class LoopbackDynamoDB {
         // Before start, so that the first answer already has the index.
         try {
             indexStreamRecords(proxy);
-            System.out.println("ddbpipe: stream records indexed by stream");
+            System.out.println("ddbpipe: stream records indexed by stream and by shard");
         } catch (Exception e) {
             System.out.println("ddbpipe: warning: stream records not indexed, so writes slow down as streams grow: " + e);
         }

@@ -152,7 +152,7 @@ func TestStackServesDynamoDBSQSAndS3(t *testing.T) {
 		if stack.dynamoAllInterfaces {
 			t.Skip("no javac, so DynamoDB Local runs without the launcher that adds the index")
 		}
-		if logs := stack.Logs(DynamoDBServer); !strings.Contains(logs, "ddbpipe: stream records indexed by stream") {
+		if logs := stack.Logs(DynamoDBServer); !strings.Contains(logs, "ddbpipe: stream records indexed by stream and by shard") {
 			t.Errorf("DynamoDB Local's output does not say the index was added:\n%s", logs)
 		}
 	})
