@@ -87,7 +87,7 @@ func benchCeiling(ctx context.Context, _ *stack.Env, scale float64) (*section, e
 		"ledger, its stream on, after a first load of %s that warms the emulator's JVM. The counter: a backlog queued with it\n"+
 		"held, topped up before each of its slices to twice what the last ceiling puts in a slice (%d votes in all). Then, %d times, the loader alone for %s (the counter held, none of its invocations running),\n"+
 		"and the counter alone on the backlog for %s, its steady rate the median of its per-second ledger writes after the\n"+
-		"slice's first 2 s; a last loader slice ends it. The emulator slows as the ledger grows, so each counter slice is\n"+
+		"slice's first 2 s; a last loader slice ends it. The emulator's pace drifts over a run, so each counter slice is\n"+
 		"set beside the mean of the loader slices either side of it, and the figure is the median of the slices. The ledger\n"+
 		"stream's consumers (the tally, the archiver) are held meanwhile (Runner.Hold): on AWS they do not take the table's\n"+
 		"capacity, while here they share this machine's %d cores with the emulator. They are released afterwards, and every\n"+

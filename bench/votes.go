@@ -57,8 +57,7 @@ func benchVotes(ctx context.Context, env *stack.Env, scale float64) (*section, e
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	// DynamoDB Local slows down as the ledger's stream grows (it keeps
-	// records 24 h): the scaled runs, which the goals judge, go first.
+	// The scaled runs, which the goals judge, go first.
 	var sc *scaledRuns
 	if scaledKeyLimit > 0 {
 		if sc, err = runScaled(ctx, env, d, scale); err != nil {
@@ -108,8 +107,7 @@ func votesIntro(s *section, d deployment) {
 		"one does not pay. Write units are the ones the DynamoDB proxy admitted (throttled requests are not billed): on the\n"+
 		"poll's ledger keys, its counter keys, and the tally's checkpoint keys while the run lasted. A pass of %d votes\n"+
 		"through each consumer, not reported, warms DynamoDB Local up first. The scaled runs, which the goals judge, come\n"+
-		"next and the run at AWS's limit last: DynamoDB Local slows down as the ledger's stream grows (it keeps every record\n"+
-		"24 h), so a later run may write slower than an earlier one for that alone (the consumer's write units/s column).\n\n",
+		"next and the run at AWS's limit last.\n\n",
 		d.batch, d.window.Seconds(), d.concurrency, d.visibility, d.timeout.Seconds(), votes.LedgerSuffixes, d.shards, warmUpVotes)
 }
 
