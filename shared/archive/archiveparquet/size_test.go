@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/parquet-go/parquet-go"
@@ -141,24 +140,11 @@ func mustMarshal(tb testing.TB, v any) []byte {
 	return b
 }
 
-// v1StatsRow is the archive's row as the first encoder wrote it: schema
-// version 1, with parquet-go's default page statistics on every column.
-type v1StatsRow struct {
-	Table                   string    `parquet:"table,dict"`
-	Month                   string    `parquet:"month,dict"`
-	EventID                 string    `parquet:"eventId"`
-	EventName               string    `parquet:"eventName,dict"`
-	SequenceNumber          string    `parquet:"sequenceNumber"`
-	ApproximateCreationTime time.Time `parquet:"approximateCreationTime,timestamp(millisecond),delta"`
-	Keys                    string    `parquet:"keys"`
-	NewImage                *string   `parquet:"newImage,optional"`
-	OldImage                *string   `parquet:"oldImage,optional"`
-	TTLDelete               bool      `parquet:"ttlDelete"`
-}
-
 func TestDecodeFilesWithStatistics(t *testing.T) {
 	rows := rowsOf(t, archivetest.VoteBatch(0, 50))
-	old := make([]v1StatsRow, len(rows))
+	// The archive's rows as the first encoder wrote them (schema version 1),
+	// with parquet-go's default page statistics on every column.
+	old := make([]archiveparquet.V1Row, len(rows))
 	plain := func(tagged string) string {
 		img, err := archive.ParseImage(tagged)
 		if err != nil {
@@ -168,12 +154,12 @@ func TestDecodeFilesWithStatistics(t *testing.T) {
 	}
 	for i, r := range rows {
 		img := plain(r.NewImage)
-		old[i] = v1StatsRow{Table: r.Table, Month: r.Month, EventID: "e" + r.SequenceNumber, EventName: r.EventName, SequenceNumber: r.SequenceNumber,
+		old[i] = archiveparquet.V1Row{Table: r.Table, Month: r.Month, EventID: "e" + r.SequenceNumber, EventName: r.EventName, SequenceNumber: r.SequenceNumber,
 			ApproximateCreationTime: r.ApproximateCreationTime, Keys: plain(r.Keys), NewImage: &img}
 		rows[i].Stream = "" // version 1 did not store it
 	}
 	var b bytes.Buffer
-	schema := parquet.NewSchema("ddbpipe_archive", parquet.SchemaOf(v1StatsRow{}))
+	schema := parquet.NewSchema("ddbpipe_archive", parquet.SchemaOf(archiveparquet.V1Row{}))
 	if err := parquet.Write(&b, old, schema, parquet.DataPageStatistics(true),
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedBetterCompression}), parquet.PageBufferSize(1<<20)); err != nil {
 		t.Fatal(err)
