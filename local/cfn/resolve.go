@@ -207,9 +207,9 @@ func (t *Template) getAtt(arg any, c Context) (any, error) {
 
 // join resolves !Join [delimiter, list].
 func (t *Template) join(arg any, c Context) (any, error) {
-	args, ok := arg.([]any)
-	if !ok || len(args) != 2 {
-		return nil, fmt.Errorf("%w: !Join needs [delimiter, list]", ErrInvalid)
+	args, err := twoArgs(arg, "!Join needs [delimiter, list]")
+	if err != nil {
+		return nil, err
 	}
 	list, err := t.resolve(args[1], c)
 	if err != nil {
@@ -228,9 +228,9 @@ func (t *Template) join(arg any, c Context) (any, error) {
 
 // selectItem resolves !Select [index, list].
 func (t *Template) selectItem(arg any, c Context) (any, error) {
-	args, ok := arg.([]any)
-	if !ok || len(args) != 2 {
-		return nil, fmt.Errorf("%w: !Select needs [index, list]", ErrInvalid)
+	args, err := twoArgs(arg, "!Select needs [index, list]")
+	if err != nil {
+		return nil, err
 	}
 	idx, err := t.resolve(args[0], c)
 	if err != nil {
@@ -253,9 +253,9 @@ func (t *Template) selectItem(arg any, c Context) (any, error) {
 
 // split resolves !Split [delimiter, string].
 func (t *Template) split(arg any, c Context) (any, error) {
-	args, ok := arg.([]any)
-	if !ok || len(args) != 2 {
-		return nil, fmt.Errorf("%w: !Split needs [delimiter, string]", ErrInvalid)
+	args, err := twoArgs(arg, "!Split needs [delimiter, string]")
+	if err != nil {
+		return nil, err
 	}
 	s, err := t.ResolveString(args[1], c)
 	if err != nil {
@@ -266,6 +266,16 @@ func (t *Template) split(arg any, c Context) (any, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// twoArgs is an intrinsic's list of two arguments, or an error saying
+// the form it needs.
+func twoArgs(arg any, form string) ([]any, error) {
+	args, ok := arg.([]any)
+	if !ok || len(args) != 2 {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, form)
+	}
+	return args, nil
 }
 
 func getAttArgs(arg any) (string, string, error) {
