@@ -665,7 +665,6 @@ func (p *Proxy) decide(op Operation) decision {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.clock.Now()
 	op, body, err := p.operation(r)
-	var ok bool
 	if err != nil {
 		// The client went away or sent a broken body; answer in case it
 		// is still there.
@@ -675,7 +674,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if body, ok = p.authorized(w, r, op, body); !ok {
+	body, ok := p.authorized(w, r, op, body)
+	if !ok {
 		return
 	}
 

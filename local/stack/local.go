@@ -646,16 +646,7 @@ func (e *Env) mapStream(f provision.Function, p map[string]any) error {
 
 // s3Mapping is an S3 event's notification filter.
 func s3Mapping(f provision.Function, p map[string]any) runner.S3Mapping {
-	var events []string
-	switch x := p["Events"].(type) {
-	case string:
-		events = []string{x}
-	case []any:
-		for _, s := range x {
-			events = append(events, cfn.Scalar(s))
-		}
-	}
-	m := runner.S3Mapping{Function: f.LogicalID, Bucket: cfn.Scalar(p["Bucket"]), Events: events}
+	m := runner.S3Mapping{Function: f.LogicalID, Bucket: cfn.Scalar(p["Bucket"]), Events: stringList(p["Events"])}
 	rules, _ := obj(obj(p["Filter"])["S3Key"])["Rules"].([]any)
 	for _, r := range rules {
 		rm := obj(r)
