@@ -17,6 +17,7 @@ require (
 	github.com/aws/smithy-go v1.28.8
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/marcboeker/go-duckdb v1.8.5
+	github.com/opensearch-project/opensearch-go/v4 v4.8.1
 	github.com/parquet-go/parquet-go v0.25.1
 	github.com/rogpeppe/go-internal v1.16.0
 	golang.org/x/image v0.47.0
