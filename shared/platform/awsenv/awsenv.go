@@ -88,14 +88,23 @@ func DynamoDB(cfg aws.Config) *dynamodb.Client {
 // service (sdkID as the SDK spells it: "DynamoDB", "S3", ...), the way the
 // SDK itself looks it up in its configuration sources.
 func Overridden(cfg aws.Config, sdkID string) bool {
+	_, ok := Endpoint(cfg, sdkID)
+	return ok
+}
+
+// Endpoint is the endpoint the configuration names for the service
+// (AWS_ENDPOINT_URL_<SERVICE> in the environment or the variables), the
+// way the SDK itself looks it up; ok is false when it names none. Clients
+// the SDK does not build (OpenSearch's data plane) read it here.
+func Endpoint(cfg aws.Config, sdkID string) (url string, ok bool) {
 	for _, src := range cfg.ConfigSources {
 		if p, ok := src.(interface {
 			GetServiceBaseEndpoint(context.Context, string) (string, bool, error)
 		}); ok {
 			if v, found, err := p.GetServiceBaseEndpoint(context.Background(), sdkID); err == nil && found && v != "" {
-				return true
+				return v, true
 			}
 		}
 	}
-	return false
+	return "", false
 }

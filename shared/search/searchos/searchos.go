@@ -44,6 +44,7 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 	"github.com/opensearch-project/opensearch-go/v4/signer/awsv2"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 )
 
@@ -180,4 +181,25 @@ func responseOf(i interface{ Inspect() opensearchapi.Inspect }) *opensearch.Resp
 		return nil
 	}
 	return i.Inspect().Response
+}
+
+// Variables of the functions' environment that name the engine.
+const (
+	// EndpointVar is the domain endpoint (the template's
+	// SearchDomain.DomainEndpoint); empty when the stack runs without search.
+	EndpointVar = "SEARCH_ENDPOINT"
+	// AliasVar is the search alias (the template's "<stack>-objects").
+	AliasVar = "SEARCH_INDEX"
+)
+
+// FromAWS builds the engine a function or the CLI uses: at endpoint,
+// unless the configuration names an endpoint for OpenSearch
+// (AWS_ENDPOINT_URL_OPENSEARCH: the local stack's search proxy), signed
+// with the configuration's credentials. No endpoint at all is
+// search.ErrDisabled.
+func FromAWS(cfg aws.Config, endpoint, alias string) (*Engine, error) {
+	if url, ok := awsenv.Endpoint(cfg, "OpenSearch"); ok {
+		endpoint = url
+	}
+	return New(Config{Endpoint: endpoint, Alias: alias, AWS: &cfg})
 }

@@ -1,0 +1,66 @@
+// Package searchddb is the search flow's view of the objects table: the
+// latest version of keys, read in one batch to check search hits, and
+// every live key for a verify or a reindex. It adapts objectsddb.Latest,
+// which owns the table's items, to the search domain's ports.
+package searchddb
+
+import (
+	"context"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/shared/search"
+)
+
+// Table is the objects table as the search flow reads it.
+type Table struct {
+	Items *objectsddb.Latest
+}
+
+var (
+	_ search.Latest       = Table{}
+	_ search.TableScanner = Table{}
+)
+
+// New returns the table's view over a DynamoDB client.
+func New(db objectsddb.LatestAPI, table string) Table {
+	return Table{Items: objectsddb.NewLatest(db, table)}
+}
+
+// Latest reads the latest version of keys (search.Latest).
+func (t Table) Latest(ctx context.Context, keys []string) (map[string]search.Current, error) {
+	recs, err := t.Items.Get(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]search.Current, len(recs))
+	for k, r := range recs {
+		out[k] = search.Current{Version: r.Version, Deleted: r.Deleted}
+	}
+	return out, nil
+}
+
+// ScanLatest lists the live keys at their versions (search.TableScanner).
+func (t Table) ScanLatest(ctx context.Context, fn func([]search.Entry) error) error {
+	return t.Items.Scan(ctx, false, func(recs []objects.Record) error {
+		es := make([]search.Entry, 0, len(recs))
+		for _, r := range recs {
+			if !r.Deleted {
+				es = append(es, search.Entry{Key: r.Key, Version: r.Version})
+			}
+		}
+		return fn(es)
+	})
+}
+
+// ScanChanges lists every key's latest record, tombstones included, with
+// inline payloads, as changes for a reindex.
+func (t Table) ScanChanges(ctx context.Context, fn func([]search.Change) error) error {
+	return t.Items.Scan(ctx, true, func(recs []objects.Record) error {
+		cs := make([]search.Change, len(recs))
+		for i, r := range recs {
+			cs[i] = search.Change{Record: r}
+		}
+		return fn(cs)
+	})
+}
