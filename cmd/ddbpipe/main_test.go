@@ -43,6 +43,11 @@ func TestCommandLineErrors(t *testing.T) {
 		{"too much grace", []string{"tables", "rotate", "-grace-days", "28", "-state-dir", tmp}, "-grace-days 28: want 1 to 27 days"},
 		{"negative wait", []string{"tables", "ls", "-wait", "-1s", "-state-dir", tmp}, "-wait -1s: want a duration of 0 or more"},
 		{"bad -now", []string{"tables", "ls", "-now", "tomorrow", "-state-dir", tmp}, `-now "tomorrow": want an RFC 3339 time`},
+		{"search size without a number", []string{"objects", "search", "-min-size", "big", "x"}, `-min-size "big": want bytes`},
+		{"search size with an unknown unit", []string{"objects", "search", "-max-size", "3TB", "x"}, `-max-size "3TB"`},
+		{"search size overflowing", []string{"objects", "search", "-min-size", "99999999999GiB", "x"}, `-min-size "99999999999GiB"`},
+		{"search since not a time", []string{"objects", "search", "-since", "last week", "x"}, `-since "last week": want an RFC 3339 time, a date`},
+		{"search negative pages", []string{"objects", "search", "-pages", "-1", "x"}, "-pages -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
+	"github.com/ddbpipe/ddbpipe/shared/search"
 )
 
 // apiError is a refusal decided by the adapter itself (the domain's own
@@ -85,6 +86,7 @@ func classify(err error) (int, objectsapi.ErrorBody) {
 	var ae *apiError
 	var ie *objects.InvalidError
 	var ce *objects.ConflictError
+	var se *search.InvalidError
 	switch {
 	case errors.As(err, &ae):
 		return ae.status, objectsapi.ErrorBody{Error: ae.reason, Message: ae.msg}
@@ -108,6 +110,12 @@ func classify(err error) (int, objectsapi.ErrorBody) {
 			return http.StatusRequestedRangeNotSatisfiable, body
 		}
 		return http.StatusBadRequest, body
+	case errors.As(err, &se):
+		return http.StatusBadRequest, objectsapi.ErrorBody{Error: string(se.Reason), Message: se.Detail}
+	case errors.Is(err, search.ErrDisabled):
+		return http.StatusServiceUnavailable, objectsapi.ErrorBody{Error: objectsapi.ReasonSearchDisabled, Message: "this stack runs without search"}
+	case errors.Is(err, search.ErrUnavailable), errors.Is(err, search.ErrNoIndex):
+		return http.StatusServiceUnavailable, objectsapi.ErrorBody{Error: objectsapi.ReasonSearchUnavailable, Message: "the search index cannot answer now; retry shortly"}
 	case errors.Is(err, objects.ErrNotFound):
 		return http.StatusNotFound, objectsapi.ErrorBody{Error: objectsapi.ReasonNotFound, Message: "no such object, version or upload"}
 	case errors.Is(err, objects.ErrThrottled), errors.Is(err, objects.ErrUploadBusy):

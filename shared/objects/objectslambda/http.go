@@ -7,6 +7,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/platform/emf"
+	"github.com/ddbpipe/ddbpipe/shared/search"
 )
 
 // Documents is what the API needs from the store; *objects.Store
@@ -33,6 +34,11 @@ type Listings interface {
 	List(ctx context.Context, o objects.ListOptions) (objects.Page, error)
 }
 
+// Searches answers searches of the objects; *search.Searcher satisfies it.
+type Searches interface {
+	Search(ctx context.Context, q search.Query) (search.Page, error)
+}
+
 // Links presigns downloads; *objectss3.Transfers satisfies it.
 type Links interface {
 	PresignGet(ctx context.Context, ref objects.BlobRef, ttl time.Duration) (objects.SignedRequest, error)
@@ -42,6 +48,7 @@ var (
 	_ Documents = (*objects.Store)(nil)
 	_ Uploads   = (*objects.Uploader)(nil)
 	_ Listings  = (*objects.Lister)(nil)
+	_ Searches  = (*search.Searcher)(nil)
 )
 
 // HTTP serves /objects (listings) and /objects/{key+}.
@@ -50,6 +57,9 @@ type HTTP struct {
 	Uploads Uploads
 	List    Listings
 	Links   Links
+	// Search answers GET /objects?search=…; nil when the stack runs
+	// without search (503 search-disabled).
+	Search Searches
 	// MaxBody is the largest PUT body (default DefaultMaxBody).
 	MaxBody int
 	// MaxResponse is the largest document returned in a response; bigger

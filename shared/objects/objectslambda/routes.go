@@ -30,6 +30,9 @@ func (h *HTTP) route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (e
 	case "GET /health":
 		return apigw.JSON(http.StatusOK, map[string]string{"status": "ok", "function": "objects-api"}), nil
 	case "GET /objects":
+		if _, ok := req.QueryStringParameters[objectsapi.QuerySearch]; ok {
+			return h.find(ctx, req)
+		}
 		return h.list(ctx, req)
 	}
 	key := req.PathParameters["key"]

@@ -2,6 +2,7 @@ package objectslambda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,6 +15,9 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/search"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
 )
 
 // objectsConfig is the configuration the objects API and finalizer share.
@@ -79,14 +83,36 @@ func SetupAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	}
 	up, transfers := objectsServices(env, c)
 	up.TTL = time.Duration(uploadTTL) * time.Second
+	searches, err := searcher(env, c.table)
+	if err != nil {
+		return nil, err
+	}
 	h := &HTTP{
-		Docs: up.Store, Uploads: up, Links: transfers,
+		Docs: up.Store, Uploads: up, Links: transfers, Search: searches,
 		List:    &objects.Lister{Index: objectsddb.NewIndex(awsenv.DynamoDB(env.AWS), c.table), Shards: c.indexShards},
 		MaxBody: maxBody, MaxResponse: int64(maxResp), LinkTTL: time.Duration(linkTTL) * time.Second,
 		Metrics: lambdafn.NewMetrics(env, "objects-api"),
 		Log:     env.Log,
 	}
 	return h.Handle, nil
+}
+
+// searcher is the API's search, nil when the stack runs without one (no
+// SEARCH_INDEX, or no endpoint: SEARCH_ENDPOINT or, locally,
+// AWS_ENDPOINT_URL_OPENSEARCH).
+func searcher(env lambdafn.Env, table string) (Searches, error) {
+	alias := env.Getenv(searchos.AliasVar)
+	if alias == "" {
+		return nil, nil
+	}
+	engine, err := searchos.FromAWS(env.AWS, env.Getenv(searchos.EndpointVar), alias)
+	if errors.Is(err, search.ErrDisabled) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &search.Searcher{Finder: engine, Latest: searchddb.New(awsenv.DynamoDB(env.AWS), table)}, nil
 }
 
 // SetupFinalize wires the objects-finalize function, which turns finished uploads (ObjectCreated under uploads/)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -28,7 +29,11 @@ func (e *Engine) Find(ctx context.Context, p search.Plan) (search.Found, error) 
 	}
 	resp, err := e.c.Search(ctx, &opensearchapi.SearchReq{Indices: []string{e.alias}, Body: bytes.NewReader(body)})
 	if err != nil {
-		return search.Found{}, classify("search", responseOf(resp), err)
+		err = classify("search", responseOf(resp), err)
+		if errors.Is(err, search.ErrNoIndex) {
+			return search.Found{}, nil // no object was ever written (or a reindex is due): nothing to find
+		}
+		return search.Found{}, err
 	}
 	found := search.Found{Total: resp.Hits.Total.Value}
 	for _, h := range resp.Hits.Hits {
