@@ -47,6 +47,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{"search size with an unknown unit", []string{"objects", "search", "-max-size", "3TB", "x"}, `-max-size "3TB"`},
 		{"search size overflowing", []string{"objects", "search", "-min-size", "99999999999GiB", "x"}, `-min-size "99999999999GiB"`},
 		{"search since not a time", []string{"objects", "search", "-since", "last week", "x"}, `-since "last week": want an RFC 3339 time, a date`},
+		{"verify without a stack", []string{"search", "verify", "-state-dir", tmp}, "no search index, objects table or bucket"},
+		{"reindex with arguments", []string{"search", "reindex", "now"}, "search reindex: takes no arguments"},
 		{"search negative pages", []string{"objects", "search", "-pages", "-1", "x"}, "-pages -1"},
 	}
 	for _, tt := range tests {

@@ -203,3 +203,5 @@ func FromAWS(cfg aws.Config, endpoint, alias string) (*Engine, error) {
 	}
 	return New(Config{Endpoint: endpoint, Alias: alias, AWS: &cfg})
 }
+
+var _ search.Indexes = (*Engine)(nil)

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/search"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
+)
+
+// searchStack is what the search commands reach: the engine, the objects
+// table as the search flow reads it, and the store that reads payloads.
+type searchStack struct {
+	engine *searchos.Engine
+	table  searchddb.Table
+	store  *objects.Store
+}
+
+// openSearch opens the search index and the objects table the environment
+// (or the local stack's local.env) names.
+func openSearch(ctx context.Context, root, state string) (searchStack, error) {
+	getenv, err := stackEnv(root, state, asOperator)
+	if err != nil {
+		return searchStack{}, err
+	}
+	cfg, err := cliAWS(ctx, getenv)
+	if err != nil {
+		return searchStack{}, err
+	}
+	alias := first(getenv, searchos.AliasVar, "SEARCH_INDEX_NAME")
+	table := first(getenv, "OBJECTS_TABLE_NAME", "OBJECTS_TABLE")
+	bucket := first(getenv, "OBJECTS_BUCKET_NAME", "OBJECTS_BUCKET")
+	if alias == "" || table == "" || bucket == "" {
+		return searchStack{}, errors.New("no search index, objects table or bucket: export SEARCH_INDEX, OBJECTS_TABLE_NAME and OBJECTS_BUCKET_NAME (the stack's outputs), or run `ddbpipe local up`")
+	}
+	engine, err := searchos.FromAWS(cfg, first(getenv, searchos.EndpointVar, "SEARCH_DOMAIN_ENDPOINT"), alias)
+	if errors.Is(err, search.ErrDisabled) {
+		return searchStack{}, errors.New("no search endpoint: this stack runs without search (SearchEnabled=false), or export SEARCH_ENDPOINT (the stack's SearchDomainEndpoint output)")
+	}
+	if err != nil {
+		return searchStack{}, err
+	}
+	db := awsenv.DynamoDB(cfg)
+	items := objectsddb.New(db, table)
+	store := &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(cfg), nil, bucket), Shared: objectsddb.NewShared(db, table)}
+	return searchStack{engine: engine, table: searchddb.New(db, table), store: store}, nil
+}
+
+func searchFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs, fs.String("root", "", "repository root"), fs.String("state-dir", "", "the state folder of ddbpipe local up (default: <root>/.ddbpipe)")
+}
+
+// searchReindex is `search reindex`: a new index built from the table
+// while the stream writes, then swapped in (search.Reindex).
+func searchReindex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, root, state := searchFlags("search reindex", stderr)
+	keep := fs.Bool("keep-old", false, "keep the replaced index (its aliases are moved all the same)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("search reindex: takes no arguments, got %q", fs.Args())
+	}
+	s, err := openSearch(ctx, *root, *state)
+	if err != nil {
+		return err
+	}
+	if err := s.engine.Ensure(ctx); err != nil {
+		return err
+	}
+	progress := newProgress(stderr)
+	r := &search.Reindex{
+		Indexes: s.engine, Table: s.table, Payloads: s.store,
+		Name:   s.engine.Alias() + "-" + time.Now().UTC().Format("20060102t150405"),
+		Settle: searchos.TargetsTTL() + time.Second, KeepOld: *keep,
+		Progress: func(p search.ReindexProgress) {
+			progress.update(fmt.Sprintf("reindex: %d keys read, %d documents written, %d already newer (%s)", p.Scanned, p.Written, p.Newer, p.Elapsed.Round(time.Second)))
+		},
+	}
+	fmt.Fprintf(stderr, "reindex into %s: waiting %s for every indexer to write to it too, then reading the table…\n", r.Name, r.Settle)
+	res, err := r.Run(ctx)
+	progress.done()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "reindexed into %s: %d keys read, %d documents written (%d live, tombstones for the rest), %d already newer from the stream, %d refused, %d bulk requests, %s\n",
+		res.Index, res.Scanned, res.Written, res.Written-res.Refused, res.Newer, res.Refused, res.Requests, res.Elapsed.Round(time.Millisecond))
+	what := "deleted"
+	if *keep {
+		what = "kept"
+	}
+	if len(res.Replaced) > 0 {
+		fmt.Fprintf(stdout, "searches now read %s; replaced %s (%s)\n", res.Index, strings.Join(res.Replaced, ", "), what)
+	}
+	return nil
+}
+
+// searchVerify is `search verify`: the table against the index, key by
+// key; exit 1 on any drift.
+func searchVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, root, state := searchFlags("search verify", stderr)
+	show := fs.Int("show", 10, "drifting keys to print of each kind")
+	asJSON := fs.Bool("json", false, "print the drift as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("search verify: takes no arguments, got %q", fs.Args())
+	}
+	s, err := openSearch(ctx, *root, *state)
+	if err != nil {
+		return err
+	}
+	d, err := search.Verify(ctx, s.table, s.engine)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(d); err != nil {
+			return err
+		}
+	} else {
+		printDrift(stdout, d, *show)
+	}
+	if !d.None() {
+		return fmt.Errorf("search verify: %d keys drift (run `ddbpipe search reindex` to rebuild the index)", d.Count())
+	}
+	return nil
+}
+
+func printDrift(w io.Writer, d search.Drift, show int) {
+	fmt.Fprintf(w, "table: %d live keys; index: %d documents\n", d.TableKeys, d.IndexDocs)
+	if d.None() {
+		fmt.Fprintln(w, "no drift: every live key at its version, nothing else")
+		return
+	}
+	list := func(title string, n int, line func(i int) string) {
+		if n == 0 {
+			return
+		}
+		fmt.Fprintf(w, "%s: %d\n", title, n)
+		for i := range min(n, show) {
+			fmt.Fprintf(w, "  %s\n", line(i))
+		}
+	}
+	list("missing from the index", len(d.Missing), func(i int) string { return fmt.Sprintf("%s v%d", showKey(d.Missing[i].Key), d.Missing[i].Version) })
+	list("in the index, not live in the table", len(d.Extra), func(i int) string { return fmt.Sprintf("%s v%d", showKey(d.Extra[i].Key), d.Extra[i].Version) })
+	list("index behind the table", len(d.Behind), func(i int) string {
+		return fmt.Sprintf("%s: table v%d, index v%d", showKey(d.Behind[i].Key), d.Behind[i].Table, d.Behind[i].Index)
+	})
+	list("index ahead of the table", len(d.Ahead), func(i int) string {
+		return fmt.Sprintf("%s: table v%d, index v%d", showKey(d.Ahead[i].Key), d.Ahead[i].Table, d.Ahead[i].Index)
+	})
+}
+
+// progress shows a long run's progress on stderr: one line rewritten in
+// place on a terminal (at most 4 times a second), else a line every 5 s,
+// so a log gets no carriage returns.
+type progress struct {
+	w        io.Writer
+	terminal bool
+	last     time.Time
+	line     string
+}
+
+func newProgress(w io.Writer) *progress { return &progress{w: w, terminal: votesIsTerminal(w)} }
+
+func (p *progress) update(line string) {
+	p.line = line
+	every := 5 * time.Second
+	if p.terminal {
+		every = 250 * time.Millisecond
+	}
+	if time.Since(p.last) < every {
+		return
+	}
+	p.last = time.Now()
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r%s", line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *progress) done() {
+	switch {
+	case p.terminal && p.line != "":
+		fmt.Fprintf(p.w, "\r%s\n", p.line)
+	case p.line != "" && !p.last.IsZero():
+		fmt.Fprintln(p.w, p.line)
+	}
+}

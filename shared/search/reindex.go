@@ -1,0 +1,186 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
+)
+
+// Indexes manages the indexes behind the search alias and the write alias
+// (searchos.Engine satisfies it).
+type Indexes interface {
+	Index
+	// Indexes returns the indexes the search alias and the write alias name.
+	Indexes(ctx context.Context) (read, write []string, err error)
+	CreateIndex(ctx context.Context, name string) error
+	// AddWriteIndex has the indexer write to name too.
+	AddWriteIndex(ctx context.Context, name string) error
+	// Switch points the search alias at to instead of from, and stops the
+	// writes to from, atomically.
+	Switch(ctx context.Context, from []string, to string) error
+	DeleteIndex(ctx context.Context, name string) error
+}
+
+// ChangeScanner lists every key's latest record of the objects table,
+// tombstones included, as changes (fn may be called from several
+// goroutines at once).
+type ChangeScanner interface {
+	ScanChanges(ctx context.Context, fn func([]Change) error) error
+}
+
+// Reindex builds a new index from the table while the stream keeps
+// writing, then swaps it in:
+//
+//  1. create the index and add it to the write alias, so the indexer's
+//     next batches reach it too;
+//  2. wait Settle, for every indexer to see the write alias anew (an
+//     indexer caches it for a few seconds);
+//  3. scan the table and write each key's latest record into the new
+//     index at its external version: a change the stream wrote first
+//     refuses the scan's older one, and a stream change after the scan
+//     read its key reaches the new index through the write alias;
+//  4. point the search alias at the new index and take the old ones out
+//     of both aliases, in one atomic update: a search sees the old index
+//     or the new one, whole, never an empty or half one;
+//  5. delete the old indexes (unless KeepOld).
+//
+// The same run gives a stack that turns search on over an existing table
+// its first full index.
+type Reindex struct {
+	Indexes  Indexes
+	Table    ChangeScanner
+	Payloads Payloads
+	// Name names the new index (the alias and the time, e.g.
+	// "ddbpipe-objects-20261128T221500").
+	Name    string
+	Settle  time.Duration
+	KeepOld bool
+	// Batch is how many changes one bulk request carries (default 500).
+	Batch int
+	// Progress is told the documents written so far, now and then.
+	Progress func(ReindexProgress)
+	Indexer  Indexer // settings of the writes (texts, retries); Index, Payloads and Target are set by Run
+}
+
+// ReindexProgress is how far a reindex has come.
+type ReindexProgress struct {
+	Scanned, Written, Newer, Refused int
+	Elapsed                          time.Duration
+}
+
+// ReindexResult is what a reindex did.
+type ReindexResult struct {
+	Index    string   // the new index
+	Replaced []string // the indexes it replaced (deleted unless KeepOld)
+	ReindexProgress
+	Requests int
+}
+
+// Run rebuilds the index. On failure before the switch, the new index
+// is taken out of the write alias and deleted, and the search alias still
+// names the old one.
+func (r *Reindex) Run(ctx context.Context) (ReindexResult, error) {
+	began := time.Now()
+	res := ReindexResult{Index: r.Name}
+	read, write, err := r.Indexes.Indexes(ctx)
+	if err != nil {
+		return res, fmt.Errorf("search: reindex: %w", err)
+	}
+	if slices.Contains(read, r.Name) || slices.Contains(write, r.Name) {
+		return res, fmt.Errorf("search: reindex: index %s is in use already", r.Name)
+	}
+	if err := r.Indexes.CreateIndex(ctx, r.Name); err != nil {
+		return res, fmt.Errorf("search: reindex: %w", err)
+	}
+	if err := r.Indexes.AddWriteIndex(ctx, r.Name); err != nil {
+		r.abandon()
+		return res, fmt.Errorf("search: reindex: %w", err)
+	}
+	if err := retry.Sleep(ctx, r.Settle); err != nil {
+		r.abandon()
+		return res, err
+	}
+	if err := r.load(ctx, began, &res); err != nil {
+		r.abandon()
+		return res, fmt.Errorf("search: reindex: %w", err)
+	}
+	old := unique(read, write, r.Name)
+	if err := r.Indexes.Switch(ctx, old, r.Name); err != nil {
+		r.abandon()
+		return res, fmt.Errorf("search: reindex: switch the aliases: %w", err)
+	}
+	res.Replaced = old
+	if !r.KeepOld {
+		for _, o := range old {
+			if err := r.Indexes.DeleteIndex(ctx, o); err != nil {
+				return res, fmt.Errorf("search: reindex: switched to %s; the old index %s is left: %w", r.Name, o, err)
+			}
+		}
+	}
+	res.Elapsed = time.Since(began)
+	return res, nil
+}
+
+// load writes every key's latest record into the new index, a batch at
+// a time from each scan segment.
+func (r *Reindex) load(ctx context.Context, began time.Time, res *ReindexResult) error {
+	ix := r.Indexer
+	ix.Index, ix.Payloads, ix.Target = r.Indexes, r.Payloads, r.Name
+	batch := r.Batch
+	if batch <= 0 {
+		batch = 500
+	}
+	var mu sync.Mutex
+	apply := func(cs []Change) error {
+		out := ix.Apply(ctx, cs)
+		mu.Lock()
+		defer mu.Unlock()
+		res.Scanned += out.Changes
+		res.Written += out.Documents
+		res.Newer += out.Newer
+		res.Refused += len(out.Refused)
+		res.Requests += out.Requests
+		if r.Progress != nil {
+			p := res.ReindexProgress
+			p.Elapsed = time.Since(began)
+			r.Progress(p)
+		}
+		return out.Err
+	}
+	return r.Table.ScanChanges(ctx, func(cs []Change) error {
+		for len(cs) > 0 {
+			n := min(batch, len(cs))
+			if err := apply(cs[:n]); err != nil {
+				return err
+			}
+			cs = cs[n:]
+		}
+		return nil
+	})
+}
+
+// abandon deletes the new index (which takes it out of the aliases), so
+// a failed reindex leaves the aliases as they were.
+func (r *Reindex) abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Indexes.DeleteIndex(ctx, r.Name); err != nil && r.Indexer.Log != nil {
+		r.Indexer.Log.Warn("a failed reindex left its index behind; delete it", "index", r.Name, "err", err)
+	}
+}
+
+// unique is the indexes of a and b but skip, once each, sorted.
+func unique(a, b []string, skip string) []string {
+	var out []string
+	for _, s := range append(slices.Clone(a), b...) {
+		if s != skip && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
