@@ -64,7 +64,7 @@ func commands() []command {
 		{"objects put", "store a document: objects put [-file F] [-type T] [-if-match N] [-table] KEY (big ones are uploaded; the same bytes and type again write nothing and say unchanged, so a put is safe to retry)", objectsPut},
 		{"objects get", "read a document, or some of its bytes: objects get [-version N] [-range a-b|a-|-n] [-o FILE] KEY", objectsGet},
 		{"objects ls", "list documents by prefix: objects ls [-r] [-json] [PREFIX] (folders as PRE, like aws s3 ls)", objectsLs},
-		{"objects search", "find documents by words of their key and text: objects search [-type T] [-min-size N] [-since T] [-prefix P] [-fresh] [-json] WORDS...", objectsSearch},
+		{"objects search", "find documents by words of their key and text: objects search [-type T] [-min-size N] [-since T] [-prefix P] [-fresh] [-wait D] [-json] WORDS...", objectsSearch},
 		{"objects versions", "list a document's versions: objects versions [-json] KEY", objectsVersions},
 		{"objects rm", "delete a document: objects rm [-if-match N] KEY", objectsRm},
 		{"objects update", "read-modify-write: objects update -exec 'CMD' [-retries N] KEY (the latest version through CMD, stored with If-Match)", objectsUpdate},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // objectsSearch is `objects search WORDS…`: one page of hits (or -pages
@@ -27,6 +28,7 @@ func objectsSearch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	pages := f.fs.Int("pages", 1, "pages to read, following the cursor (0: all, up to 10,000 hits)")
 	fresh := f.fs.Bool("fresh", false, "check every hit against the table; leave out the ones deleted or changed since they were indexed")
 	asJSON := f.fs.Bool("json", false, "print one JSON hit per line")
+	wait := f.fs.Duration("wait", 0, "retry the first page until something matches, for up to this long (the index follows the table moments behind)")
 	if err := f.fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,6 +47,9 @@ func objectsSearch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if o.Until, err = parseSince("-until", *until, now); err != nil {
 		return err
 	}
+	if *wait < 0 {
+		return fmt.Errorf("objects search: -wait %s: want a duration of 0 or more", *wait)
+	}
 	if *pages < 0 {
 		return fmt.Errorf("objects search: -pages %d: want 0 (all) or more", *pages)
 	}
@@ -56,7 +61,13 @@ func objectsSearch(ctx context.Context, args []string, stdout, stderr io.Writer)
 	p := hitPrinter{json: json.NewEncoder(stdout), tw: tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0), asJSON: *asJSON}
 	var last objectsclient.SearchResult
 	for page := 1; *pages == 0 || page <= *pages; page++ {
-		if last, err = c.Search(ctx, words, o); err != nil {
+		search := c.Search
+		if page == 1 {
+			search = func(ctx context.Context, words string, o objectsclient.SearchOptions) (objectsclient.SearchResult, error) {
+				return searchUntilFound(ctx, c, words, o, *wait)
+			}
+		}
+		if last, err = search(ctx, words, o); err != nil {
 			p.tw.Flush()
 			return err
 		}
@@ -158,4 +169,20 @@ func parseSince(flag, s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("objects search: %s %q: want an RFC 3339 time, a date (2026-11-01) or an age (36h, 7d)", flag, s)
+}
+
+// searchUntilFound asks again, with backoff, until the search matches
+// something or wait is over (then the last, empty, answer stands).
+func searchUntilFound(ctx context.Context, c *objectsclient.Client, words string, o objectsclient.SearchOptions, wait time.Duration) (objectsclient.SearchResult, error) {
+	deadline := time.Now().Add(wait)
+	pause := retry.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+	for n := 1; ; n++ {
+		r, err := c.Search(ctx, words, o)
+		if err != nil || len(r.Hits) > 0 || time.Now().After(deadline) {
+			return r, err
+		}
+		if err := retry.Sleep(ctx, min(pause.Delay(n), time.Until(deadline))); err != nil {
+			return r, err
+		}
+	}
 }
