@@ -100,6 +100,10 @@ type Indexer struct {
 	// Attempts bounds the bulk requests of a batch when ctx has no
 	// deadline (default 10).
 	Attempts int
+	// MaxBulkBytes bounds a bulk request's body (default 5 MiB; OpenSearch
+	// Service takes 10 MiB a request on its smallest instances): a batch
+	// of large texts goes in several requests.
+	MaxBulkBytes int
 	// Fetches is how many payloads are read at once (default 8).
 	Fetches int
 	Log     *slog.Logger
@@ -138,6 +142,9 @@ func (ix *Indexer) defaults() {
 	}
 	if ix.Attempts <= 0 {
 		ix.Attempts = 10
+	}
+	if ix.MaxBulkBytes <= 0 {
+		ix.MaxBulkBytes = 5 << 20
 	}
 	if ix.Fetches <= 0 {
 		ix.Fetches = 8
@@ -267,15 +274,40 @@ func (ix *Indexer) write(ctx context.Context, ops []Op, res *Result) error {
 				return fmt.Errorf("search: %d documents not written: %w", len(ops), err)
 			}
 		}
-		res.Requests++
-		outcomes, err := ix.Index.Bulk(ctx, ix.Target, ops)
-		if err != nil {
-			ix.Log.WarnContext(ctx, "bulk request failed; retrying", "docs", len(ops), "attempt", attempt, "err", err)
-			continue
+		var again []Op
+		for _, part := range ix.parts(ops) {
+			res.Requests++
+			outcomes, err := ix.Index.Bulk(ctx, ix.Target, part)
+			if err != nil {
+				ix.Log.WarnContext(ctx, "bulk request failed; retrying", "docs", len(part), "attempt", attempt, "err", err)
+				again = append(again, part...)
+				continue
+			}
+			again = append(again, ix.settle(ctx, part, outcomes, res)...)
 		}
-		ops = ix.settle(ctx, ops, outcomes, res)
+		ops = again
 	}
 	return nil
+}
+
+// opOverhead is about what an op adds to a bulk request besides its text:
+// the action line and the document's other fields.
+const opOverhead = 1 << 10
+
+// parts splits ops into bulk requests of at most MaxBulkBytes each (one
+// request, unless the batch's texts are large).
+func (ix *Indexer) parts(ops []Op) [][]Op {
+	var out [][]Op
+	start, size := 0, 0
+	for i, op := range ops {
+		n := opOverhead + 2*len(op.Doc.Text) // the text twice: the field and its excerpt's share, escaped
+		if i > start && size+n > ix.MaxBulkBytes {
+			out = append(out, ops[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	return append(out, ops[start:])
 }
 
 // settle counts the ops the engine settled and returns those to send again.

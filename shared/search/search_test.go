@@ -388,3 +388,23 @@ func TestVerifyNamesEveryDrift(t *testing.T) {
 		t.Errorf("equal: drift %+v", d)
 	}
 }
+
+func TestIndexerSplitsLargeBatches(t *testing.T) {
+	ix := newMemIndex()
+	p := memPayloads{}
+	var changes []Change
+	for i := range 10 {
+		key := fmt.Sprintf("big%d.txt", i)
+		p[key+"#1"] = []byte(strings.Repeat("word ", 100<<10/5)) // 100 KiB of text
+		changes = append(changes, put(key, 1, "text/plain", 100<<10))
+	}
+	in := newIndexer(ix, p)
+	in.MaxText, in.MaxBulkBytes = 1<<20, 512<<10
+	res := in.Apply(context.Background(), changes)
+	if res.Err != nil || res.Documents != 10 {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Requests != 5 { // two 100 KiB texts (about 200 KiB each, escaped) per 512 KiB request
+		t.Errorf("%d requests, want 5", res.Requests)
+	}
+}
