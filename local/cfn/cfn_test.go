@@ -184,12 +184,13 @@ Resources:
       C: !Sub "${Other.Arn}"
 Outputs:
   O: { Value: !If [NoSuchCondition, a, b] }
+  P: { Condition: GhostCondition, Value: a }
 `)
 	err := tpl.Validate()
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("got %v, want ErrInvalid", err)
 	}
-	for _, want := range []string{"!Ref Missing", "DependsOn Ghost", "T.StreamArn: the table has no StreamSpecification", "has no attribute Nope", "!GetAtt Other.Arn", "NoSuchCondition"} {
+	for _, want := range []string{"!Ref Missing", "DependsOn Ghost", "T.StreamArn: the table has no StreamSpecification", "has no attribute Nope", "!GetAtt Other.Arn", "NoSuchCondition", `Outputs.P: condition "GhostCondition"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

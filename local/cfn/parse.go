@@ -60,6 +60,7 @@ type Output struct {
 	Name        string
 	Value       any
 	Description string
+	Condition   string // the output exists only when this condition holds ("": always)
 }
 
 // ParseFile reads and parses a template file.
@@ -143,7 +144,7 @@ func Parse(b []byte) (*Template, error) {
 	}
 	for name, raw := range mapOf(top["Outputs"]) {
 		m := mapOf(raw)
-		t.Outputs[name] = Output{Name: name, Value: m["Value"], Description: str(m["Description"])}
+		t.Outputs[name] = Output{Name: name, Value: m["Value"], Description: str(m["Description"]), Condition: str(m["Condition"])}
 	}
 	return t, nil
 }

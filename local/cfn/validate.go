@@ -90,6 +90,11 @@ func (t *Template) Validate() error {
 	sort.Strings(names)
 	for _, n := range names {
 		check("Outputs."+n, t.Outputs[n].Value)
+		if c := t.Outputs[n].Condition; c != "" {
+			if _, ok := t.Conditions[c]; !ok {
+				errs = append(errs, fmt.Errorf("Outputs.%s: condition %q not defined", n, c))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w:\n%w", ErrInvalid, errors.Join(errs...))
