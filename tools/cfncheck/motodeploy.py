@@ -13,10 +13,18 @@ does not enforce IAM or every service's validation (see docs/deploying.md,
 moto keeps an element of a list whose Fn::If gives AWS::NoValue (a policy
 statement granted only with a parameter set), where CloudFormation drops it:
 such elements are resolved here first, with the parameters' defaults.
+
+moto accepts a resource type it does not model (Glue, Athena, OpenSearch
+domains, alarms, ...) but cannot read an attribute of one: a Fn::GetAtt of
+it, or a ${Id.Attr} in a Fn::Sub, fails the create. Those references become
+a stand-in string first ("moto-stand-in-Id-Attr"), as a Ref of such a
+resource already gives its logical id.
 """
 import io
 import json
+import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -75,10 +83,42 @@ def drop_novalue(tpl, v):
     return v
 
 
+SUB_ATTR = re.compile(r"\$\{([A-Za-z0-9]+)\.([A-Za-z0-9.]+)\}")
+
+
+def stand_in_attributes(tpl, v):
+    """Replaces a Fn::GetAtt (or ${Id.Attr} in a Fn::Sub) of a resource whose
+    type moto does not model by a stand-in string."""
+    from moto.cloudformation.parsing import resource_class_from_type
+    logging.getLogger("moto").setLevel(logging.ERROR)  # "No Moto CloudFormation support for ..."
+    unmodelled = {k for k, r in tpl["Resources"].items() if resource_class_from_type(r["Type"]) is None}
+
+    def walk(v):
+        if isinstance(v, list):
+            return [walk(e) for e in v]
+        if not isinstance(v, dict):
+            return v
+        if list(v) == ["Fn::GetAtt"]:
+            ref = v["Fn::GetAtt"]
+            res, attr = ref.split(".", 1) if isinstance(ref, str) else ref
+            if res in unmodelled:
+                return f"moto-stand-in-{res}-{attr}"
+        if list(v) == ["Fn::Sub"]:
+            arg = v["Fn::Sub"]
+            text = arg if isinstance(arg, str) else arg[0]
+            text = SUB_ATTR.sub(lambda m: f"moto-stand-in-{m[1]}-{m[2]}" if m[1] in unmodelled else m[0], text)
+            return {"Fn::Sub": text if isinstance(arg, str) else [text, walk(arg[1])]}
+        return {k: walk(x) for k, x in v.items()}
+
+    return walk(v)
+
+
 def main(path):
     with open(path) as f:
         tpl = json.load(f)
     tpl["Resources"] = drop_novalue(tpl, tpl["Resources"])
+    tpl["Resources"] = stand_in_attributes(tpl, tpl["Resources"])
+    tpl["Outputs"] = stand_in_attributes(tpl, tpl.get("Outputs", {}))
     body = json.dumps(tpl)
     port = free_port()
     env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
@@ -124,7 +164,10 @@ def main(path):
             if not token:
                 break
         every = json.loads(body)["Resources"]
-        want = {k: v for k, v in every.items() if "Condition" not in v}
+        # The resources the defaults create: those without a condition, and
+        # those whose condition holds (SearchEnabled's default is "true").
+        want = {k: v for k, v in every.items()
+                if "Condition" not in v or condition(tpl, tpl["Conditions"][v["Condition"]])}
         conditional = len(every) - len(want)  # listed without an id when their condition is false
         bad = [f"{r['LogicalResourceId']} ({r['ResourceType']}): {r['ResourceStatus']} {r.get('ResourceStatusReason', '')}"
                for r in resources if r["ResourceStatus"] != "CREATE_COMPLETE"]
