@@ -173,6 +173,13 @@ func TestTemplateDataIsRetainedAndProtected(t *testing.T) {
 			t.Errorf("bucket %s: no server access logs to LogsBucket", id)
 		}
 	}
+	// The search index is derived data (`ddbpipe search reindex` rebuilds
+	// it from the objects table): its domain goes with the stack, on purpose.
+	for _, id := range tpl.ResourceIDs("AWS::OpenSearchService::Domain") {
+		if got := policies[id]; got != [2]string{"Delete", "Delete"} {
+			t.Errorf("%s: DeletionPolicy, UpdateReplacePolicy = %v, want Delete, Delete (a derived index; say why if that changes)", id, got)
+		}
+	}
 	// Athena's results live apart from every table location.
 	wg := props(tpl, "ArchiveWorkGroup")
 	rc := asMap(asMap(wg["WorkGroupConfiguration"])["ResultConfiguration"])
@@ -292,6 +299,11 @@ func TestTemplateEveryFailureModeHasAnAlarm(t *testing.T) {
 	}
 	for _, id := range tpl.ResourceIDs(cfn.TypeHttpApi) {
 		want("AWS/ApiGateway", "5xx", id, "API errors")
+	}
+	for _, id := range tpl.ResourceIDs("AWS::OpenSearchService::Domain") {
+		for _, m := range []string{"ClusterStatus.red", "ClusterIndexWritesBlocked", "FreeStorageSpace", "AutomatedSnapshotFailure", "JVMMemoryPressure"} {
+			want("AWS/ES", m, id, "a search domain's health")
+		}
 	}
 }
 

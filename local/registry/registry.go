@@ -8,6 +8,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchlambda"
 	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
 )
 
@@ -22,4 +23,5 @@ var All = map[string]lambdafn.Setup{
 	"ObjectsSweeperFunction":  objectslambda.SetupSweeper,
 	"ArchiverFunction":        archivelambda.SetupArchiver,
 	"RotatorFunction":         archivelambda.SetupRotator,
+	"SearchIndexerFunction":   searchlambda.SetupIndexer,
 }
