@@ -41,7 +41,7 @@ install: deps
 # Packages with goroutines of their own (the vote counter's scatter-gather,
 # the runner's pollers, the fault proxy, the stack, the objects' parallel
 # reads and writes): their unit tests also run under the race detector.
-RACE_PKGS := ./shared/votes/... ./shared/objects/... ./shared/platform/emf ./local/runner ./local/faultproxy ./local/stack
+RACE_PKGS := ./shared/votes/... ./shared/objects/... ./shared/platform/emf ./local/runner ./local/faultproxy ./local/stack ./local/searchproxy
 DDBPIPE_BIN := .ddbpipe/bin/ddbpipe
 
 # The template as operators' scanners read it (docs/deploying.md, "make lint"):

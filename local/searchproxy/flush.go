@@ -1,0 +1,145 @@
+package searchproxy
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// ZincSearch makes writes searchable in batches, on a timer, and decides
+// at write time whether a write inserts a new document or updates one by
+// looking the id up in what it has flushed; a flush merges its writes by
+// id. So a delete right after an insert it has not flushed is lost (it finds
+// nothing to delete), and a second insert flushed apart from the first
+// duplicates the document. The proxy therefore sends no write for a document
+// until the engine serves its last insert or update, and a refresh or a get
+// waits for what was written. A hit is the current write when its
+// @timestamp (set by the engine on receipt) is not before the write was sent.
+
+// pendingWrite is a write the engine may not serve yet.
+type pendingWrite struct {
+	at      time.Time
+	deleted bool
+	// ownTimestamp: the document names its own @timestamp, which the
+	// engine keeps, so only its presence can be checked.
+	ownTimestamp bool
+}
+
+// served reports whether a search's hit (nil: not found) shows the write.
+func (w pendingWrite) served(h *hit) bool {
+	if w.deleted {
+		return h == nil
+	}
+	if h == nil {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339Nano, h.Timestamp)
+	return w.ownTimestamp || err == nil && !at.Before(w.at)
+}
+
+type unflushed struct {
+	mu     sync.Mutex
+	writes map[docKey]pendingWrite
+}
+
+func (u *unflushed) add(k docKey, w pendingWrite) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.writes == nil {
+		u.writes = map[docKey]pendingWrite{}
+	}
+	u.writes[k] = w
+}
+
+func (u *unflushed) get(k docKey) (pendingWrite, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	w, ok := u.writes[k]
+	return w, ok
+}
+
+// remove forgets k's write if it is still w (a later write stays).
+func (u *unflushed) remove(k docKey, w pendingWrite) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if cur, ok := u.writes[k]; ok && cur == w {
+		delete(u.writes, k)
+	}
+}
+
+// flushWait bounds a wait for writes to be served; past it the proxy goes
+// on (and logs a warning).
+const flushWait = 10 * time.Second
+
+// awaitFlushed waits until the engine serves the last inserts and updates
+// of the items' documents (their locks are held: nothing else writes them).
+// A pending delete needs no wait: whatever follows it merges right.
+func (p *Proxy) awaitFlushed(ctx context.Context, items []*item) {
+	keys := make([]docKey, 0, len(items))
+	for _, it := range items {
+		if w, ok := p.unflushed.get(it.key()); ok && !w.deleted {
+			keys = append(keys, it.key())
+		}
+	}
+	p.awaitServed(ctx, keys, flushWait)
+}
+
+// awaitSearchable waits until the engine serves the last write of each of
+// the items' documents (at most the last 100 documents written), as a
+// refresh=wait_for asks.
+func (p *Proxy) awaitSearchable(ctx context.Context, items []*item) {
+	seen := map[docKey]bool{}
+	var keys []docKey
+	for i := len(items) - 1; i >= 0 && len(keys) < 100; i-- {
+		k := items[i].key()
+		if !seen[k] && items[i].err == nil {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	p.awaitServed(ctx, keys, 5*time.Second)
+}
+
+// awaitServed polls the engine by id until it serves the pending writes of
+// keys, or limit passes.
+func (p *Proxy) awaitServed(ctx context.Context, keys []docKey, limit time.Duration) {
+	waiting := map[string]map[string]pendingWrite{} // index → id → write
+	for _, k := range keys {
+		if w, ok := p.unflushed.get(k); ok {
+			if waiting[k.index] == nil {
+				waiting[k.index] = map[string]pendingWrite{}
+			}
+			waiting[k.index][k.id] = w
+		}
+	}
+	deadline := time.Now().Add(limit)
+	for index, ids := range waiting {
+		for len(ids) > 0 {
+			list := make([]string, 0, len(ids))
+			for id := range ids {
+				list = append(list, id)
+			}
+			hits, err := p.searchIDs(ctx, index, list, false)
+			if err == nil || err == errIndexMissing {
+				found := map[string]*hit{}
+				for i := range hits {
+					found[hits[i].ID] = &hits[i]
+				}
+				for id, w := range ids {
+					if w.served(found[id]) {
+						delete(ids, id)
+						p.unflushed.remove(docKey{index, id}, w)
+					}
+				}
+			}
+			if len(ids) == 0 {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				p.log.Warn("searchproxy: writes not served in time; going on", "index", index, "documents", len(ids), "error", err)
+				break
+			}
+			_ = sleep(ctx, 20*time.Millisecond)
+		}
+	}
+}
