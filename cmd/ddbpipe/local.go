@@ -148,7 +148,11 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer os.Remove(pidFile)
 	fmt.Fprintf(stdout, "\nlocal stack running. In another shell:\n  . %s\n", rel(o.Root, envFile))
-	fmt.Fprintf(stdout, "  HTTP API     %s\n  Lambda API   %s\n  function logs %s\n", env.APIURL, env.LambdaURL, rel(o.Root, u.logFile))
+	fmt.Fprintf(stdout, "  HTTP API     %s\n  Lambda API   %s\n", env.APIURL, env.LambdaURL)
+	if env.SearchURL != "" {
+		fmt.Fprintf(stdout, "  search       %s (OpenSearch's API, in front of ZincSearch)\n", env.SearchURL)
+	}
+	fmt.Fprintf(stdout, "  function logs %s\n", rel(o.Root, u.logFile))
 	for _, m := range env.Runner.Mappings() {
 		fmt.Fprintf(stdout, "  %s\n", m)
 	}
@@ -427,8 +431,8 @@ func localServers(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}()
 	vars := st.Vars()
-	fmt.Fprintf(stderr, "local servers up in %s: DynamoDB %s, SQS %s, S3 %s\n",
-		time.Since(start).Round(100*time.Millisecond), st.DynamoDB, st.SQS, st.S3)
+	fmt.Fprintf(stderr, "local servers up in %s: DynamoDB %s, SQS %s, S3 %s, search engine %s\n",
+		time.Since(start).Round(100*time.Millisecond), st.DynamoDB, st.SQS, st.S3, st.Search)
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr

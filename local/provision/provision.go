@@ -35,7 +35,10 @@ type Options struct {
 	AccountID string            // default "000000000000"
 	Params    map[string]string // parameter overrides
 	APIURL    string            // local base URL of the HTTP API (replaces the execute-api URL in outputs)
-	Log       *slog.Logger
+	// SearchEndpoint is the local search proxy's host:port: an OpenSearch
+	// domain's DomainEndpoint ("" leaves domains with no local equivalent).
+	SearchEndpoint string
+	Log            *slog.Logger
 }
 
 // Physical is what one resource resolves to.
@@ -157,10 +160,16 @@ func Up(ctx context.Context, t *cfn.Template, c Clients, o Options) (*Stack, err
 
 var executeAPI = regexp.MustCompile(`^https://[^.]+\.execute-api\.[^.]+\.amazonaws\.com(/.*)?$`)
 
-// localURL replaces an API Gateway URL with the local HTTP API's.
+// localURL replaces an API Gateway URL with the local HTTP API's, and an
+// HTTPS URL of the search domain with the search proxy's (plain HTTP).
 func (s *Stack) localURL(v string) string {
 	if m := executeAPI.FindStringSubmatch(v); m != nil && s.Options.APIURL != "" {
 		return strings.TrimSuffix(s.Options.APIURL, "/") + m[1]
+	}
+	if ep := s.Options.SearchEndpoint; ep != "" {
+		if rest, ok := strings.CutPrefix(v, "https://"+ep); ok && (rest == "" || strings.HasPrefix(rest, "/")) {
+			return "http://" + ep + rest
+		}
 	}
 	return v
 }
@@ -189,12 +198,34 @@ func (s *Stack) create(ctx context.Context, c Clients, r cfn.Resource) (Physical
 		return Physical{Ref: name, Attrs: map[string]string{"Arn": s.FunctionARN(name)}}, nil
 	case cfn.TypeHttpApi:
 		return Physical{Ref: "local", Attrs: map[string]string{"ApiId": "local", "ApiEndpoint": s.Options.APIURL}}, nil
+	case TypeSearchDomain:
+		if s.Options.SearchEndpoint != "" {
+			return s.searchDomain(r.LogicalID, p), nil
+		}
 	}
 	if s.NoLocal == nil {
 		s.NoLocal = map[string]int{}
 	}
 	s.NoLocal[r.Type]++
 	return Physical{Ref: r.LogicalID, Attrs: map[string]string{}, Skipped: true}, nil
+}
+
+// TypeSearchDomain is an OpenSearch Service domain: locally, the search
+// proxy in front of the local search engine.
+const TypeSearchDomain = "AWS::OpenSearchService::Domain"
+
+// searchDomain is a domain's local stand-in: its endpoint is the search
+// proxy's host:port (AWS gives a host name, used over HTTPS; the local one
+// is plain HTTP), its ARN the one AWS would give the domain.
+func (s *Stack) searchDomain(id string, p map[string]any) Physical {
+	name := s.physicalName(id, p, "DomainName")
+	if len(name) > 28 { // AWS's limit on domain names
+		name = name[:28]
+	}
+	arn := fmt.Sprintf("arn:aws:es:%s:%s:domain/%s", s.Options.Region, s.Options.AccountID, name)
+	return Physical{Ref: name, Attrs: map[string]string{
+		"DomainEndpoint": s.Options.SearchEndpoint, "Arn": arn, "DomainArn": arn, "Id": name,
+	}}
 }
 
 // FunctionARN is the ARN a function has in the local stack.

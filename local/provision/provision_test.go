@@ -70,3 +70,53 @@ Resources:
 		t.Errorf("%d functions, want 2", len(fns))
 	}
 }
+
+// An OpenSearch domain resolves to the local search proxy: its endpoint is
+// the proxy's host:port, its ARNs those AWS would give it, and an output
+// of its HTTPS URL becomes the proxy's plain HTTP one.
+func TestSearchDomainResolvesToTheProxy(t *testing.T) {
+	tmpl, err := cfn.Parse([]byte(`
+Resources:
+  SearchDomain: { Type: AWS::OpenSearchService::Domain, Properties: { EngineVersion: OpenSearch_2.19 } }
+Outputs:
+  SearchEndpoint: { Value: !GetAtt SearchDomain.DomainEndpoint }
+  SearchUrl: { Value: !Sub "https://${SearchDomain.DomainEndpoint}/objects" }
+  SearchArn: { Value: !GetAtt SearchDomain.Arn }
+  SearchDomainArn: { Value: !GetAtt SearchDomain.DomainArn }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		endpoint string
+		want     map[string]string
+	}{
+		{"with a search proxy", "127.0.0.1:4321", map[string]string{
+			"SearchEndpoint":  "127.0.0.1:4321",
+			"SearchUrl":       "http://127.0.0.1:4321/objects",
+			"SearchArn":       "arn:aws:es:us-east-1:000000000000:domain/ddbpipe-searchdomain",
+			"SearchDomainArn": "arn:aws:es:us-east-1:000000000000:domain/ddbpipe-searchdomain",
+		}},
+		{"without one", "", map[string]string{
+			"SearchEndpoint":  "arn:aws:local:us-east-1:000000000000:SearchDomain/DomainEndpoint",
+			"SearchUrl":       "https://arn:aws:local:us-east-1:000000000000:SearchDomain/DomainEndpoint/objects",
+			"SearchArn":       "arn:aws:local:us-east-1:000000000000:SearchDomain/Arn",
+			"SearchDomainArn": "arn:aws:local:us-east-1:000000000000:SearchDomain/DomainArn",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Up(t.Context(), tmpl, Clients{}, Options{SearchEndpoint: tt.endpoint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(s.Outputs, tt.want) {
+				t.Errorf("outputs %v, want %v", s.Outputs, tt.want)
+			}
+			if noLocal := s.NoLocal[TypeSearchDomain]; (noLocal == 0) != (tt.endpoint != "") {
+				t.Errorf("counted as having no local equivalent: %d", noLocal)
+			}
+		})
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/iam"
 	"github.com/ddbpipe/ddbpipe/local/provision"
 	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/searchproxy"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
@@ -116,6 +117,9 @@ type Options struct {
 	// IAMRecords is where the record of judged calls goes (default:
 	// $DDBPIPE_IAM_RECORDS, else StateDir/iam).
 	IAMRecords string
+	// SearchOff turns features of the search proxy off (see
+	// local/searchproxy); zero keeps them all, as OpenSearch behaves.
+	SearchOff searchproxy.Feature
 }
 
 // dynamoDBOptions are the DynamoDB proxy's emulations of AWS.
@@ -151,6 +155,11 @@ type Env struct {
 	Proxies    map[faultproxy.Service]*faultproxy.Proxy
 	// ProxyURLs are the proxies' base URLs: what clients use as endpoints.
 	ProxyURLs map[faultproxy.Service]string
+	// Search is the search proxy: OpenSearch's REST API in front of the
+	// servers' ZincSearch, at SearchURL (Vars: AWS_ENDPOINT_URL_OPENSEARCH).
+	// nil when the servers have no search engine.
+	Search    *searchproxy.Server
+	SearchURL string
 	Stack     *provision.Stack
 	Runner    *runner.Runner
 	AWS       aws.Config
@@ -285,6 +294,33 @@ func (u *up) startProxies(context.Context) error {
 		e.Proxies[svc] = p
 		e.ProxyURLs[svc] = url
 	}
+	return u.startSearchProxy()
+}
+
+// SearchEndpointVar names the search endpoint in Vars: the SDKs' variable
+// for the OpenSearch service, which the functions and the CLI read locally.
+const SearchEndpointVar = "AWS_ENDPOINT_URL_OPENSEARCH"
+
+// startSearchProxy puts the search proxy in front of the servers'
+// search engine. Its versions and aliases live in DataDir/searchproxy with
+// a DataDir, in memory without one.
+func (u *up) startSearchProxy() error {
+	e := u.e
+	if e.Servers.Search == "" {
+		return nil
+	}
+	o := searchproxy.Options{
+		Engine: e.Servers.Search, User: servers.SearchUser, Password: servers.SearchPassword,
+		Off: u.o.SearchOff, RefreshInterval: servers.ZincWALSyncInterval(), Log: e.log,
+	}
+	if u.o.DataDir != "" {
+		o.StateFile = filepath.Join(u.o.DataDir, "searchproxy", "state.jsonl")
+	}
+	srv, err := searchproxy.Start(o, 0)
+	if err != nil {
+		return err
+	}
+	e.Search, e.SearchURL = srv, srv.URL
 	return nil
 }
 
@@ -321,6 +357,11 @@ func (u *up) connect(ctx context.Context) (err error) {
 	e.Vars["AWS_ENDPOINT_URL_SQS"] = e.ProxyURLs[faultproxy.SQS]
 	e.Vars["AWS_ENDPOINT_URL_S3"] = e.ProxyURLs[faultproxy.S3]
 	e.Vars["AWS_ENDPOINT_URL_LAMBDA"] = e.LambdaURL
+	// Clients search through the proxy, never the engine itself.
+	delete(e.Vars, servers.EnvSearch)
+	if e.SearchURL != "" {
+		e.Vars[SearchEndpointVar] = e.SearchURL
+	}
 	if e.AWS, err = awsenv.FromVars(ctx, func(k string) string { return e.Vars[k] }); err != nil {
 		return err
 	}
@@ -336,6 +377,7 @@ func (u *up) provision(ctx context.Context) (err error) {
 	start := time.Now()
 	e.Stack, err = provision.Up(ctx, u.tpl, e.Clients, provision.Options{
 		StackName: u.o.StackName, Region: e.Vars["AWS_REGION"], Params: u.o.Params, APIURL: e.APIURL, Log: e.log,
+		SearchEndpoint: strings.TrimPrefix(e.SearchURL, "http://"),
 	})
 	if err != nil {
 		return err
@@ -724,6 +766,10 @@ func (e *Env) Close() error {
 		errs = append(errs, p.Close())
 	}
 	e.Proxies = map[faultproxy.Service]*faultproxy.Proxy{}
+	if e.Search != nil {
+		errs = append(errs, e.Search.Close())
+		e.Search = nil
+	}
 	if e.Judge != nil {
 		errs = append(errs, e.Judge.Close())
 		e.Judge = nil

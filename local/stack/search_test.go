@@ -1,0 +1,71 @@
+package stack_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/local/stack"
+)
+
+// TestSearchEndpoint: the stack puts the search proxy in front of the
+// servers' engine and names it, and only it, in Vars and local.env.
+func TestSearchEndpoint(t *testing.T) {
+	st := stacktest.Need(t)
+	if st.Search == "" {
+		t.Skipf("the servers have no search engine (%s unset)", servers.EnvSearch)
+	}
+	env, err := stack.Up(context.Background(), stack.Options{
+		Root: repoRoot(t), Servers: st, Setups: registry.All, NoRotation: true, NoIAM: true,
+		StackName: fmt.Sprintf("search-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+
+	url := env.Vars[stack.SearchEndpointVar]
+	if url == "" || url != env.SearchURL || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("%s = %q, SearchURL %q", stack.SearchEndpointVar, url, env.SearchURL)
+	}
+	if v, ok := env.Vars[servers.EnvSearch]; ok {
+		t.Errorf("Vars name the engine itself too: %s=%s", servers.EnvSearch, v)
+	}
+	envFile := filepath.Join(t.TempDir(), "local.env")
+	if err := env.WriteEnvFile(envFile); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(envFile); !strings.Contains(string(data), "export "+stack.SearchEndpointVar+"='"+url+"'") {
+		t.Errorf("local.env lacks the search endpoint:\n%s", data)
+	}
+
+	index := fmt.Sprintf("stack-search-%d", time.Now().UnixNano()%1e9)
+	bulk := func(version int) string {
+		return fmt.Sprintf(`{"index":{"_index":%q,"_id":"k","version":%d,"version_type":"external"}}`+"\n"+`{"key":"k"}`+"\n", index, version)
+	}
+	for _, tc := range []struct {
+		body, want string
+	}{
+		{bulk(5), `"status":201`},
+		{bulk(3), `"type":"version_conflict_engine_exception"`},
+	} {
+		resp, err := http.Post(url+"/_bulk", "application/x-ndjson", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), tc.want) {
+			t.Errorf("bulk through %s: %d %s, want %s", url, resp.StatusCode, got, tc.want)
+		}
+	}
+}
