@@ -47,7 +47,9 @@ type Batch struct {
 	search.Result
 	Skipped  int
 	FailedAt string // the sequence number Lambda resumes at; "" when none
-	Lag      time.Duration
+	// Lag is from the newest change's write (the version's CreatedAt) to
+	// its document written: the stream's delay and the indexer's.
+	Lag time.Duration
 }
 
 // Handle is the Lambda handler. The changes before the first record that
@@ -85,7 +87,9 @@ func (h *Indexer) Index(ctx context.Context, records []events.DynamoDBEventRecor
 			continue
 		}
 		changes = append(changes, c)
-		last = rec.Change.ApproximateCreationDateTime.Time
+		if t := c.Record.CreatedAt; t.After(last) {
+			last = t // the write's own time: the stream's is whole seconds (a minute, in DynamoDB Local)
+		}
 	}
 	if len(changes) == 0 {
 		return b
