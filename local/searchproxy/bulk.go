@@ -268,8 +268,16 @@ func (it *item) response() map[string]any {
 func (p *Proxy) apply(ctx context.Context, items []*item, refresh bool) *apiError {
 	keys := make([]docKey, 0, len(items))
 	for _, it := range items {
-		if p.on(Aliases) {
-			it.index = p.state.resolve(it.index)
+		if it.err == nil {
+			index, apiErr := p.writeIndex(it.index)
+			if apiErr != nil {
+				it.err = apiErr
+			} else {
+				it.index = index
+			}
+			if fields := p.state.strictFields(it.index); it.err == nil && fields != nil && p.on(StrictMapping) && (it.action == actIndex || it.action == actCreate) {
+				it.err = checkStrict(fields, it.source, it.index)
+			}
 		}
 		keys = append(keys, it.key())
 	}

@@ -15,7 +15,10 @@ import (
 // does: a document the proxy knows is written but the engine does not yet
 // serve is waited for, one the proxy knows is deleted is not found.
 func (p *Proxy) getDoc(w http.ResponseWriter, r *http.Request, name, id string) *apiError {
-	index := p.resolveList(name)
+	index, apiErr := p.writeIndex(name)
+	if apiErr != nil {
+		return apiErr
+	}
 	k := docKey{index, id}
 	unlock := p.state.lock([]docKey{k})
 	st, known := p.state.doc(k)
@@ -314,6 +317,11 @@ func (p *Proxy) createIndex(w http.ResponseWriter, r *http.Request, name string)
 	if status != http.StatusOK {
 		return errorf(http.StatusBadRequest, "illegal_argument_exception", "the search engine refused the index: %s", strings.TrimSpace(string(data)))
 	}
+	if fields := strictFieldsOf(body); fields != nil && p.on(StrictMapping) {
+		if err := p.state.commit(record{Op: "strict", Index: name, Fields: fields}); err != nil {
+			return errorf(http.StatusInternalServerError, "exception", "%v", err)
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"acknowledged": true, "shards_acknowledged": true, "index": name})
 	return nil
 }
@@ -344,7 +352,10 @@ func (p *Proxy) deleteIndex(w http.ResponseWriter, r *http.Request, name string)
 
 // getIndex answers GET /{index}: its aliases, mappings and settings.
 func (p *Proxy) getIndex(w http.ResponseWriter, r *http.Request, name string) *apiError {
-	index := p.resolveList(name)
+	index, apiErr := p.writeIndex(name)
+	if apiErr != nil {
+		return apiErr
+	}
 	out := map[string]any{"aliases": p.aliasesOf(index)}
 	for _, part := range []string{"mappings", "settings"} {
 		path := "/es/" + escapeSegments([]string{index}) + "/_mapping"
@@ -372,8 +383,8 @@ func (p *Proxy) getIndex(w http.ResponseWriter, r *http.Request, name string) *a
 
 func (p *Proxy) aliasesOf(index string) map[string]any {
 	out := map[string]any{}
-	for a, i := range p.state.aliasMap() {
-		if i == index {
+	for a, indexes := range p.state.aliasMap() {
+		if contains(indexes, index) {
 			out[a] = map[string]any{}
 		}
 	}
@@ -438,9 +449,13 @@ func (p *Proxy) indexAliases(w http.ResponseWriter, r *http.Request, seg []strin
 }
 
 // writeAliases answers {index: {"aliases": {alias: {}}}} for the aliases
-// named (all when none), of index (any when "").
+// named (all when none), of the indexes in index (a list; any when "").
 func (p *Proxy) writeAliases(w http.ResponseWriter, r *http.Request, index string, names []string) *apiError {
 	all := p.state.aliasMap()
+	var only []string
+	if index != "" {
+		only = strings.Split(index, ",")
+	}
 	out := map[string]any{}
 	var missing []string
 	for _, n := range names {
@@ -448,19 +463,28 @@ func (p *Proxy) writeAliases(w http.ResponseWriter, r *http.Request, index strin
 			missing = append(missing, n)
 		}
 	}
-	for a, i := range all {
-		if index != "" && i != index || len(names) > 0 && !contains(names, a) {
+	for a, indexes := range all {
+		if len(names) > 0 && !contains(names, a) {
 			continue
 		}
-		entry, _ := out[i].(map[string]any)
-		if entry == nil {
-			entry = map[string]any{"aliases": map[string]any{}}
-			out[i] = entry
+		for _, i := range indexes {
+			if only != nil && !contains(only, i) {
+				continue
+			}
+			entry, _ := out[i].(map[string]any)
+			if entry == nil {
+				entry = map[string]any{"aliases": map[string]any{}}
+				out[i] = entry
+			}
+			entry["aliases"].(map[string]any)[a] = map[string]any{}
 		}
-		entry["aliases"].(map[string]any)[a] = map[string]any{}
 	}
-	if index != "" && len(out) == 0 && len(names) == 0 {
-		out[index] = map[string]any{"aliases": map[string]any{}}
+	if len(names) == 0 {
+		for _, i := range only {
+			if out[i] == nil {
+				out[i] = map[string]any{"aliases": map[string]any{}}
+			}
+		}
 	}
 	status := http.StatusOK
 	if len(missing) > 0 {
@@ -485,12 +509,18 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// updateAliases applies alias actions all or none. An alias points at one
-// index here; an action that would leave it on two is refused.
+// updateAliases applies alias actions all or none, in order.
 func (p *Proxy) updateAliases(w http.ResponseWriter, ctx context.Context, actions []map[string]aliasAction) *apiError {
 	p.aliasMu.Lock()
 	defer p.aliasMu.Unlock()
-	next := p.state.aliasMap()
+	cur := p.state.aliasMap()
+	next := map[string]map[string]bool{}
+	for a, indexes := range cur {
+		next[a] = map[string]bool{}
+		for _, i := range indexes {
+			next[a][i] = true
+		}
+	}
 	exists := map[string]bool{}
 	indexExists := func(index string) (bool, error) {
 		if ok, seen := exists[index]; seen {
@@ -506,72 +536,79 @@ func (p *Proxy) updateAliases(w http.ResponseWriter, ctx context.Context, action
 	}
 	for _, action := range actions {
 		for verb, a := range action {
-			indices := append(a.Indices, a.Index)
-			aliases := append(a.Aliases, a.Alias)
-			for _, index := range indices {
+			if verb != "add" && verb != "remove" {
+				return errorf(http.StatusBadRequest, "illegal_argument_exception", "alias action [%s] is not supported by the local search proxy", verb)
+			}
+			for _, index := range append(a.Indices, a.Index) {
 				if index == "" {
 					continue
 				}
-				if verb == "remove_index" {
-					return errorf(http.StatusBadRequest, "illegal_argument_exception", "remove_index is not supported by the local search proxy")
-				}
-				for _, alias := range aliases {
+				for _, alias := range append(a.Aliases, a.Alias) {
 					if alias == "" {
 						continue
 					}
-					switch verb {
-					case "add":
-						ok, err := indexExists(index)
-						if err != nil {
-							return unavailable(err)
-						}
-						if !ok {
-							e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", index)
-							e.Index = index
-							return e
-						}
-						if e := validIndexName(alias); e != nil {
-							e.Type = "invalid_alias_name_exception"
-							return e
-						}
-						if isIndex, err := indexExists(alias); err != nil {
-							return unavailable(err)
-						} else if isIndex {
-							return errorf(http.StatusBadRequest, "invalid_alias_name_exception",
-								"Invalid alias name [%s]: an index or data stream exists with the same name as the alias", alias)
-						}
-						if cur, ok := next[alias]; ok && cur != index {
-							return errorf(http.StatusBadRequest, "illegal_argument_exception",
-								"alias [%s] already points at index [%s]: the local search proxy holds an alias on one index only (remove it in the same request)", alias, cur)
-						}
-						next[alias] = index
-					case "remove":
-						if next[alias] != index {
+					if verb == "remove" {
+						if !next[alias][index] {
 							return errorf(http.StatusNotFound, "aliases_not_found_exception", "aliases [%s] missing", alias)
 						}
-						delete(next, alias)
-					default:
-						return errorf(http.StatusBadRequest, "illegal_argument_exception", "unknown alias action [%s]", verb)
+						delete(next[alias], index)
+						continue
 					}
+					if apiErr := p.checkAliasAdd(index, alias, indexExists); apiErr != nil {
+						return apiErr
+					}
+					if next[alias] == nil {
+						next[alias] = map[string]bool{}
+					}
+					next[alias][index] = true
 				}
 			}
 		}
 	}
 	var recs []record
-	cur := p.state.aliasMap()
-	for a := range cur {
-		if _, ok := next[a]; !ok {
-			recs = append(recs, record{Op: "alias", Alias: a})
+	for a, indexes := range cur {
+		for _, i := range indexes {
+			if !next[a][i] {
+				recs = append(recs, record{Op: "unalias", Alias: a, Index: i})
+			}
 		}
 	}
-	for a, i := range next {
-		if cur[a] != i {
-			recs = append(recs, record{Op: "alias", Alias: a, Index: i})
+	for a, indexes := range next {
+		for i := range indexes {
+			if !contains(cur[a], i) {
+				recs = append(recs, record{Op: "alias", Alias: a, Index: i})
+			}
 		}
 	}
 	if err := p.state.commit(recs...); err != nil {
 		return errorf(http.StatusInternalServerError, "exception", "%v", err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"acknowledged": true})
+	return nil
+}
+
+// checkAliasAdd refuses an alias on a missing index, or named as an index.
+func (p *Proxy) checkAliasAdd(index, alias string, indexExists func(string) (bool, error)) *apiError {
+	ok, err := indexExists(index)
+	if err != nil {
+		return unavailable(err)
+	}
+	if !ok {
+		e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", index)
+		e.Index = index
+		return e
+	}
+	if e := validIndexName(alias); e != nil {
+		e.Type = "invalid_alias_name_exception"
+		return e
+	}
+	isIndex, err := indexExists(alias)
+	if err != nil {
+		return unavailable(err)
+	}
+	if isIndex {
+		return errorf(http.StatusBadRequest, "invalid_alias_name_exception",
+			"Invalid alias name [%s]: an index or data stream exists with the same name as the alias", alias)
+	}
 	return nil
 }

@@ -57,7 +57,22 @@ func (p *testProxy) newIndex(prefix string) string {
 	if status != http.StatusOK {
 		p.t.Fatalf("create index %s: %d %s", name, status, body)
 	}
+	p.dropAtCleanup(name)
 	return name
+}
+
+// dropAtCleanup deletes an index when the test ends: the engine is
+// shared, and each index it keeps costs it CPU (its WAL's timer).
+func (p *testProxy) dropAtCleanup(index string) {
+	p.t.Cleanup(func() {
+		req, err := http.NewRequest(http.MethodDelete, p.srv.URL+"/"+index, nil)
+		if err != nil {
+			return
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
 }
 
 // do sends a request and returns the status and the body.

@@ -23,6 +23,9 @@
 //   - Refresh: refresh=true or wait_for on a write, and /_refresh, wait until
 //     the engine made the writes searchable.
 //   - Count: /{index}/_count (ZincSearch has none), from a search's total.
+//   - StrictMapping: an index created with "dynamic": "strict" refuses a
+//     document with an unmapped field (strict_dynamic_mapping_exception);
+//     ZincSearch maps it as text.
 //   - SearchAfter: hits carry their sort values, and search_after pages
 //     (ZincSearch has neither), by from/size at the position found; and
 //     "version": true gives hits their _version.
@@ -63,6 +66,7 @@ const (
 	Refresh
 	Count
 	SearchAfter
+	StrictMapping
 )
 
 // Options configures a Proxy.
@@ -253,11 +257,28 @@ func (p *Proxy) resolveList(names string) string {
 	if !p.on(Aliases) {
 		return names
 	}
-	parts := strings.Split(names, ",")
-	for i, n := range parts {
-		parts[i] = p.state.resolve(n)
+	var out []string
+	for _, n := range strings.Split(names, ",") {
+		out = append(out, p.state.resolve(n)...)
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(out, ",")
+}
+
+// writeIndex is the one index a write or a get by id addresses by name:
+// the index an alias points at, or the name itself. An alias on several
+// indexes has no write index (the proxy knows no is_write_index).
+func (p *Proxy) writeIndex(name string) (string, *apiError) {
+	if !p.on(Aliases) {
+		return name, nil
+	}
+	indexes := p.state.resolve(name)
+	if len(indexes) != 1 {
+		e := errorf(http.StatusBadRequest, "illegal_argument_exception",
+			"no write index is defined for alias [%s]. The write index may be explicitly disabled using is_write_index=false or the alias points to multiple indices without one being designated as a write index", name)
+		e.Index = name
+		return "", e
+	}
+	return indexes[0], nil
 }
 
 // engineRequest sends a request to the engine with its basic auth.

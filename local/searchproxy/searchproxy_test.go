@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ddbpipe/ddbpipe/local/servers"
 )
@@ -382,8 +383,22 @@ func TestAliases(t *testing.T) {
 	if status, m := p.doJSON(http.MethodGet, "/_alias/"+alias, ""); status != http.StatusOK || m[second] == nil {
 		t.Errorf("get alias: %d %v", status, m)
 	}
-	if status, m := post(fmt.Sprintf(`{"actions":[{"add":{"index":%q,"alias":%q}}]}`, first, alias)); status != http.StatusBadRequest {
+	// An alias may name two indexes: a search reads both, a write by it
+	// has no write index (OpenSearch's answer without is_write_index).
+	if status, m := post(fmt.Sprintf(`{"actions":[{"add":{"index":%q,"alias":%q}}]}`, first, alias)); status != http.StatusOK {
 		t.Errorf("alias on two indexes: %d %v", status, m)
+	}
+	if status, m := p.doJSON(http.MethodGet, "/_alias/"+alias, ""); status != http.StatusOK || m[first] == nil || m[second] == nil {
+		t.Errorf("get an alias on two indexes: %d %v", status, m)
+	}
+	if ids := p.searchIDs(alias); !slices.Equal(ids, []string{"k"}) {
+		t.Errorf("search by an alias on two indexes: %v", ids)
+	}
+	if _, items := p.bulk("", indexLine(alias, "k2", 1, "no write index")); items[0].Status != http.StatusBadRequest {
+		t.Errorf("write by an alias on two indexes: %+v", items[0])
+	}
+	if status, m := post(fmt.Sprintf(`{"actions":[{"remove":{"index":%q,"alias":%q}}]}`, first, alias)); status != http.StatusOK {
+		t.Errorf("remove: %d %v", status, m)
 	}
 	if status, m := post(fmt.Sprintf(`{"actions":[{"add":{"index":"no-such-index-x","alias":%q}}]}`, alias)); status != http.StatusNotFound {
 		t.Errorf("alias on a missing index: %d %v", status, m)
@@ -520,4 +535,46 @@ func TestConcurrentBulks(t *testing.T) {
 		slices.Sort(want)
 		return slices.Equal(got, want), fmt.Sprintf("got %v, want %v", got, want)
 	})
+}
+
+func TestStrictMapping(t *testing.T) {
+	create := `{"mappings":{"dynamic":"strict","properties":{"key":{"type":"keyword"},"meta":{"properties":{"owner":{"type":"keyword"}}}}}}`
+	docs := func(ix string) []string {
+		return []string{
+			fmt.Sprintf(`{"index":{"_index":%q,"_id":"ok"}}`, ix), `{"key":"a","meta":{"owner":"me"}}`,
+			fmt.Sprintf(`{"index":{"_index":%q,"_id":"extra"}}`, ix), `{"key":"b","colour":"red"}`,
+			fmt.Sprintf(`{"index":{"_index":%q,"_id":"nested"}}`, ix), `{"key":"c","meta":{"group":"us"}}`,
+		}
+	}
+	tests := []struct {
+		name string
+		off  Feature
+		want []string
+	}{
+		{"on", 0, []string{"201", "400 strict_dynamic_mapping_exception mapping set to strict, dynamic introduction of [colour] within [_doc] is not allowed",
+			"400 strict_dynamic_mapping_exception mapping set to strict, dynamic introduction of [group] within [meta] is not allowed"}},
+		{"off, the engine maps the new fields", StrictMapping, []string{"201", "201", "201"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startProxy(t, Options{Off: tt.off})
+			index := fmt.Sprintf("strict-%d-%d", time.Now().UnixNano()%1e9, indexes.Add(1))
+			if status, body := p.do(http.MethodPut, "/"+index, create); status != http.StatusOK {
+				t.Fatalf("create: %d %s", status, body)
+			}
+			p.dropAtCleanup(index)
+			_, items := p.bulk("", docs(index)...)
+			var got []string
+			for _, it := range items {
+				s := fmt.Sprint(it.Status)
+				if it.Error != nil {
+					s += " " + it.Error.Type + " " + it.Error.Reason
+				}
+				got = append(got, s)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
 }

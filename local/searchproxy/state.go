@@ -33,9 +33,10 @@ type docState struct {
 type store struct {
 	mu      sync.Mutex
 	docs    map[docKey]docState
-	seq     map[string]int64  // last sequence number per index
-	aliases map[string]string // alias → index
-	file    *os.File          // nil: in memory only
+	seq     map[string]int64           // last sequence number per index
+	aliases map[string]map[string]bool // alias → its indexes
+	strict  map[string]map[string]bool // index with "dynamic": "strict" → its field paths
+	file    *os.File                   // nil: in memory only
 
 	locksMu sync.Mutex
 	locks   map[docKey]*keyLock
@@ -43,17 +44,19 @@ type store struct {
 
 // record is one line of the state log.
 type record struct {
-	Op      string `json:"op"` // "doc", "alias", "drop"
+	Op      string `json:"op"` // "doc", "alias", "unalias", "strict", "drop"
 	Index   string `json:"i"`
 	ID      string `json:"id,omitempty"`
 	Version int64  `json:"v,omitempty"`
 	SeqNo   int64  `json:"s,omitempty"`
 	Deleted bool   `json:"d,omitempty"`
 	Alias   string `json:"a,omitempty"`
+	// Fields are a strict index's field paths ("strict").
+	Fields []string `json:"f,omitempty"`
 }
 
 func openStore(path string) (*store, error) {
-	s := &store{docs: map[docKey]docState{}, seq: map[string]int64{}, aliases: map[string]string{}, locks: map[docKey]*keyLock{}}
+	s := &store{docs: map[docKey]docState{}, seq: map[string]int64{}, aliases: map[string]map[string]bool{}, strict: map[string]map[string]bool{}, locks: map[docKey]*keyLock{}}
 	if path == "" {
 		return s, nil
 	}
@@ -91,7 +94,12 @@ func (s *store) compact(path string) error {
 		_ = enc.Encode(record{Op: "doc", Index: k.index, ID: k.id, Version: d.Version, SeqNo: d.SeqNo, Deleted: d.Deleted})
 	}
 	for _, a := range slices.Sorted(maps.Keys(s.aliases)) {
-		_ = enc.Encode(record{Op: "alias", Alias: a, Index: s.aliases[a]})
+		for _, i := range slices.Sorted(maps.Keys(s.aliases[a])) {
+			_ = enc.Encode(record{Op: "alias", Alias: a, Index: i})
+		}
+	}
+	for _, i := range slices.Sorted(maps.Keys(s.strict)) {
+		_ = enc.Encode(record{Op: "strict", Index: i, Fields: slices.Sorted(maps.Keys(s.strict[i]))})
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
@@ -132,20 +140,32 @@ func (s *store) apply(r record) {
 		s.docs[k] = docState{Version: r.Version, SeqNo: r.SeqNo, Deleted: r.Deleted}
 		s.seq[r.Index] = max(s.seq[r.Index], r.SeqNo)
 	case "alias":
-		if r.Index == "" {
-			delete(s.aliases, r.Alias)
-		} else {
-			s.aliases[r.Alias] = r.Index
+		if s.aliases[r.Alias] == nil {
+			s.aliases[r.Alias] = map[string]bool{}
 		}
+		s.aliases[r.Alias][r.Index] = true
+	case "unalias":
+		delete(s.aliases[r.Alias], r.Index)
+		if len(s.aliases[r.Alias]) == 0 {
+			delete(s.aliases, r.Alias)
+		}
+	case "strict":
+		fields := map[string]bool{}
+		for _, f := range r.Fields {
+			fields[f] = true
+		}
+		s.strict[r.Index] = fields
 	case "drop":
+		delete(s.strict, r.Index)
 		for k := range s.docs {
 			if k.index == r.Index {
 				delete(s.docs, k)
 			}
 		}
 		delete(s.seq, r.Index)
-		for a, i := range s.aliases {
-			if i == r.Index {
+		for a, indexes := range s.aliases {
+			delete(indexes, r.Index)
+			if len(indexes) == 0 {
 				delete(s.aliases, a)
 			}
 		}
@@ -191,14 +211,22 @@ func (s *store) nextSeq(index string) int64 {
 	return s.seq[index]
 }
 
-// resolve returns the index an alias points at, or name itself.
-func (s *store) resolve(name string) string {
+// resolve returns the indexes an alias points at, sorted, or name itself.
+func (s *store) resolve(name string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, ok := s.aliases[name]; ok {
-		return i
+	if indexes, ok := s.aliases[name]; ok {
+		return slices.Sorted(maps.Keys(indexes))
 	}
-	return name
+	return []string{name}
+}
+
+// strictFields returns a strict index's field paths; nil for an index
+// that takes any field.
+func (s *store) strictFields(index string) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.strict[index]
 }
 
 func (s *store) isAlias(name string) bool {
@@ -208,10 +236,15 @@ func (s *store) isAlias(name string) bool {
 	return ok
 }
 
-func (s *store) aliasMap() map[string]string {
+// aliasMap returns each alias's indexes, sorted.
+func (s *store) aliasMap() map[string][]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return maps.Clone(s.aliases)
+	out := make(map[string][]string, len(s.aliases))
+	for a, indexes := range s.aliases {
+		out[a] = slices.Sorted(maps.Keys(indexes))
+	}
+	return out
 }
 
 func (s *store) close() error {
