@@ -53,7 +53,7 @@ PYTHON         ?= python3
 CFNGUARD_DIR   := tools/cfnguard
 CFNGUARD_PKG   := $(CFNGUARD_DIR)/node_modules/@cdklabs/cdk-validator-cfnguard
 CFNGUARD_BIN   := $(CFNGUARD_PKG)/bin/$(shell uname -s | sed 's/Darwin/macos/;s/Linux/ubuntu/')/$(shell uname -m | sed 's/arm64/aarch64/')/cfn-guard
-GUARD_SERVICES := apigateway athena cloudwatch dynamodb glue identityandaccessmanagement keymanagementservice lambda s3 sqs
+GUARD_SERVICES := apigateway athena cloudwatch dynamodb glue identityandaccessmanagement keymanagementservice lambda opensearchservice s3 sqs
 
 # The Control Tower rules and the cfn-guard binary, pinned by package-lock.json.
 $(CFNGUARD_PKG)/package.json: $(CFNGUARD_DIR)/package.json $(CFNGUARD_DIR)/package-lock.json
