@@ -149,6 +149,13 @@ func Up(ctx context.Context, t *cfn.Template, c Clients, o Options) (*Stack, err
 		}
 	}
 	for name, out := range t.Outputs {
+		ok, err := t.ConditionTrue(out.Condition, s.Context)
+		if err != nil {
+			return nil, fmt.Errorf("provision: output %s: %w", name, err)
+		}
+		if !ok {
+			continue
+		}
 		v, err := t.ResolveString(out.Value, s.Context)
 		if err != nil {
 			return nil, fmt.Errorf("provision: output %s: %w", name, err)

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/ddbpipe/ddbpipe/local/cfn"
@@ -118,5 +119,33 @@ Outputs:
 				t.Errorf("counted as having no local equivalent: %d", noLocal)
 			}
 		})
+	}
+}
+
+// An output whose condition is false is not there, as in CloudFormation,
+// and may name a resource the same condition leaves out.
+func TestOutputsFollowTheirCondition(t *testing.T) {
+	tmpl, err := cfn.Parse([]byte(`
+Parameters:
+  On: { Type: String, Default: "true" }
+Conditions:
+  IsOn: !Equals [!Ref On, "true"]
+Resources:
+  Thing: { Type: AWS::Example::Thing, Condition: IsOn }
+Outputs:
+  ThingArn: { Condition: IsOn, Value: !GetAtt Thing.Arn }
+  Always: { Value: here }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for on, want := range map[string][]string{"true": {"Always", "ThingArn"}, "false": {"Always"}} {
+		s, err := Up(t.Context(), tmpl, Clients{}, Options{Params: map[string]string{"On": on}})
+		if err != nil {
+			t.Fatalf("On=%s: %v", on, err)
+		}
+		if got := slices.Sorted(maps.Keys(s.Outputs)); !slices.Equal(got, want) {
+			t.Errorf("On=%s: outputs %v, want %v", on, got, want)
+		}
 	}
 }
