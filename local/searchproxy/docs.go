@@ -164,6 +164,9 @@ func (p *Proxy) search(w http.ResponseWriter, r *http.Request, name string) *api
 	if err != nil {
 		return unavailable(err)
 	}
+	if status == http.StatusTooManyRequests || status >= 500 {
+		return engineStatus(status, data)
+	}
 	if status != http.StatusOK {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)

@@ -340,6 +340,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, path, rawQuery s
 		return unavailable(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return engineStatus(resp.StatusCode, data)
+	}
 	for k, v := range resp.Header {
 		if k != "Content-Length" {
 			w.Header()[k] = v

@@ -156,8 +156,9 @@ type Env struct {
 	// ProxyURLs are the proxies' base URLs: what clients use as endpoints.
 	ProxyURLs map[faultproxy.Service]string
 	// Search is the search proxy: OpenSearch's REST API in front of the
-	// servers' ZincSearch, at SearchURL (Vars: AWS_ENDPOINT_URL_OPENSEARCH).
-	// nil when the servers have no search engine.
+	// servers' ZincSearch, at SearchURL (Vars: AWS_ENDPOINT_URL_OPENSEARCH),
+	// through the fault proxy Proxies[SearchFaults]. nil when the servers
+	// have no search engine.
 	Search    *searchproxy.Server
 	SearchURL string
 	Stack     *provision.Stack
@@ -301,16 +302,33 @@ func (u *up) startProxies(context.Context) error {
 // for the OpenSearch service, which the functions and the CLI read locally.
 const SearchEndpointVar = "AWS_ENDPOINT_URL_OPENSEARCH"
 
-// startSearchProxy puts the search proxy in front of the servers'
-// search engine. Its versions and aliases live in DataDir/searchproxy with
-// a DataDir, in memory without one.
+// SearchFaults is the key in Env.Proxies of the fault proxy between the
+// search proxy and the search engine. It injects latency, 5xx and dropped
+// connections as for the other services; its throttles are S3's (503
+// SlowDown), which the search proxy answers as OpenSearch-shaped 503s: the
+// fault proxy has no OpenSearch flavour (429) yet.
+const SearchFaults faultproxy.Service = "search"
+
+// startSearchProxy puts the search proxy in front of the servers' search
+// engine, with a fault proxy between the two. The search proxy's versions
+// and aliases live in DataDir/searchproxy with a DataDir, in memory
+// without one.
 func (u *up) startSearchProxy() error {
 	e := u.e
 	if e.Servers.Search == "" {
 		return nil
 	}
+	faults, err := faultproxy.New(faultproxy.S3, e.Servers.Search, faultproxy.WithLogger(e.log))
+	if err != nil {
+		return err
+	}
+	engine, err := faults.Start()
+	if err != nil {
+		return err
+	}
+	e.Proxies[SearchFaults], e.ProxyURLs[SearchFaults] = faults, engine
 	o := searchproxy.Options{
-		Engine: e.Servers.Search, User: servers.SearchUser, Password: servers.SearchPassword,
+		Engine: engine, User: servers.SearchUser, Password: servers.SearchPassword,
 		Off: u.o.SearchOff, RefreshInterval: servers.ZincWALSyncInterval(), Log: e.log,
 	}
 	if u.o.DataDir != "" {

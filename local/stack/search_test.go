@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
@@ -67,5 +68,23 @@ func TestSearchEndpoint(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), tc.want) {
 			t.Errorf("bulk through %s: %d %s, want %s", url, resp.StatusCode, got, tc.want)
 		}
+	}
+
+	// The fault proxy between the search proxy and the engine fails
+	// requests as asked; clients get OpenSearch-shaped errors they retry.
+	faults := env.Proxies[stack.SearchFaults]
+	faults.SetFaults(faultproxy.Faults{ServerErrorRate: 1, ServerErrorStatus: http.StatusServiceUnavailable})
+	resp, err := http.Post(url+"/"+index+"/_search", "application/json", strings.NewReader(`{"query":{"match_all":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(got), `"status":503`) {
+		t.Errorf("search under faults: %d %s", resp.StatusCode, got)
+	}
+	faults.SetFaults(faultproxy.Faults{})
+	if n := faults.Stats().ServerErrors; n == 0 {
+		t.Error("the fault proxy counted no server error")
 	}
 }
