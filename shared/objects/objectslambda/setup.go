@@ -2,7 +2,6 @@ package objectslambda
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -97,18 +96,16 @@ func SetupAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	return h.Handle, nil
 }
 
-// searcher is the API's search, nil when the stack runs without one (no
-// SEARCH_INDEX, or no endpoint: SEARCH_ENDPOINT or, locally,
-// AWS_ENDPOINT_URL_OPENSEARCH).
+// searcher is the API's search, nil when the stack runs without one:
+// SEARCH_ENDPOINT (the domain's endpoint) or SEARCH_INDEX empty, as the
+// template leaves them with SearchEnabled=false. Locally the endpoint is
+// then reached through AWS_ENDPOINT_URL_OPENSEARCH (searchos.FromAWS).
 func searcher(env lambdafn.Env, table string) (Searches, error) {
-	alias := env.Getenv(searchos.AliasVar)
-	if alias == "" {
+	endpoint, alias := env.Getenv(searchos.EndpointVar), env.Getenv(searchos.AliasVar)
+	if endpoint == "" || alias == "" {
 		return nil, nil
 	}
-	engine, err := searchos.FromAWS(env.AWS, env.Getenv(searchos.EndpointVar), alias)
-	if errors.Is(err, search.ErrDisabled) {
-		return nil, nil
-	}
+	engine, err := searchos.FromAWS(env.AWS, endpoint, alias)
 	if err != nil {
 		return nil, err
 	}

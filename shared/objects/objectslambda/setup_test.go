@@ -129,3 +129,34 @@ func TestSetups(t *testing.T) {
 		})
 	}
 }
+
+// The API searches only when the template gives it a search endpoint and
+// an index: with SearchEnabled=false both are empty, and a search is 503
+// search-disabled, whatever the environment's OpenSearch endpoint says.
+func TestAPISearchFollowsTheTemplate(t *testing.T) {
+	shared := map[string]string{"OBJECTS_TABLE": "objects", "OBJECTS_BUCKET": "objects-bucket", "INLINE_MAX_BYTES": "40960", "MAX_VERSIONS": "10"}
+	for name, tc := range map[string]struct {
+		vars     map[string]string
+		disabled bool
+	}{
+		"search off":            {withVars(shared, map[string]string{"SEARCH_INDEX": "s-objects", "AWS_ENDPOINT_URL_OPENSEARCH": "http://127.0.0.1:1"}), true},
+		"no index":              {withVars(shared, map[string]string{"SEARCH_ENDPOINT": "search.example"}), true},
+		"endpoint and an index": {withVars(shared, map[string]string{"SEARCH_ENDPOINT": "search.example", "SEARCH_INDEX": "s-objects"}), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, err := objectslambda.SetupAPI(context.Background(), setupEnv(t, tc.vars))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.disabled {
+				return // searching would call the engine: the stack tests do
+			}
+			req := events.APIGatewayV2HTTPRequest{RouteKey: "GET /objects", QueryStringParameters: map[string]string{"search": "x"}}
+			req.RequestContext.HTTP.Method = "GET"
+			resp, err := h.(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error))(context.Background(), req)
+			if err != nil || resp.StatusCode != 503 || !strings.Contains(resp.Body, "search-disabled") {
+				t.Errorf("search: %d %s, %v; want 503 search-disabled", resp.StatusCode, resp.Body, err)
+			}
+		})
+	}
+}
