@@ -40,7 +40,13 @@ func (w pendingWrite) served(h *hit) bool {
 type unflushed struct {
 	mu     sync.Mutex
 	writes map[docKey]pendingWrite
+	adds   int
 }
+
+// forgetAfter is when a write nobody waited for is taken as served (the
+// engine serves writes within its sync interval, 250 ms here), so the set
+// holds only recent writes.
+const forgetAfter = time.Minute
 
 func (u *unflushed) add(k docKey, w pendingWrite) {
 	u.mu.Lock()
@@ -49,6 +55,13 @@ func (u *unflushed) add(k docKey, w pendingWrite) {
 		u.writes = map[docKey]pendingWrite{}
 	}
 	u.writes[k] = w
+	if u.adds++; u.adds%4096 == 0 {
+		for k, old := range u.writes {
+			if w.at.Sub(old.at) > forgetAfter {
+				delete(u.writes, k)
+			}
+		}
+	}
 }
 
 func (u *unflushed) get(k docKey) (pendingWrite, bool) {

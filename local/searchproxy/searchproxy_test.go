@@ -446,6 +446,10 @@ func TestStateSurvivesProxyAndEngineRestarts(t *testing.T) {
 	if items[0].Status != http.StatusConflict {
 		t.Errorf("after the engine's restart, version 4 after 5: %+v", items[0])
 	}
+	// The engine kept what it acknowledged just before it stopped.
+	if found, version, src := p.getDoc(index, "k"); !found || version != 5 || src["words"] != "five" {
+		t.Errorf("after the engine's restart: found %t version %d source %v", found, version, src)
+	}
 	if err := p.srv.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestParseBulk(t *testing.T) {
@@ -213,5 +214,20 @@ func TestCompareSorted(t *testing.T) {
 	}
 	if got := compareSorted([]any{json.Number("10")}, []any{9.0}, []sortKey{{field: "size"}}); got != 1 {
 		t.Errorf("numbers compare as numbers: %d", got)
+	}
+}
+
+func TestUnflushedForgetsOldWrites(t *testing.T) {
+	var u unflushed
+	start := time.Now()
+	u.add(docKey{"i", "old"}, pendingWrite{at: start})
+	for n := range 4095 {
+		u.add(docKey{"i", fmt.Sprint(n)}, pendingWrite{at: start.Add(forgetAfter + time.Second)})
+	}
+	if _, ok := u.get(docKey{"i", "old"}); ok {
+		t.Error("a write older than forgetAfter is still pending")
+	}
+	if _, ok := u.get(docKey{"i", "4094"}); !ok {
+		t.Error("a recent write was forgotten")
 	}
 }
