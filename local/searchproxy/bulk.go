@@ -234,32 +234,43 @@ func (p *Proxy) forwardBody(w http.ResponseWriter, r *http.Request, path string,
 	return p.forward(w, r, path, r.URL.RawQuery)
 }
 
-// response is the item's entry in a bulk response.
-func (it *item) response() map[string]any {
-	m := map[string]any{"_index": it.index, "_id": it.id}
+// itemResponse is an item's entry in a bulk response (and, without
+// Status, a single document write's answer).
+type itemResponse struct {
+	Index       string         `json:"_index"`
+	ID          string         `json:"_id"`
+	Version     int64          `json:"_version,omitempty"`
+	Result      string         `json:"result,omitempty"`
+	Shards      map[string]int `json:"_shards,omitempty"`
+	SeqNo       *int64         `json:"_seq_no,omitempty"`
+	PrimaryTerm int            `json:"_primary_term,omitempty"`
+	Status      int            `json:"status,omitempty"`
+	Error       *cause         `json:"error,omitempty"`
+}
+
+// response is the item's entry in a bulk response: the proxy's, or with
+// versions off the engine's own.
+func (it *item) response() any {
+	r := itemResponse{Index: it.index, ID: it.id}
 	if it.err != nil {
-		m["status"] = it.err.Status
+		r.Status = it.err.Status
 		c := it.err.cause()
 		if c.Index == "" {
 			c.Index, c.Shard, c.IndexUUID = it.index, "0", indexUUID(it.index)
 		}
-		m["error"] = c
-		return m
+		r.Error = &c
+		return r
 	}
-	if it.result == "" && it.engine != nil { // versions off: the engine's own answer
+	if it.result == "" && it.engine != nil {
 		var raw map[string]any
 		if json.Unmarshal(it.engine, &raw) == nil {
 			raw["_index"], raw["_id"] = it.index, it.id
 			return raw
 		}
 	}
-	m["_version"] = it.after.Version
-	m["result"] = it.result
-	m["_shards"] = shards()
-	m["_seq_no"] = it.seqNo
-	m["_primary_term"] = 1
-	m["status"] = it.status
-	return m
+	seq := it.seqNo
+	r.Version, r.Result, r.Shards, r.SeqNo, r.PrimaryTerm, r.Status = it.after.Version, it.result, shards(), &seq, 1, it.status
+	return r
 }
 
 // apply runs the items: resolves aliases, takes their ids' locks, decides
@@ -547,9 +558,13 @@ func (p *Proxy) sendOnce(ctx context.Context, round []*item) (*engineBulk, *apiE
 		if action == actCreate {
 			action = actIndex // the proxy judged it already
 		}
-		line, _ := json.Marshal(map[string]map[string]string{action: {"_index": it.index, "_id": it.id}})
-		b.Write(line)
-		b.WriteByte('\n')
+		index, _ := json.Marshal(it.index)
+		id, _ := json.Marshal(it.id)
+		b.WriteString(`{"` + action + `":{"_index":`)
+		b.Write(index)
+		b.WriteString(`,"_id":`)
+		b.Write(id)
+		b.WriteString("}}\n")
 		if it.source != nil {
 			b.Write(it.source)
 			b.WriteByte('\n')

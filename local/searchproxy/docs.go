@@ -109,11 +109,11 @@ func (p *Proxy) writeDoc(w http.ResponseWriter, r *http.Request, seg []string) *
 	if it.err != nil {
 		return it.err
 	}
+	status := http.StatusOK
 	resp := it.response()
-	status, _ := resp["status"].(int)
-	delete(resp, "status")
-	if status == 0 {
-		status = http.StatusOK
+	if r, ok := resp.(itemResponse); ok {
+		status, r.Status = r.Status, 0
+		resp = r
 	}
 	writeJSON(w, status, resp)
 	return nil
