@@ -37,7 +37,7 @@ var docsPage = flag.String("docs.page", "", "TestDocs: run only this page (after
 // not named here runs last.
 // docPages run in this order on one stack; docs/operators.md goes last,
 // as its month's-end walk-through retires the current month's table.
-var docPages = []string{"README.md", "docs/producers.md", "docs/objects.md", "docs/analysts.md",
+var docPages = []string{"README.md", "docs/producers.md", "docs/objects.md", "docs/search.md", "docs/analysts.md",
 	"docs/deploying.md", "docs/local.md", "docs/design.md", "docs/operators.md"}
 
 // docBlock is one fenced block of a page.

@@ -70,7 +70,7 @@ func commands() []command {
 		{"objects update", "read-modify-write: objects update -exec 'CMD' [-retries N] KEY (the latest version through CMD, stored with If-Match)", objectsUpdate},
 		{"objects upload", "upload a file through a presigned (multipart) upload: objects upload -file F [-type T] [-if-match N] KEY", objectsUpload},
 		{"search reindex", "rebuild the search index from the objects table while the stream writes, then swap it in: search reindex [-keep-old] [-json]", searchReindex},
-		{"search verify", "compare the objects table with the search index, key by key: search verify [-show N] [-json] (exits 1 on drift)", searchVerify},
+		{"search verify", "compare the objects table with the search index, key by key: search verify [-wait D] [-show N] [-json] (exits 1 on drift)", searchVerify},
 		{"archive query", `SQL over the archive with DuckDB: archive query "SELECT ..." | -named NAME [-table T -month M -format table|csv|json]`, archiveQuery},
 		{"archive ls", "the archive's partitions, files, rows, bytes and manifests: archive ls [-table T -month M -files]", archiveLs},
 		{"archive backfill", "heal a table's archive after lost stream records: write only what the archive misses, from a Scan: archive backfill -table T [-dry-run]", archiveBackfill},

@@ -14,6 +14,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
@@ -118,8 +119,12 @@ func searchVerify(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs, root, state := searchFlags("search verify", stderr)
 	show := fs.Int("show", 10, "drifting keys to print of each kind")
 	asJSON := fs.Bool("json", false, "print the drift as JSON")
+	wait := fs.Duration("wait", 0, "compare again, with backoff, until there is no drift or this long has passed (the index follows the table moments behind)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *wait < 0 {
+		return fmt.Errorf("search verify: -wait %s: want a duration of 0 or more", *wait)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("search verify: takes no arguments, got %q", fs.Args())
@@ -128,7 +133,7 @@ func searchVerify(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	d, err := search.Verify(ctx, s.table, s.engine)
+	d, err := verifyUntil(ctx, s, *wait)
 	if err != nil {
 		return err
 	}
@@ -143,6 +148,22 @@ func searchVerify(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("search verify: %d keys drift (run `ddbpipe search reindex` to rebuild the index)", d.Count())
 	}
 	return nil
+}
+
+// verifyUntil compares the table with the index until they agree or wait
+// is over; the last comparison stands.
+func verifyUntil(ctx context.Context, s searchStack, wait time.Duration) (search.Drift, error) {
+	deadline := time.Now().Add(wait)
+	pause := retry.Backoff{Base: 200 * time.Millisecond, Max: 2 * time.Second}
+	for n := 1; ; n++ {
+		d, err := search.Verify(ctx, s.table, s.engine)
+		if err != nil || d.None() || time.Now().After(deadline) {
+			return d, err
+		}
+		if err := retry.Sleep(ctx, min(pause.Delay(n), time.Until(deadline))); err != nil {
+			return d, err
+		}
+	}
 }
 
 func printDrift(w io.Writer, d search.Drift, show int) {
