@@ -168,6 +168,11 @@ func (p *Proxy) search(w http.ResponseWriter, r *http.Request, name string) *api
 		return engineStatus(status, data)
 	}
 	if status != http.StatusOK {
+		if bytes.Contains(data, []byte("does not exists")) { // the engine's 400 for a missing index
+			e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", name)
+			e.Index = name
+			return e
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_, _ = w.Write(data)

@@ -356,6 +356,11 @@ func TestSearchGivesSortValuesForSearchAfter(t *testing.T) {
 	if want := []string{"k0", "k1", "k2", "k3", "k4"}; !slices.Equal(seen, want) {
 		t.Errorf("pages gave %v, want %v", seen, want)
 	}
+	// A sorted search of a missing index (or alias) is OpenSearch's 404.
+	status, m := p.doJSON(http.MethodPost, "/no-such-index-here/_search", `{"query":{"match_all":{}},"sort":[{"key":"asc"}]}`)
+	if errObj, _ := m["error"].(map[string]any); status != http.StatusNotFound || errObj["type"] != "index_not_found_exception" {
+		t.Errorf("sorted search of a missing index: %d %v", status, m)
+	}
 }
 
 func TestAliases(t *testing.T) {
