@@ -71,7 +71,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// Flow 1: documents through the HTTP API; S3 uploads → ObjectsFinalizeFunction;
 	// the objects table's stream → ObjectsReaperFunction and ArchiverFunction.
-	fmt.Fprintln(stdout, "\n-- large objects: HTTP API, presigned uploads, reaper")
+	fmt.Fprintln(stdout, "\n-- large objects: HTTP API, presigned uploads, reaper, search")
 	if err := demoObjects(ctx, env, stdout); err != nil {
 		return err
 	}

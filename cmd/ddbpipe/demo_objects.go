@@ -18,13 +18,18 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
+	"github.com/ddbpipe/ddbpipe/shared/search"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
 	"github.com/ddbpipe/ddbpipe/tools/bodies"
 )
 
 // demoObjects drives the large-object store through its HTTP API: a small
 // and a big document, an update with If-Match and a stale one, a presigned
-// multipart upload, a refused key, a delete whose blob the reaper removes;
-// then it checks that no reference dangles and no blob is orphaned.
+// multipart upload, a refused key, a delete whose blob the reaper removes,
+// searches of the index the stream keeps; then it checks that no reference
+// dangles and no blob is orphaned.
 func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 	// Signed as a caller with ApiInvokePolicy, as `ddbpipe objects put` is.
 	c, err := objectsclient.NewSigned(env.Vars["API_URL"], env.AWSAs(asAPIInvoke), nil)
@@ -36,7 +41,7 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 		small: fmt.Sprintf("demo/%s/notes.txt", run), big: fmt.Sprintf("demo/%s/photo.bin", run),
 		copyKey: fmt.Sprintf("demo/%s/photo-copy.bin", run), uploadKey: fmt.Sprintf("demo/%s/photo-upload.bin", run),
 		video: fmt.Sprintf("demo/%s/video.bin", run), photo: bodies.Random(300<<10, 7)}
-	for _, step := range []func(context.Context) error{d.put, d.storeOnce, d.update, d.upload, d.refuseNUL, d.deletePhoto, d.check} {
+	for _, step := range []func(context.Context) error{d.put, d.storeOnce, d.update, d.upload, d.refuseNUL, d.deletePhoto, d.search, d.check} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -152,6 +157,61 @@ func (d *objectsDemo) deletePhoto(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.w, "DELETE the three keys of the photo → references go first; the reaper (the table's stream) frees the blob once none names it\n")
 	return nil
+}
+
+// search finds the note by a word of its second version once the indexer
+// has followed the update, checks a fresh search drops the deleted photos,
+// and compares the index with the table.
+func (d *objectsDemo) search(ctx context.Context) error {
+	prefix := path.Dir(d.small) + "/"
+	var hit objectsclient.SearchHit
+	for deadline := time.Now().Add(time.Minute); ; {
+		r, err := d.c.Search(ctx, "draft", objectsclient.SearchOptions{Prefix: prefix})
+		if err != nil {
+			return fmt.Errorf("search: %w", err)
+		}
+		if len(r.Hits) == 1 && r.Hits[0].Version == 2 {
+			hit = r.Hits[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: the search index did not follow the update of %s within a minute: %+v", d.small, r.Hits)
+		}
+		if err := retry.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(d.w, "GET /objects?search=draft → %s v%d (%s, %q): the indexer followed the update through the table's stream\n",
+		path.Base(hit.Key), hit.Version, hit.ContentType, hit.Snippet)
+	r, err := d.c.Search(ctx, "", objectsclient.SearchOptions{Prefix: prefix, ContentType: "application/octet-stream", Fresh: true})
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	if len(r.Hits) != 0 {
+		return fmt.Errorf("demo: a fresh search found deleted photos: %+v", r.Hits)
+	}
+	fmt.Fprintf(d.w, "GET /objects?search=&type=application/octet-stream&fresh=true → 0 hits: the deleted photos are never shown (%d left out as deleted since indexed)\n", r.Dropped)
+	engine, err := searchos.FromAWS(d.env.AWS, "", d.env.Vars["SEARCH_INDEX_NAME"])
+	if err != nil {
+		return err
+	}
+	table := searchddb.New(d.env.Clients.DynamoDB, d.env.Vars["OBJECTS_TABLE_NAME"])
+	for deadline := time.Now().Add(time.Minute); ; {
+		drift, err := search.Verify(ctx, table, engine)
+		if err != nil {
+			return fmt.Errorf("search verify: %w", err)
+		}
+		if drift.None() {
+			fmt.Fprintf(d.w, "search verify: the index equals the table, %d live keys at their versions\n", drift.TableKeys)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: the search index drifts from the table: %+v", drift)
+		}
+		if err := retry.Sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // check waits, up to a minute, for the invariant once the reaper has
