@@ -3,6 +3,8 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"math/rand/v2"
 	"errors"
 	"fmt"
 	"strings"
@@ -87,9 +89,14 @@ func TestSearchEndToEnd(t *testing.T) {
 		{root + "huge.txt", "text/plain", bytes.Repeat([]byte("hugeword "), 40_000), "too-large"},
 		{root + "photo.png", "image/png", bytes.Repeat([]byte{0x89, 'P', 'N', 'G'}, 500_000), "none"},
 		{hostile, "text/markdown", []byte("# notes about hostilekeyword"), "indexed"},
+		// Text read from S3 and from chunk items (placement=table).
+		// (random words: a repeated one would compress into the item).
+		{root + "in-s3.txt", "text/plain", append(randomWords(100_000), " blobword"...), "indexed"},
+		{root + "chunked.txt", "text/plain", append(randomWords(100_000), " chunkword"...), "indexed"},
 	}
 	for _, d := range docs {
-		if _, err := s.client.Put(ctx, d.key, d.body, objectsclient.PutOptions{ContentType: d.typ}); err != nil {
+		o := objectsclient.PutOptions{ContentType: d.typ, KeepInTable: strings.HasSuffix(d.key, "chunked.txt")}
+		if _, err := s.client.Put(ctx, d.key, d.body, o); err != nil {
 			t.Fatalf("put %q: %v", d.key, err)
 		}
 	}
@@ -121,6 +128,8 @@ func TestSearchEndToEnd(t *testing.T) {
 		{"zipword", objectsclient.SearchOptions{}, nil},   // binary: no text indexed
 		{"latinword", objectsclient.SearchOptions{}, nil}, // not UTF-8: no text indexed
 		{"hostilekeyword", objectsclient.SearchOptions{}, []string{hostile}},
+		{"blobword", objectsclient.SearchOptions{}, []string{root + "in-s3.txt"}},
+		{"chunkword", objectsclient.SearchOptions{}, []string{root + "chunked.txt"}},
 		{"ファイル", objectsclient.SearchOptions{}, []string{hostile}}, // a word of the key
 		{"", objectsclient.SearchOptions{ContentType: "image/*", MinSize: 1_000_000}, []string{root + "photo.png"}},
 		{"", objectsclient.SearchOptions{MaxSize: 10, ContentType: "text/plain"}, nil},
@@ -298,4 +307,21 @@ func storeOf(t *testing.T, env *stack.Env) *objects.Store {
 	table, bucket := env.Vars["OBJECTS_TABLE_NAME"], env.Vars["OBJECTS_BUCKET_NAME"]
 	items := objectsddb.New(db, table)
 	return &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket), Shared: objectsddb.NewShared(db, table)}
+}
+
+// randomWords is about n bytes of text that does not compress much:
+// random hex words.
+func randomWords(n int) []byte {
+	raw := make([]byte, n/3)
+	for i := range raw {
+		raw[i] = byte(rand.N(256))
+	}
+	h := hex.EncodeToString(raw)
+	var b bytes.Buffer
+	for len(h) > 8 {
+		b.WriteString(h[:8])
+		b.WriteByte(' ')
+		h = h[8:]
+	}
+	return b.Bytes()
 }
