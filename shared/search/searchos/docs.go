@@ -64,10 +64,12 @@ const gcDeletes = "25h"
 
 // indexBody is the settings and mappings of a new index: keyword where
 // exact, text where searched, dates and numbers typed, strict (a field
-// the adapter does not write is refused, never guessed).
+// the adapter does not write is refused, never guessed). One shard (the
+// index of one stack's objects is small); a replica once the domain has a
+// second node (auto_expand_replicas 0-1: a one-node domain stays green).
 func (e *Engine) indexBody() []byte {
 	return fmt.Appendf(nil, `{
-  "settings": {"index": {"number_of_shards": 1, "number_of_replicas": %d, "gc_deletes": %q}},
+  "settings": {"index": {"number_of_shards": 1, "auto_expand_replicas": "0-1", "gc_deletes": %q}},
   "mappings": {
     "dynamic": "strict",
     "properties": {
@@ -85,5 +87,5 @@ func (e *Engine) indexBody() []byte {
       "excerpt":      {"type": "keyword", "index": false, "doc_values": false}
     }
   }
-}`, e.replicas, gcDeletes)
+}`, gcDeletes)
 }

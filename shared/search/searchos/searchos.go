@@ -63,20 +63,15 @@ type Config struct {
 	Username, Password string
 	// Transport is the HTTP transport (nil: the default one).
 	Transport http.RoundTripper
-	// Replicas is the number of replicas of a new index: 0 for a one-node
-	// domain (a replica could never be placed, and the cluster would stay
-	// yellow), 1 or more for domains of several nodes.
-	Replicas int
 	// Timeout bounds each request (default 30 s).
 	Timeout time.Duration
 }
 
 // Engine is the index of object documents.
 type Engine struct {
-	c        *opensearchapi.Client
-	alias    string
-	replicas int
-	now      func() time.Time
+	c     *opensearchapi.Client
+	alias string
+	now   func() time.Time
 
 	mu      sync.Mutex
 	targets map[string]cachedTargets // write alias → its indexes
@@ -137,7 +132,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("searchos: client: %w", err)
 	}
-	return &Engine{c: c, alias: cfg.Alias, replicas: cfg.Replicas, now: time.Now, targets: map[string]cachedTargets{}}, nil
+	return &Engine{c: c, alias: cfg.Alias, now: time.Now, targets: map[string]cachedTargets{}}, nil
 }
 
 // Alias is the alias searches read.
