@@ -196,6 +196,12 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 	send(signed, "GET", doc+"?versions=", nil, "", 200)
 	send(signed, "GET", "/objects?prefix="+dir+"%2F&delimiter=%2F&limit=10", nil, "", 200)
 	send(signed, "GET", "/objects?prefix="+dir+"%2F", nil, "", 200)
+	// Searches: a page (the index may not hold the note yet: any page is
+	// an answer to check), a fresh one, and a refusal (a request the
+	// document calls malformed is the unit tests': the checker refuses it).
+	send(signed, "GET", "/objects?fresh=true&limit=5&prefix="+dir+"%2F&search=second", nil, "", 200)
+	send(signed, "GET", "/objects?search=&type=text%2F%2A", nil, "", 200)
+	send(signed, "GET", "/objects?limit=500&search=x", nil, "", 400)
 	send(signed, "GET", doc+"?uploads=", nil, "", 405)
 	send(signed, "PUT", "/objects/"+dir+"/empty", nil, "", 201) // an empty document, no Content-Type
 	send(signed, "GET", "/objects/"+dir+"/empty", nil, "", 200)
