@@ -27,6 +27,9 @@ const (
 	S3       Service = "s3"
 	SQS      Service = "sqs"
 	Lambda   Service = "lambda"
+	// OpenSearch is an OpenSearch Service domain's data plane (the REST
+	// API the search proxy presents), signed with SigV4 as service "es".
+	OpenSearch Service = "es"
 )
 
 // Call is one authorization IAM makes for a request: an action on a
@@ -54,6 +57,10 @@ type Place struct {
 	// also needs kms:GenerateDataKey and a read kms:Decrypt on it, with
 	// kms:ViaService s3.<region>.amazonaws.com (Policies.BucketKeys).
 	BucketKeys map[string]string
+	// SearchDomain is the ARN of the stack's search domain
+	// (arn:aws:es:<region>:<account>:domain/<name>), which OpenSearch
+	// requests are judged on; "" when the stack has none.
+	SearchDomain string
 }
 
 // Request is what Map reads of an HTTP request: the proxies hand over the
@@ -88,6 +95,8 @@ func Map(req Request, p Place) ([]Call, error) {
 		return p.sqs(req)
 	case Lambda:
 		return p.lambda(req, nil)
+	case OpenSearch:
+		return p.openSearch(req)
 	}
 	return nil, fmt.Errorf("%w: service %q", ErrUnmapped, req.Service)
 }
@@ -535,6 +544,31 @@ func (p Place) functionARN(fn string) string {
 	}
 	name, _, _ := strings.Cut(fn, ":")
 	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", p.Region, p.AccountID, name)
+}
+
+// ------------------------------------------------------------- OpenSearch
+
+// esActions are the data-plane actions of OpenSearch Service, one per
+// HTTP method.
+var esActions = map[string]string{
+	http.MethodGet: "es:ESHttpGet", http.MethodHead: "es:ESHttpHead", http.MethodPost: "es:ESHttpPost",
+	http.MethodPut: "es:ESHttpPut", http.MethodDelete: "es:ESHttpDelete", http.MethodPatch: "es:ESHttpPatch",
+}
+
+// openSearch maps a request to a domain's REST API as OpenSearch Service
+// authorizes it: by its method and its URL path alone, never its body or
+// its query. POST /_bulk is es:ESHttpPost on domain/<name>/_bulk whatever
+// indexes its lines name, POST /_aliases likewise; GET /<alias>/_search is
+// es:ESHttpGet on domain/<name>/<alias>/_search.
+func (p Place) openSearch(req Request) ([]Call, error) {
+	action, ok := esActions[req.Method]
+	if !ok {
+		return nil, fmt.Errorf("%w: es %s %s", ErrUnmapped, req.Method, req.Path)
+	}
+	if p.SearchDomain == "" {
+		return nil, fmt.Errorf("%w: es %s %s: the stack has no search domain", ErrUnmapped, req.Method, req.Path)
+	}
+	return []Call{{Action: action, Resource: p.SearchDomain + "/" + strings.TrimPrefix(req.Path, "/")}}, nil
 }
 
 // ------------------------------------------------------------------ shared
