@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
+	"github.com/opensearch-project/opensearch-go/v4/opensearchtransport"
 	"github.com/opensearch-project/opensearch-go/v4/signer/awsv2"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
@@ -112,26 +114,37 @@ func New(cfg Config) (*Engine, error) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	osc := opensearch.Config{
-		Addresses: []string{strings.TrimSuffix(endpoint, "/")},
-		Username:  cfg.Username, Password: cfg.Password,
+	u, err := url.Parse(strings.TrimSuffix(endpoint, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("searchos: endpoint %q: %w", cfg.Endpoint, err)
+	}
+	tc := opensearchtransport.Config{
+		URLs:     []*url.URL{u},
+		Username: cfg.Username, Password: cfg.Password,
 		Transport: cfg.Transport,
 		// The indexer retries with its own backoff and deadline; a retry
 		// inside the client would hide the engine's state from it.
 		DisableRetry:   true,
 		RequestTimeout: timeout,
+		// No requests of the client's own: its node-stats poll (GET
+		// /_nodes/_local/stats every 5 s) and its health checks (GET /)
+		// are calls no role grants, refused on AWS and by the local
+		// stack's IAM judge alike.
+		NodeStatsInterval: -1,
+		HealthCheck:       opensearchtransport.NoOpHealthCheck,
 	}
 	if cfg.AWS != nil {
 		s, err := awsv2.NewSignerWithService(*cfg.AWS, "es")
 		if err != nil {
 			return nil, fmt.Errorf("searchos: signer: %w", err)
 		}
-		osc.Signer = s
+		tc.Signer = s
 	}
-	c, err := opensearchapi.NewClient(opensearchapi.Config{Client: osc})
+	tp, err := opensearchtransport.New(tc)
 	if err != nil {
 		return nil, fmt.Errorf("searchos: client: %w", err)
 	}
+	c := opensearchapi.NewFromClient(&opensearch.Client{Transport: tp})
 	return &Engine{c: c, alias: cfg.Alias, now: time.Now, targets: map[string]cachedTargets{}}, nil
 }
 
