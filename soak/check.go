@@ -29,6 +29,9 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
+	"github.com/ddbpipe/ddbpipe/shared/search"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
@@ -143,6 +146,7 @@ func (s *soak) check(ctx context.Context, res *Result, base leak) {
 	s.checkArchive(ctx, res, months, cold, coldErr)
 	s.checkObjects(ctx, res)
 	s.checkListing(ctx, res)
+	s.checkSearch(ctx, res)
 
 	s.checkQueues(ctx, res, q, redriven)
 	// Overload waits in the votes queue: a good vote is dead-lettered only
@@ -560,6 +564,49 @@ func (s *soak) checkListing(ctx context.Context, res *Result) {
 	slices.Sort(diff)
 	res.add("the listing equals the table's live objects", len(diff) == 0 && len(live) > 0,
 		"%d live objects in the table, %d listed (pages of 25); %d differ%s", len(live), len(got), len(diff), listed(diff))
+}
+
+// checkSearch holds the search index to the objects table once the
+// stream drains: every live key at its version, no deleted key, whatever
+// the faults replayed, retried, reordered or dropped on the way (the
+// search engine's restart among them). It compares again for up to two
+// minutes: the index follows the table by the stream's delay.
+func (s *soak) checkSearch(ctx context.Context, res *Result) {
+	const name = "the search index equals the table"
+	alias := s.env.Vars["SEARCH_INDEX_NAME"]
+	if alias == "" {
+		return // a stack without search
+	}
+	engine, err := searchos.FromAWS(s.env.AWS, "", alias)
+	if err != nil {
+		res.add(name, false, "engine: %v", err)
+		return
+	}
+	table := searchddb.New(s.env.Clients.DynamoDB, s.env.Vars["OBJECTS_TABLE_NAME"])
+	var d search.Drift
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		d, err = search.Verify(ctx, table, engine)
+		if err == nil && d.None() || time.Now().After(deadline) || !pause(ctx, 2*time.Second) {
+			break
+		}
+	}
+	if err != nil {
+		res.add(name, false, "verify: %v", err)
+		return
+	}
+	var lines []string
+	for _, e := range d.Missing {
+		lines = append(lines, fmt.Sprintf("%s v%d: missing from the index", e.Key, e.Version))
+	}
+	for _, e := range d.Extra {
+		lines = append(lines, fmt.Sprintf("%s v%d: indexed, not live", e.Key, e.Version))
+	}
+	for _, m := range append(d.Behind, d.Ahead...) {
+		lines = append(lines, fmt.Sprintf("%s: table v%d, index v%d", m.Key, m.Table, m.Index))
+	}
+	res.add(name, d.None() && d.TableKeys > 0,
+		"%d live keys in the table, %d documents in the index; %d drift (missing %d, extra %d, behind %d, ahead %d)%s",
+		d.TableKeys, d.IndexDocs, d.Count(), len(d.Missing), len(d.Extra), len(d.Behind), len(d.Ahead), listed(lines))
 }
 
 func (s *soak) checkObjects(ctx context.Context, res *Result) {

@@ -45,11 +45,11 @@ type faultLog struct {
 	kills  map[string]int // function → SIGKILLs
 	busy   int            // kills that hit a process mid-invocation
 	phases map[string]time.Duration
-	down   time.Duration // the restarted server's outage
+	down   map[string]time.Duration // each restarted server's outage ("S3", "search")
 }
 
 func newFaultLog(began time.Time) *faultLog {
-	return &faultLog{began: began, kills: map[string]int{}, phases: map[string]time.Duration{}}
+	return &faultLog{began: began, kills: map[string]int{}, phases: map[string]time.Duration{}, down: map[string]time.Duration{}}
 }
 
 func (f *faultLog) add(kind, detail string) {
@@ -149,25 +149,36 @@ func (s *soak) killFunctions(ctx context.Context) {
 // the objects' blobs, the archive's files and presigned transfers all
 // lose their server for a while. (S3 keeps its files across the restart;
 // the SQS server keeps nothing, so restarting it would lose the queue's
-// messages, which no real outage does.)
+// messages, which no real outage does.) At three fifths the search engine
+// restarts the same way: the indexer's batches wait on the stream and go
+// through once it is back (it keeps its indexes, and the search proxy
+// keeps the versions).
 func (s *soak) restartServer(ctx context.Context) {
+	s.restart(ctx, servers.S3Server, "S3", s.cfg.Duration*2/5)
+	if s.servers.Search != "" {
+		s.restart(ctx, servers.SearchServer, "search", s.cfg.Duration/5)
+	}
+}
+
+// restart restarts one server after a wait and records its outage.
+func (s *soak) restart(ctx context.Context, server, name string, after time.Duration) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(s.cfg.Duration * 2 / 5):
+	case <-time.After(after):
 	}
-	s.faults.add("restart", "S3 server stopped")
-	down, err := s.servers.Restart(ctx, servers.S3Server, min(5*time.Second, s.cfg.Duration/20))
+	s.faults.add("restart", name+" server stopped")
+	down, err := s.servers.Restart(ctx, server, min(5*time.Second, s.cfg.Duration/20))
 	if err != nil {
-		s.faults.add("restart", "S3 restart failed: "+err.Error())
-		s.progress("S3 restart failed: %v", err)
+		s.faults.add("restart", name+" restart failed: "+err.Error())
+		s.progress("%s restart failed: %v", name, err)
 		return
 	}
 	s.faults.mu.Lock()
-	s.faults.down = down
+	s.faults.down[name] = down
 	s.faults.mu.Unlock()
-	s.faults.add("restart", fmt.Sprintf("S3 server back after %s", down.Round(time.Millisecond)))
-	s.progress("S3 server restarted: down %s", down.Round(time.Millisecond))
+	s.faults.add("restart", fmt.Sprintf("%s server back after %s", name, down.Round(time.Millisecond)))
+	s.progress("%s server restarted: down %s", name, down.Round(time.Millisecond))
 }
 
 // faultSummary counts the faults injected, by kind.
@@ -181,6 +192,7 @@ type faultSummary struct {
 	Duplicates int // batches delivered twice by the runner
 	Crashed    map[string]runner.ProcessStats
 	S3Down     time.Duration
+	SearchDown time.Duration // 0 when the servers have no search engine
 	Events     []event
 }
 
@@ -188,7 +200,7 @@ func (f *faultLog) summary(env *stack.Env) faultSummary {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := faultSummary{Proxy: map[string]faultproxy.Counts{}, Phases: map[string]time.Duration{}, Kills: map[string]int{},
-		KillsBusy: f.busy, Crashed: map[string]runner.ProcessStats{}, S3Down: f.down, Events: append([]event(nil), f.events...)}
+		KillsBusy: f.busy, Crashed: map[string]runner.ProcessStats{}, S3Down: f.down["S3"], SearchDown: f.down["search"], Events: append([]event(nil), f.events...)}
 	for svc, p := range env.Proxies {
 		out.Proxy[string(svc)] = p.Stats().Counts
 	}

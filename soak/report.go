@@ -220,6 +220,7 @@ func (r *Result) writeFaults(p func(format string, args ...any)) {
 	}
 	p("| kills that hit an invocation in flight | %d |\n", f.KillsBusy)
 	p("| S3 server restarted | down %s |\n", f.S3Down.Round(time.Millisecond))
+	p("| search engine restarted | down %s |\n", f.SearchDown.Round(time.Millisecond))
 	p("\nFault mixes (each for `-phase`, in turn; the proxies apply them to every request of the functions, producers and rotator):\n")
 	for _, k := range sortedKeys(f.Phases) {
 		p("- %s: %s\n", k, f.Phases[k].Round(time.Second))

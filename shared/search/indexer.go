@@ -247,21 +247,28 @@ func DocumentOf(r objects.Record) Document {
 
 // text reads a text-like record's document. A payload gone since the
 // change (a newer write or a delete follows it on the stream) or failing
-// its checksum is indexed without text; any other failure is the batch's.
+// its checksum is indexed without text. Any other failure (throttling, a
+// store down for a moment) is read again with backoff, as a refused bulk
+// is sent again, until the deadline's reserve: then it is the batch's,
+// which Lambda retries whole.
 func (ix *Indexer) text(ctx context.Context, r objects.Record) (string, TextState, error) {
 	if r.Size > int64(ix.MaxText) {
 		return "", TextTooLarge, nil
 	}
-	obj, err := ix.Payloads.Fetch(ctx, r, r.Version)
-	switch {
-	case errors.Is(err, objects.ErrNotFound), errors.Is(err, objects.ErrChecksum), errors.Is(err, objects.ErrDangling):
-		ix.Log.WarnContext(ctx, "document indexed without its text: its payload cannot be read", "key", r.Key, "version", r.Version, "err", err)
-		return "", TextUnreadable, nil
-	case err != nil:
-		return "", "", fmt.Errorf("search: read %q v%d for its text: %w", r.Key, r.Version, err)
+	for attempt := 1; ; attempt++ {
+		obj, err := ix.Payloads.Fetch(ctx, r, r.Version)
+		switch {
+		case errors.Is(err, objects.ErrNotFound), errors.Is(err, objects.ErrChecksum), errors.Is(err, objects.ErrDangling):
+			ix.Log.WarnContext(ctx, "document indexed without its text: its payload cannot be read", "key", r.Key, "version", r.Version, "err", err)
+			return "", TextUnreadable, nil
+		case err == nil:
+			text, state := Text(obj.Body, ix.MaxText)
+			return text, state, nil
+		}
+		if perr := ix.pause(ctx, attempt); perr != nil {
+			return "", "", fmt.Errorf("search: read %q v%d for its text (%d attempts): %w", r.Key, r.Version, attempt, errors.Join(err, perr))
+		}
 	}
-	text, state := Text(obj.Body, ix.MaxText)
-	return text, state, nil
 }
 
 // write sends ops, then again those refused for load (with backoff) and

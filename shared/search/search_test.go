@@ -408,3 +408,38 @@ func TestIndexerSplitsLargeBatches(t *testing.T) {
 		t.Errorf("%d requests, want 5", res.Requests)
 	}
 }
+
+// flaky fails its first reads, as a store does while it is throttled or
+// restarting.
+type flaky struct {
+	memPayloads
+	mu    sync.Mutex
+	fails int
+}
+
+func (f *flaky) Fetch(ctx context.Context, r objects.Record, v int64) (objects.Object, error) {
+	f.mu.Lock()
+	fail := f.fails > 0
+	f.fails--
+	f.mu.Unlock()
+	if fail {
+		return objects.Object{}, errors.New("503 SlowDown")
+	}
+	return f.memPayloads.Fetch(ctx, r, v)
+}
+
+func TestIndexerReadsTextsAgainAfterPassingFailures(t *testing.T) {
+	ix := newMemIndex()
+	p := &flaky{memPayloads: memPayloads{"a.txt#1": []byte("alpha")}, fails: 3}
+	in := newIndexer(ix, memPayloads{})
+	in.Payloads = p
+	res := in.Apply(context.Background(), []Change{put("a.txt", 1, "text/plain", 5)})
+	if res.Err != nil || ix.docs[DocID("a.txt")].Text != "alpha" {
+		t.Fatalf("result %+v, document %+v: want the text after three failed reads", res, ix.docs[DocID("a.txt")])
+	}
+	p.fails = 1 << 30
+	in.Attempts = 3
+	if res := in.Apply(context.Background(), []Change{put("a.txt", 1, "text/plain", 5)}); res.Err == nil {
+		t.Fatal("a store that never answers: no error, want the batch failed for Lambda to retry")
+	}
+}
