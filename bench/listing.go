@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -167,41 +166,19 @@ func verdict(met bool) string {
 	return "**not met**"
 }
 
-// commitKeys writes version 1 of each key as the items a commit writes,
-// 12 objects (24 items) per BatchWriteItem, 8 batches at a time, sending
-// again what DynamoDB leaves unprocessed.
+// commitKeys writes version 1 of each key as the items a commit writes
+// (commitRecords).
 func commitKeys(ctx context.Context, env *stack.Env, table string, shards int, keys []string) error {
 	items := objectsddb.New(env.Clients.DynamoDB, table)
 	items.IndexShards = shards
 	body := []byte("twenty bytes of text")
-	const perBatch = 12
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for {
-				from := int(next.Add(perBatch)) - perBatch
-				if from >= len(keys) {
-					return
-				}
-				var writes []ddbtypes.WriteRequest
-				for i := from; i < min(from+perBatch, len(keys)); i++ {
-					r := objects.Record{Key: keys[i], Version: 1, Kind: objects.Inline, Size: int64(len(body)), SHA256: objects.SumOf(body),
-						ContentType: "text/plain", Codec: objects.Identity, Data: body, WriteID: fmt.Sprintf("w%d", i), CreatedAt: time.Now().UTC()}
-					v0, v1 := items.CommitItems(r)
-					writes = append(writes, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: v0}}, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: v1}})
-				}
-				if err := batchWrite(ctx, env.Clients.DynamoDB, table, writes); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-			}
-		})
+	now := time.Now().UTC()
+	recs := make([]objects.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = objects.Record{Key: k, Version: 1, Kind: objects.Inline, Size: int64(len(body)), SHA256: objects.SumOf(body),
+			ContentType: "text/plain", Codec: objects.Identity, Data: body, WriteID: fmt.Sprintf("w%d", i), CreatedAt: now}
 	}
-	wg.Wait()
-	return firstErr
+	return commitRecords(ctx, env.Clients.DynamoDB, table, items, recs)
 }
 
 // batchWrite writes one batch, sending unprocessed items again (with a

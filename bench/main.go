@@ -26,6 +26,8 @@ type section struct {
 	title  string
 	text   strings.Builder
 	charts []pngchart.Chart
+	// timelines are drawn after the charts: series over time.
+	timelines []pngchart.Timeline
 }
 
 func (s *section) printf(format string, args ...any) { fmt.Fprintf(&s.text, format, args...) }
@@ -60,6 +62,7 @@ func benches() []bench {
 		{name: "proxy", run: benchProxy},
 		{name: "runner-streams", run: benchStreams},
 		{name: "archive", run: benchArchive},
+		{name: "search", fresh: true, run: benchSearch},
 	}
 }
 
@@ -144,26 +147,22 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 
 func write(out string, sections []*section) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# ddbpipe benchmark report\n\n%s, %s/%s, %d CPUs, %s. Figures come from the local stack\n(DynamoDB Local, fauxqs, versitygw on 127.0.0.1): they compare designs and track regressions;\nthey are not AWS latencies.\n\n",
+	fmt.Fprintf(&b, "# ddbpipe benchmark report\n\n%s, %s/%s, %d CPUs, %s. Figures come from the local stack\n(DynamoDB Local, fauxqs, versitygw, ZincSearch on 127.0.0.1): they compare designs and track regressions;\nthey are not AWS latencies.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
 	n := 0
 	for _, s := range sections {
 		fmt.Fprintf(&b, "## %s\n\n%s\n", s.title, s.text.String())
 		for _, c := range s.charts {
 			n++
-			name := fmt.Sprintf("chart-%02d.png", n)
-			f, err := os.Create(filepath.Join(out, name))
-			if err != nil {
+			if err := writeChart(&b, out, n, c.Title, c.WritePNG); err != nil {
 				return err
 			}
-			err = c.WritePNG(f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
+		}
+		for _, t := range s.timelines {
+			n++
+			if err := writeChart(&b, out, n, t.Title, t.WritePNG); err != nil {
 				return err
 			}
-			fmt.Fprintf(&b, "![%s](%s)\n\n", c.Title, name)
 		}
 	}
 	path := filepath.Join(out, "report.md")
@@ -171,6 +170,25 @@ func write(out string, sections []*section) error {
 		return err
 	}
 	fmt.Printf("wrote %s (%d charts)\n", path, n)
+	return nil
+}
+
+// writeChart writes the n-th chart of the report as a PNG in out and
+// links it from the report b.
+func writeChart(b *strings.Builder, out string, n int, title string, png func(io.Writer) error) error {
+	name := fmt.Sprintf("chart-%02d.png", n)
+	f, err := os.Create(filepath.Join(out, name))
+	if err != nil {
+		return err
+	}
+	err = png(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "![%s](%s)\n\n", title, name)
 	return nil
 }
 

@@ -141,11 +141,13 @@ func (e *emfSums) get(name string) float64 {
 // batch's lag; warnings and errors of every function are kept too.
 var stackLog = &functionLog{}
 
-// functionLog keeps, from the JSON lines written to it, the tally's EMF
-// lines and the warnings and errors, each with the time it was written.
+// functionLog keeps, from the JSON lines written to it, the tally's and
+// the search indexer's EMF lines and the warnings and errors, each with the
+// time it was written.
 type functionLog struct {
 	mu       sync.Mutex
 	tally    []tallyLine
+	indexer  []indexerLine
 	warnings []logLine
 }
 
@@ -165,8 +167,9 @@ func (l *functionLog) Write(p []byte) (int, error) {
 	for line := range strings.SplitSeq(string(p), "\n") {
 		// Most lines are info logs: only parse the ones that matter.
 		tally := strings.Contains(line, `"Function":"tally"`)
+		indexer := strings.Contains(line, `"Function":"search-indexer"`) && strings.Contains(line, `"BulkRequests"`)
 		warn := strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`)
-		if !tally && !warn {
+		if !tally && !indexer && !warn {
 			continue
 		}
 		var doc map[string]any
@@ -175,7 +178,11 @@ func (l *functionLog) Write(p []byte) (int, error) {
 		}
 		num := func(k string) float64 { f, _ := doc[k].(float64); return f }
 		l.mu.Lock()
-		if tally {
+		if indexer {
+			l.indexer = append(l.indexer, indexerLine{at: now, indexed: num("DocumentsIndexed"), deleted: num("DocumentsDeleted"),
+				newer: num("StaleWritesRefused"), refused: num("DocumentsRefused"), requests: num("BulkRequests"),
+				failed: num("IndexBatchesFailed"), lagMs: num("IndexLag")})
+		} else if tally {
 			lag, hasLag := doc["TallyLag"].(float64)
 			l.tally = append(l.tally, tallyLine{at: now, counted: num("VotesCounted"), commits: num("TallyCommits"), moved: num("TallyCheckpointMoved"),
 				throttles: num("Throttles"), replayed: num("TallyReplayed"), lag: lag, hasLag: hasLag})
