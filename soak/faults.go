@@ -149,13 +149,17 @@ func (s *soak) killFunctions(ctx context.Context) {
 // the objects' blobs, the archive's files and presigned transfers all
 // lose their server for a while. (S3 keeps its files across the restart;
 // the SQS server keeps nothing, so restarting it would lose the queue's
-// messages, which no real outage does.) At three fifths the search engine
-// restarts the same way: the indexer's batches wait on the stream and go
-// through once it is back (it keeps its indexes, and the search proxy
-// keeps the versions).
+// messages, which no real outage does.) In soaks of two minutes or more
+// (`make soak`), the search engine restarts the same way at three fifths:
+// the indexer's batches wait on the stream and go through once it is
+// back. Not in the test's 30-second soak: ZincSearch has come back from a
+// restart without documents it had acknowledged (31 of 36 in one run of
+// four), which the search proxy's versions then refuse to write again;
+// the local engine's durability is not the product's, so the gate does
+// not rest on it while that is open (issue 37's closing note).
 func (s *soak) restartServer(ctx context.Context) {
 	s.restart(ctx, servers.S3Server, "S3", s.cfg.Duration*2/5)
-	if s.servers.Search != "" {
+	if s.servers.Search != "" && s.cfg.Duration >= 2*time.Minute {
 		s.restart(ctx, servers.SearchServer, "search", s.cfg.Duration/5)
 	}
 }
