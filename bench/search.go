@@ -85,6 +85,9 @@ type searchBench struct {
 	probes     []lagProbe
 	lagBegan   time.Time
 	lagLooks   []float64 // the lag watch's searches, seconds each
+	// The lag watch's searches the engine failed, and the first error.
+	lagFailed  int
+	lagFailure string
 	// Probes searched by their own word after the lag run, and found.
 	wordsChecked, wordsFound int
 	replayed                 replayRun

@@ -32,12 +32,15 @@ type reindexRun struct {
 	// aliases and the old index's deletion.
 	searches, failed, empty                   int
 	switchSearches, switchFailed, switchEmpty int
-	failures                                  []string
+	failures                                  []string // the first few failed or empty answers
+	answers                                   []searchAnswer
+	// When Run began, and when its last document was written.
+	began, lastWrite time.Time
 }
 
 // reindex rebuilds the index from the table (the n objects loaded, as the
 // plain loader sent them) while a searcher keeps asking the objects API for
-// a word every document holds.
+// one object after another by a word of its key.
 func (b *searchBench) reindex(ctx context.Context) error {
 	r := &b.reindexed
 	r.settle = searchos.TargetsTTL() + time.Second
@@ -50,8 +53,9 @@ func (b *searchBench) reindex(ctx context.Context) error {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { b.searchDuring(ctx, stop, &lastWrite, r) })
 	start := time.Now()
+	r.began = start
+	wg.Go(func() { b.searchDuring(ctx, stop, r) })
 	res, err := rx.Run(ctx)
 	close(stop)
 	wg.Wait()
@@ -59,45 +63,73 @@ func (b *searchBench) reindex(ctx context.Context) error {
 		return fmt.Errorf("reindex: %w", err)
 	}
 	r.res = res
+	r.lastWrite = time.Unix(0, lastWrite.Load())
+	r.count()
 	counts, err := watchCount(ctx, counter{url: b.env.SearchURL, index: b.engine.Alias()}, b.n, b.limit(b.n))
 	if err != nil {
 		return fmt.Errorf("reindex: %w", err)
 	}
 	r.took = counts[len(counts)-1].at.Sub(start)
-	fmt.Printf("  search: reindexed %d objects in %s; %d searches, %d failed, %d empty\n", res.Scanned, r.took.Round(time.Millisecond), r.searches, r.failed, r.empty)
+	fmt.Printf("  search: reindexed %d objects in %s; %d searches, %d failed, %d empty (at the switch: %d, %d, %d) %q\n", res.Scanned, r.took.Round(time.Millisecond),
+		r.searches, r.failed, r.empty, r.switchSearches, r.switchFailed, r.switchEmpty, r.failures)
 	return nil
 }
 
 // searchDuring searches the objects API until stop, one search at a time,
-// and counts the failed and empty answers.
-func (b *searchBench) searchDuring(ctx context.Context, stop <-chan struct{}, lastWrite *atomic.Int64, r *reindexRun) {
-	for {
+// and keeps when each began and what it got.
+func (b *searchBench) searchDuring(ctx context.Context, stop <-chan struct{}, r *reindexRun) {
+	for i := 0; ; i++ {
 		select {
 		case <-stop:
 			return
 		default:
 		}
+		// One object by a word of its key (its number): a search the
+		// engine answers quickly, which must always find it.
+		word := fmt.Sprintf("%07d", i%b.n)
 		began := time.Now()
-		res, err := b.client.Search(ctx, "searchbench", objectsclient.SearchOptions{Prefix: b.run, Limit: 1})
-		atSwitch := lastWrite.Load() != 0 && began.UnixNano() > lastWrite.Load()
+		res, err := b.client.Search(ctx, word, objectsclient.SearchOptions{Limit: 1})
+		a := searchAnswer{began: began, word: word, err: err}
+		a.empty = err == nil && (res.Total == 0 || len(res.Hits) == 0)
+		r.answers = append(r.answers, a)
+	}
+}
+
+// searchAnswer is one search during the reindex.
+type searchAnswer struct {
+	began time.Time
+	word  string
+	err   error
+	empty bool
+}
+
+// count sorts the searches into those before and after the last document
+// was written, and keeps the first few failed or empty ones.
+func (r *reindexRun) count() {
+	for _, a := range r.answers {
+		atSwitch := a.began.After(r.lastWrite)
 		r.searches++
 		if atSwitch {
 			r.switchSearches++
 		}
-		switch {
-		case err != nil:
+		if a.err == nil && !a.empty {
+			continue
+		}
+		what := "empty"
+		if a.err != nil {
+			what = a.err.Error()
 			r.failed++
 			if atSwitch {
 				r.switchFailed++
 			}
-			if len(r.failures) < 3 {
-				r.failures = append(r.failures, err.Error())
-			}
-		case res.Total == 0 || len(res.Hits) == 0:
+		} else {
 			r.empty++
 			if atSwitch {
 				r.switchEmpty++
 			}
+		}
+		if len(r.failures) < 5 {
+			r.failures = append(r.failures, fmt.Sprintf("%s at %s (a search for %s)", what, a.began.Sub(r.began).Round(time.Millisecond), a.word))
 		}
 	}
 }

@@ -118,12 +118,18 @@ func (b *searchBench) reportReindex(s *section) {
 		"4 scan segments at once. Goal ≤ 1.2 × the plain load: %s (%.2f × the plain loaders' mean, %s; %.2f without the wait).\n\n",
 		r.settle, r.res.Scanned, r.res.Written, r.res.Newer, verdict(x <= 1.2), x, plainTook.Round(10*time.Millisecond),
 		(r.took-r.settle).Seconds()/plainTook.Seconds())
-	s.printf("Searches through the objects API (`searchbench`, under the run's prefix, one at a time) while it ran: %d, of which\n"+
+	s.printf("Searches through the objects API (one at a time, each for one loaded object by the number in its key) while it ran: %d, of which\n"+
 		"%d failed and %d were empty; after the last document was written (the switch of the aliases and the old index's\n"+
 		"deletion): %d, %d failed, %d empty. Goal 0 failed and 0 empty: %s.\n",
 		r.searches, r.failed, r.empty, r.switchSearches, r.switchFailed, r.switchEmpty, verdict(r.failed+r.empty == 0 && r.searches > 0))
+	s.printf("The scan and its bulk requests ran from %s to %s after `Run` began", r.settle, r.lastWrite.Sub(r.began).Round(time.Millisecond))
+	if len(r.failures) == 0 {
+		s.printf(".\n")
+	} else {
+		s.printf("; the first failed or empty answers, by when their search was sent:\n")
+	}
 	for _, f := range r.failures {
-		s.printf("- a failure: `%s`\n", f)
+		s.printf("- `%s`\n", f)
 	}
 	s.printf("\n")
 	chart := pngchart.Chart{Title: fmt.Sprintf("search: loading %d documents, reindex vs plain bulk load", b.n), Unit: "s"}
@@ -161,10 +167,11 @@ func (b *searchBench) reportLag(s *section) {
 		"its own and the run's probe word, timed from the PUT sent to the first search sent that finds the object at that\n"+
 		"version. One search at a time, 50 ms apart, asks the engine for the probe word among the documents modified since\n"+
 		"the oldest probe not yet found (a search per probe would load the engine it measures); each took p50 %s (%d\n"+
-		"searches), so a lag is known to within about that. After the run, %d probes searched by their own word: %d found.\n\n"+
+		"searches, %d failed by the engine and made again: %s), so a lag is known to within about that. After the run, %d\n"+
+		"probes searched by their own word: %d found.\n\n"+
 		"| PUTs | found | failed | not found in %s | p50 | p90 | p99 | max |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n"+
 		"| %d | %d | %d | %d | %s | %s | %s | %s |\n\n",
-		len(b.probes), secs(percentile(b.lagLooks, 50)), len(b.lagLooks), b.wordsChecked, b.wordsFound, lagLimit, len(b.probes), len(found), failed, missing,
+		len(b.probes), secs(percentile(b.lagLooks, 50)), len(b.lagLooks), b.lagFailed, quotedOrNone(b.lagFailure), b.wordsChecked, b.wordsFound, lagLimit, len(b.probes), len(found), failed, missing,
 		secs(percentile(lags, 50)), secs(percentile(lags, 90)), secs(p99), secs(percentile(lags, 100)))
 	s.printf("Goal p99 ≤ 2 s: %s (%s). The indexer's own lag over those batches (`IndexLag`: the version's write to its\n"+
 		"bulk answered, %d batches): p50 %s, p99 %s.\n\n",
@@ -224,6 +231,14 @@ func loadAverage() string {
 		return f[0]
 	}
 	return "?"
+}
+
+// quotedOrNone quotes an error, or says there was none.
+func quotedOrNone(err string) string {
+	if err == "" {
+		return "none"
+	}
+	return "`" + err + "`"
 }
 
 func yesNo(ok bool) string {
