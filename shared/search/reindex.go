@@ -19,6 +19,8 @@ type Indexes interface {
 	CreateIndex(ctx context.Context, name string) error
 	// AddWriteIndex has the indexer write to name too.
 	AddWriteIndex(ctx context.Context, name string) error
+	// Refresh makes every write acknowledged so far searchable in name.
+	Refresh(ctx context.Context, name string) error
 	// Switch points the search alias at to instead of from, and stops the
 	// writes to from, atomically.
 	Switch(ctx context.Context, from []string, to string) error
@@ -43,10 +45,11 @@ type ChangeScanner interface {
 //     index at its external version: a change the stream wrote first
 //     refuses the scan's older one, and a stream change after the scan
 //     read its key reaches the new index through the write alias;
-//  4. point the search alias at the new index and take the old ones out
+//  4. refresh the new index, so every document written is searchable;
+//  5. point the search alias at the new index and take the old ones out
 //     of both aliases, in one atomic update: a search sees the old index
 //     or the new one, whole, never an empty or half one;
-//  5. delete the old indexes (unless KeepOld).
+//  6. delete the old indexes (unless KeepOld).
 //
 // The same run gives a stack that turns search on over an existing table
 // its first full index.
@@ -105,6 +108,12 @@ func (r *Reindex) Run(ctx context.Context) (ReindexResult, error) {
 		return res, err
 	}
 	if err := r.load(ctx, began, &res); err != nil {
+		r.abandon()
+		return res, fmt.Errorf("search: reindex: %w", err)
+	}
+	// Searchable before it is searched: a refresh makes the last bulks
+	// visible (OpenSearch shows writes on its next refresh, a second later).
+	if err := r.Indexes.Refresh(ctx, r.Name); err != nil {
 		r.abandon()
 		return res, fmt.Errorf("search: reindex: %w", err)
 	}

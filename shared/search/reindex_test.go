@@ -65,6 +65,8 @@ func (m *memIndexes) AddWriteIndex(_ context.Context, name string) error {
 	return nil
 }
 
+func (m *memIndexes) Refresh(context.Context, string) error { return nil }
+
 func (m *memIndexes) Switch(_ context.Context, from []string, to string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

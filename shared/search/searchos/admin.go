@@ -51,6 +51,15 @@ func (e *Engine) DeleteIndex(ctx context.Context, name string) error {
 	return nil
 }
 
+// Refresh makes every acknowledged write to index searchable.
+func (e *Engine) Refresh(ctx context.Context, index string) error {
+	resp, err := e.c.Indices.Refresh(ctx, &opensearchapi.IndicesRefreshReq{Index: []string{index}})
+	if err != nil {
+		return classify("refresh "+index, responseOf(resp), err)
+	}
+	return nil
+}
+
 // Indexes returns the indexes the search alias and the write alias name.
 func (e *Engine) Indexes(ctx context.Context) (read, write []string, err error) {
 	if read, err = e.aliasIndexes(ctx, e.alias); err != nil {
