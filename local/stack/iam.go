@@ -49,6 +49,9 @@ type iamGate struct {
 	judge atomic.Pointer[iam.Judge]
 	auth  map[iam.Service]faultproxy.Authorizer
 	admin string
+	// searchProxy is the search proxy; search is it behind the judge
+	// (iam.OpenSearchGate), set with judge (iam_search.go).
+	searchProxy, search http.Handler
 }
 
 func (g *iamGate) authorizer(svc iam.Service) faultproxy.Authorizer {
@@ -115,6 +118,9 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 		iam.SQS:      j.ProxyAuthorizer(iam.SQS, secret, e.log),
 		iam.S3:       j.ProxyAuthorizer(iam.S3, secret, e.log),
 	}
+	if e.gate.searchProxy != nil {
+		e.gate.search = j.OpenSearchGate(e.gate.searchProxy, e.log)
+	}
 	e.gate.judge.Store(j)
 	e.Vars[IAMVar] = "on"
 	for _, name := range mapKeys(pol.Identities) {
@@ -142,7 +148,13 @@ func iamOffBy() string {
 
 // place is where the stack's resources live.
 func (e *Env) place() iam.Place {
-	return iam.Place{Region: e.Vars["AWS_REGION"], AccountID: e.Stack.Options.AccountID}
+	p := iam.Place{Region: e.Vars["AWS_REGION"], AccountID: e.Stack.Options.AccountID}
+	for _, r := range e.Stack.Resources {
+		if r.Type == provision.TypeSearchDomain && !r.Skipped {
+			p.SearchDomain = r.Attrs["Arn"]
+		}
+	}
+	return p
 }
 
 // AWSAs is the stack's AWS configuration signed as an identity: a

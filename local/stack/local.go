@@ -156,9 +156,9 @@ type Env struct {
 	// ProxyURLs are the proxies' base URLs: what clients use as endpoints.
 	ProxyURLs map[faultproxy.Service]string
 	// Search is the search proxy: OpenSearch's REST API in front of the
-	// servers' ZincSearch, at SearchURL (Vars: AWS_ENDPOINT_URL_OPENSEARCH),
-	// through the fault proxy Proxies[SearchFaults]. nil when the servers
-	// have no search engine.
+	// servers' ZincSearch, at SearchURL (Vars: AWS_ENDPOINT_URL_OPENSEARCH;
+	// behind the IAM judge when IAM is enforced), through the fault proxy
+	// Proxies[SearchFaults]. nil when the servers have no search engine.
 	Search    *searchproxy.Server
 	SearchURL string
 	Stack     *provision.Stack
@@ -339,7 +339,10 @@ func (u *up) startSearchProxy() error {
 		return err
 	}
 	e.Search, e.SearchURL = srv, srv.URL
-	return nil
+	if u.enforceIAM {
+		e.SearchURL, err = e.gateSearch(srv.Proxy)
+	}
+	return err
 }
 
 // listen takes the HTTP API's and the Lambda API's ports.
