@@ -258,7 +258,7 @@ func (b *searchBench) ceiling(ctx context.Context, label string, sizes []int) er
 		return fmt.Errorf("ceiling: %w", err)
 	}
 	defer func() { _ = b.engine.DeleteIndex(context.WithoutCancel(ctx), name) }()
-	count := counter{url: b.env.SearchURL, index: name}
+	count := counter{url: b.env.Search.URL, index: name}
 	docs := make([]search.Op, len(b.recs))
 	for i, r := range b.recs {
 		docs[i] = search.OpOf(documentOf(r))
@@ -334,7 +334,7 @@ type drainRun struct {
 // drain releases the indexer on the backlog of n objects (2n stream
 // records) and counts the documents through the search alias.
 func (b *searchBench) drain(ctx context.Context) error {
-	alias := counter{url: b.env.SearchURL, index: b.engine.Alias()}
+	alias := counter{url: b.env.Search.URL, index: b.engine.Alias()}
 	base, err := alias.count(ctx)
 	if err != nil {
 		return err

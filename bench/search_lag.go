@@ -29,7 +29,7 @@ func (b *searchBench) paced(ctx context.Context) error {
 	p.target = 1000
 	dur := max(time.Duration(float64(10*time.Second)*b.scale), 5*time.Second)
 	recs := b.newRecords(len(b.recs), int(p.target*dur.Seconds()))
-	alias := counter{url: b.env.SearchURL, index: b.engine.Alias()}
+	alias := counter{url: b.env.Search.URL, index: b.engine.Alias()}
 	base, err := alias.count(ctx)
 	if err != nil {
 		return err

@@ -112,7 +112,7 @@ func drainRate(counts []countAt, base int) (rate float64, span time.Duration, ok
 // /{index}/_count (the search proxy's: a search of size 0 with its total,
 // which sorts and returns nothing, so polling it costs the engine little).
 type counter struct {
-	url   string // the engine's endpoint
+	url   string // the search proxy itself, not the IAM gate in front of it: the bench observes, it is no caller of the product
 	index string
 }
 

@@ -65,7 +65,7 @@ func (b *searchBench) reindex(ctx context.Context) error {
 	r.res = res
 	r.lastWrite = time.Unix(0, lastWrite.Load())
 	r.count()
-	counts, err := watchCount(ctx, counter{url: b.env.SearchURL, index: b.engine.Alias()}, b.n, b.limit(b.n))
+	counts, err := watchCount(ctx, counter{url: b.env.Search.URL, index: b.engine.Alias()}, b.n, b.limit(b.n))
 	if err != nil {
 		return fmt.Errorf("reindex: %w", err)
 	}

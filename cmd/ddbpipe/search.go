@@ -157,7 +157,10 @@ func verifyUntil(ctx context.Context, s searchStack, wait time.Duration) (search
 	pause := retry.Backoff{Base: 200 * time.Millisecond, Max: 2 * time.Second}
 	for n := 1; ; n++ {
 		d, err := search.Verify(ctx, s.table, s.engine)
-		if err != nil || d.None() || time.Now().After(deadline) {
+		switch {
+		case errors.Is(err, search.ErrNoIndex) && time.Now().Before(deadline):
+			// A new stack's index is made by the indexer's first batch.
+		case err != nil || d.None() || time.Now().After(deadline):
 			return d, err
 		}
 		if err := retry.Sleep(ctx, min(pause.Delay(n), time.Until(deadline))); err != nil {
