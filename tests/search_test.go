@@ -204,12 +204,15 @@ func TestSearchReindexWhileWriting(t *testing.T) {
 		failures = append(failures, fmt.Sprintf(f, args...))
 		mu.Unlock()
 	}
+	// Paced (about 20 writes and 10 searches a second): the test shares
+	// DynamoDB Local with the package's other tests, and an unpaced loop
+	// starved their pipelines (a vote-counting test timed out beside it).
 	wg.Go(func() { // writers: new keys, new versions, deletes
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
-			default:
+			case <-time.After(50 * time.Millisecond):
 			}
 			key := fmt.Sprintf("%sdoc-%02d.txt", root, i%40)
 			var err error
@@ -234,7 +237,7 @@ func TestSearchReindexWhileWriting(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			default:
+			case <-time.After(100 * time.Millisecond):
 			}
 			r, err := s.client.Search(ctx, "reindexword", objectsclient.SearchOptions{Prefix: root, Limit: 1})
 			if err != nil || r.Total == 0 {
