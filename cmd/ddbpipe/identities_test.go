@@ -193,7 +193,10 @@ func TestCommandsSignAsTheirIdentity(t *testing.T) {
 		if out := cli("search", "reindex"); !strings.Contains(out, "searches now read") {
 			t.Errorf("search reindex: %q, want the aliases switched to the new index", out)
 		}
-		cli("search", "verify")
+		// -wait: ZincSearch showed 1 of 3 documents of the new index right
+		// after the switch in one run, its refresh notwithstanding (open in
+		// issue 37's note: OpenSearch's refresh makes them all searchable).
+		cli("search", "verify", "-wait", "1m")
 	}
 	cli("archive", "backfill", "-table", ledger.TableName(env.Vars["LEDGER_TABLE_PREFIX"], ledger.MonthOf(time.Now())), "-dry-run")
 	cli("archive", "backfill", "-table", env.Vars["OBJECTS_TABLE_NAME"], "-dry-run", "-force")
