@@ -426,6 +426,23 @@ func judge(it *item, st docState, exists bool) *apiError {
 	return nil
 }
 
+// byDocument groups the items not skipped by document, each document's
+// in the bulk's order, the documents in the order they first appear.
+func byDocument(items []*item) (order []docKey, perKey map[docKey][]*item) {
+	perKey = map[docKey][]*item{}
+	for _, it := range items {
+		if it.skipped {
+			continue
+		}
+		k := it.key()
+		if _, ok := perKey[k]; !ok {
+			order = append(order, k)
+		}
+		perKey[k] = append(perKey[k], it)
+	}
+	return order, perKey
+}
+
 // rounds splits what the engine must do into requests holding at most one
 // item per id, in the bulk's order. Of a document's items only those from
 // its last index, create or delete on are sent (the earlier ones cannot
@@ -443,24 +460,19 @@ func (p *Proxy) rounds(items []*item) [][]*item {
 		}
 		return [][]*item{all}
 	}
-	perKey := map[docKey][]*item{}
-	var order []docKey
-	for _, it := range items {
-		if it.skipped {
-			continue
-		}
-		k := it.key()
-		if _, ok := perKey[k]; !ok {
-			order = append(order, k)
-		}
-		if it.action != actUpdate {
-			perKey[k] = perKey[k][:0] // the earlier ones are superseded
-		}
-		perKey[k] = append(perKey[k], it)
-	}
+	order, perKey := byDocument(items)
 	var rounds [][]*item
 	for _, k := range order {
-		for r, it := range perKey[k] {
+		its := perKey[k]
+		// Items before the document's last index, create or delete are
+		// superseded by it.
+		for i := len(its) - 1; i > 0; i-- {
+			if its[i].action != actUpdate {
+				its = its[i:]
+				break
+			}
+		}
+		for r, it := range its {
 			if r == len(rounds) {
 				rounds = append(rounds, nil)
 			}
@@ -612,18 +624,7 @@ func (p *Proxy) record(items []*item) error {
 	if !p.on(ExternalVersions) {
 		return nil
 	}
-	perKey := map[docKey][]*item{}
-	var order []docKey
-	for _, it := range items {
-		if it.skipped {
-			continue
-		}
-		k := it.key()
-		if _, ok := perKey[k]; !ok {
-			order = append(order, k)
-		}
-		perKey[k] = append(perKey[k], it)
-	}
+	order, perKey := byDocument(items)
 	var recs []record
 	for _, k := range order {
 		its := perKey[k]

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // ZincSearch makes writes searchable in batches, on a timer, and decides
@@ -152,7 +154,7 @@ func (p *Proxy) awaitServed(ctx context.Context, keys []docKey, limit time.Durat
 				p.log.Warn("searchproxy: writes not served in time; going on", "index", index, "documents", len(ids), "error", err)
 				break
 			}
-			_ = sleep(ctx, 20*time.Millisecond)
+			_ = retry.Sleep(ctx, 20*time.Millisecond)
 		}
 	}
 }

@@ -50,6 +50,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // Feature is one of what the proxy provides; Options.Off turns features off.
@@ -406,7 +408,7 @@ func refreshParam(q url.Values) bool {
 // the writes before it searchable (one sync interval, and a margin).
 func (p *Proxy) refresh(w http.ResponseWriter, r *http.Request) *apiError {
 	if p.on(Refresh) {
-		if err := sleep(r.Context(), p.o.RefreshInterval+p.o.RefreshInterval/2); err != nil {
+		if err := retry.Sleep(r.Context(), p.o.RefreshInterval+p.o.RefreshInterval/2); err != nil {
 			return unavailable(err)
 		}
 	}
@@ -415,17 +417,6 @@ func (p *Proxy) refresh(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func shards() map[string]int { return map[string]int{"total": 1, "successful": 1, "failed": 0} }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 func decodeJSON(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))

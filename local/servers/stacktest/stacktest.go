@@ -26,11 +26,55 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
-var (
+// lazy is servers started once for the test binary, on first use.
+type lazy struct {
 	once  sync.Once
 	stack *servers.Stack
 	err   error
-)
+}
+
+var localServers, searchEngine lazy
+
+// get returns the servers: attached ones (attach, when given, names them),
+// else ones start starts once. It skips under -short, and skips when they
+// cannot start, or fails under DDBPIPE_REQUIRE_STACK=1.
+func (l *lazy) get(tb testing.TB, what string, attach func() (*servers.Stack, bool),
+	start func(context.Context, servers.Options) (*servers.Stack, error)) *servers.Stack {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skipf("needs %s (-short)", what)
+	}
+	l.once.Do(func() {
+		if attach != nil {
+			if st, ok := attach(); ok {
+				l.stack = st
+				return
+			}
+		}
+		root, err := servers.FindRoot(".")
+		if err != nil {
+			l.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		l.stack, l.err = start(ctx, servers.Options{Root: root, Log: os.Stderr})
+	})
+	if l.stack == nil {
+		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
+			tb.Fatalf("%s did not start: %v", what, l.err)
+		}
+		tb.Skipf("%s not available: %v", what, l.err)
+	}
+	return l.stack
+}
+
+// stop stops servers the tests started.
+func (l *lazy) stop() {
+	if l.stack != nil && !l.stack.Attached() {
+		_ = l.stack.Stop()
+	}
+}
 
 // Main runs the tests, then the package's own cleanups (a stack built on
 // the servers, say), then stops the servers if a test started them.
@@ -39,12 +83,8 @@ func Main(m *testing.M, cleanups ...func()) {
 	for _, c := range cleanups {
 		c()
 	}
-	if stack != nil && !stack.Attached() {
-		_ = stack.Stop()
-	}
-	if searchStack != nil {
-		_ = searchStack.Stop()
-	}
+	localServers.stop()
+	searchEngine.stop()
 	os.Exit(code)
 }
 
@@ -53,30 +93,7 @@ func Main(m *testing.M, cleanups ...func()) {
 // tables, queues and buckets and never assumes an empty server.
 func Need(tb testing.TB) *servers.Stack {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("needs the local servers (-short)")
-	}
-	once.Do(func() {
-		if st, ok := servers.FromEnv(os.Getenv); ok {
-			stack = st
-			return
-		}
-		root, rerr := servers.FindRoot(".")
-		if rerr != nil {
-			err = rerr
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		stack, err = servers.Start(ctx, servers.Options{Root: root, Log: os.Stderr})
-	})
-	if stack == nil {
-		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
-			tb.Fatalf("local servers did not start: %v", err)
-		}
-		tb.Skipf("local servers not available: %v", err)
-	}
-	return stack
+	return localServers.get(tb, "the local servers", func() (*servers.Stack, bool) { return servers.FromEnv(os.Getenv) }, servers.Start)
 }
 
 // Config returns an AWS configuration for the servers; extra variables
@@ -134,12 +151,6 @@ func Bucket(tb testing.TB, prefix string) (*s3.Client, string) {
 	return client, name
 }
 
-var (
-	searchOnce  sync.Once
-	searchStack *servers.Stack
-	searchErr   error
-)
-
 // NeedSearch returns the search engine's root URL (ZincSearch; put
 // local/searchproxy in front of it for OpenSearch's API): the one the
 // environment names (servers.EnvSearch, as `make test` exports it), else
@@ -147,27 +158,8 @@ var (
 // Tests share it, so each names its own indexes.
 func NeedSearch(tb testing.TB) string {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("needs the search engine (-short)")
-	}
-	if url := os.Getenv(servers.EnvSearch); url != "" {
+	if url := os.Getenv(servers.EnvSearch); url != "" && !testing.Short() {
 		return url
 	}
-	searchOnce.Do(func() {
-		root, rerr := servers.FindRoot(".")
-		if rerr != nil {
-			searchErr = rerr
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		searchStack, searchErr = servers.StartSearch(ctx, servers.Options{Root: root, Log: os.Stderr})
-	})
-	if searchStack == nil {
-		if os.Getenv("DDBPIPE_REQUIRE_STACK") == "1" {
-			tb.Fatalf("search engine did not start: %v", searchErr)
-		}
-		tb.Skipf("search engine not available: %v", searchErr)
-	}
-	return searchStack.Search
+	return searchEngine.get(tb, "the search engine", nil, servers.StartSearch).Search
 }
