@@ -17,7 +17,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
@@ -115,7 +115,7 @@ func newSearchBench(ctx context.Context, env *stack.Env, scale float64) (*search
 		env: env, scale: scale, n: max(int(20000*scale), 2000),
 		run: fmt.Sprintf("search-%d/", time.Now().UnixNano()%1e6), loadBefore: loadAverage(),
 		table: table, items: items, engine: engine, client: client,
-		store: &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket), Shared: objectsddb.NewShared(db, table)},
+		store: objectslambda.NewReader(env.AWS, table, bucket, nil),
 	}
 	if b.batch, err = indexerBatchSize(env); err != nil {
 		return nil, err

@@ -16,8 +16,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
@@ -251,7 +250,7 @@ func TestSearchReindexWhileWriting(t *testing.T) {
 			}
 		}
 	})
-	r := &search.Reindex{Indexes: s.engine, Table: s.table, Payloads: storeOf(t, s.env),
+	r := &search.Reindex{Indexes: s.engine, Table: s.table, Payloads: storeOf(s.env),
 		Name: s.engine.Alias() + "-" + strings.ToLower(unique("t")), Settle: searchos.TargetsTTL() + time.Second}
 	res, err := r.Run(ctx)
 	close(stop)
@@ -310,12 +309,8 @@ func TestSearchRefusals(t *testing.T) {
 
 // storeOf is the objects store of a local stack, as the reindex reads
 // payloads through it.
-func storeOf(t *testing.T, env *stack.Env) *objects.Store {
-	t.Helper()
-	db := awsenv.DynamoDB(env.AWS)
-	table, bucket := env.Vars["OBJECTS_TABLE_NAME"], env.Vars["OBJECTS_BUCKET_NAME"]
-	items := objectsddb.New(db, table)
-	return &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket), Shared: objectsddb.NewShared(db, table)}
+func storeOf(env *stack.Env) *objects.Store {
+	return objectslambda.NewReader(env.AWS, env.Vars["OBJECTS_TABLE_NAME"], env.Vars["OBJECTS_BUCKET_NAME"], nil)
 }
 
 // randomWords is about n bytes of text that does not compress much:

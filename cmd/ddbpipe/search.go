@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/search"
@@ -52,10 +51,8 @@ func openSearch(ctx context.Context, root, state string) (searchStack, error) {
 	if err != nil {
 		return searchStack{}, err
 	}
-	db := awsenv.DynamoDB(cfg)
-	items := objectsddb.New(db, table)
-	store := &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(cfg), nil, bucket), Shared: objectsddb.NewShared(db, table)}
-	return searchStack{engine: engine, table: searchddb.New(db, table), store: store}, nil
+	store := objectslambda.NewReader(cfg, table, bucket, nil)
+	return searchStack{engine: engine, table: searchddb.New(awsenv.DynamoDB(cfg), table), store: store}, nil
 }
 
 func searchFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *string) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -138,20 +139,23 @@ func SetupReaper(_ context.Context, env lambdafn.Env) (any, error) {
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	db := awsenv.DynamoDB(env.AWS)
-	items := objectsddb.New(db, table)
 	r := &Reaper{
-		Reaper: &objects.Reaper{
-			Store: &objects.Store{
-				Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket),
-				Shared: objectsddb.NewShared(db, table), Log: env.Log,
-			},
-			Bucket: bucket,
-		},
+		Reaper:  &objects.Reaper{Store: NewReader(env.AWS, table, bucket, env.Log), Bucket: bucket},
 		Log:     env.Log,
 		Metrics: lambdafn.NewMetrics(env, "objects-reaper"),
 	}
 	return r.Handle, nil
+}
+
+// NewReader is the objects store as the callers that read or free
+// payloads without writing documents build it (the reaper, the search
+// indexer, the CLI's reindex): the table's items and chunks, the bucket's
+// blobs, the shared blobs' records, no write policy.
+func NewReader(cfg aws.Config, table, bucket string, log *slog.Logger) *objects.Store {
+	db := awsenv.DynamoDB(cfg)
+	items := objectsddb.New(db, table)
+	return &objects.Store{Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(cfg), nil, bucket),
+		Shared: objectsddb.NewShared(db, table), Log: log}
 }
 
 // SetupSweeper wires the objects-sweeper function, which removes orphan payloads: blobs and chunk items that no

@@ -3,10 +3,7 @@ package searchlambda
 import (
 	"context"
 
-	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
@@ -26,15 +23,10 @@ func SetupIndexer(_ context.Context, env lambdafn.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := awsenv.DynamoDB(env.AWS)
-	items := objectsddb.New(db, table)
 	h := &Indexer{
 		Indexer: &search.Indexer{
 			Index: engine, Target: engine.WriteAlias(), Log: env.Log,
-			Payloads: &objects.Store{
-				Items: items, Chunks: items, Blobs: objectss3.New(awsenv.S3(env.AWS), nil, bucket),
-				Shared: objectsddb.NewShared(db, table), Log: env.Log,
-			},
+			Payloads: objectslambda.NewReader(env.AWS, table, bucket, env.Log),
 		},
 		Aliases: engine,
 		Log:     env.Log,
