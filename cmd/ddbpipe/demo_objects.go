@@ -18,8 +18,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
-	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
-	"github.com/ddbpipe/ddbpipe/shared/search"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
 	"github.com/ddbpipe/ddbpipe/tools/bodies"
@@ -164,54 +162,43 @@ func (d *objectsDemo) deletePhoto(ctx context.Context) error {
 // and compares the index with the table.
 func (d *objectsDemo) search(ctx context.Context) error {
 	prefix := path.Dir(d.small) + "/"
-	var hit objectsclient.SearchHit
-	for deadline := time.Now().Add(time.Minute); ; {
-		r, err := d.c.Search(ctx, "draft", objectsclient.SearchOptions{Prefix: prefix})
-		if err != nil {
-			return fmt.Errorf("search: %w", err)
-		}
-		if len(r.Hits) == 1 && r.Hits[0].Version == 2 {
-			hit = r.Hits[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("demo: the search index did not follow the update of %s within a minute: %+v", d.small, r.Hits)
-		}
-		if err := retry.Sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(d.w, "GET /objects?search=draft → %s v%d (%s, %q): the indexer followed the update through the table's stream\n",
-		path.Base(hit.Key), hit.Version, hit.ContentType, hit.Snippet)
-	r, err := d.c.Search(ctx, "", objectsclient.SearchOptions{Prefix: prefix, ContentType: "application/octet-stream", Fresh: true})
+	var r objectsclient.SearchResult
+	err := pollUntil(ctx, time.Minute, func(bool) (bool, error) {
+		var err error
+		r, err = d.c.Search(ctx, "draft", objectsclient.SearchOptions{Prefix: prefix})
+		return len(r.Hits) == 1 && r.Hits[0].Version == 2, err
+	})
 	if err != nil {
 		return fmt.Errorf("search: %w", err)
 	}
-	if len(r.Hits) != 0 {
-		return fmt.Errorf("demo: a fresh search found deleted photos: %+v", r.Hits)
+	if len(r.Hits) != 1 || r.Hits[0].Version != 2 {
+		return fmt.Errorf("demo: the search index did not follow the update of %s within a minute: %+v", d.small, r.Hits)
 	}
-	fmt.Fprintf(d.w, "GET /objects?search=&type=application/octet-stream&fresh=true → 0 hits: the deleted photos are never shown (%d left out as deleted since indexed)\n", r.Dropped)
+	hit := r.Hits[0]
+	fmt.Fprintf(d.w, "GET /objects?search=draft → %s v%d (%s, %q): the indexer followed the update through the table's stream\n",
+		path.Base(hit.Key), hit.Version, hit.ContentType, hit.Snippet)
+	fresh, err := d.c.Search(ctx, "", objectsclient.SearchOptions{Prefix: prefix, ContentType: "application/octet-stream", Fresh: true})
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	if len(fresh.Hits) != 0 {
+		return fmt.Errorf("demo: a fresh search found deleted photos: %+v", fresh.Hits)
+	}
+	fmt.Fprintf(d.w, "GET /objects?search=&type=application/octet-stream&fresh=true → 0 hits: the deleted photos are never shown (%d left out as deleted since indexed)\n", fresh.Dropped)
 	engine, err := searchos.FromAWS(d.env.AWS, "", d.env.Vars["SEARCH_INDEX_NAME"])
 	if err != nil {
 		return err
 	}
 	table := searchddb.New(d.env.Clients.DynamoDB, d.env.Vars["OBJECTS_TABLE_NAME"])
-	for deadline := time.Now().Add(time.Minute); ; {
-		drift, err := search.Verify(ctx, table, engine)
-		if err != nil {
-			return fmt.Errorf("search verify: %w", err)
-		}
-		if drift.None() {
-			fmt.Fprintf(d.w, "search verify: the index equals the table, %d live keys at their versions\n", drift.TableKeys)
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("demo: the search index drifts from the table: %+v", drift)
-		}
-		if err := retry.Sleep(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
+	drift, err := verifyUntil(ctx, searchStack{engine: engine, table: table}, time.Minute)
+	switch {
+	case err != nil:
+		return fmt.Errorf("search verify: %w", err)
+	case !drift.None():
+		return fmt.Errorf("demo: the search index drifts from the table: %+v", drift)
 	}
+	fmt.Fprintf(d.w, "search verify: the index equals the table, %d live keys at their versions\n", drift.TableKeys)
+	return nil
 }
 
 // check waits, up to a minute, for the invariant once the reaper has

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
-	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // objectsSearch is `objects search WORDS…`: one page of hits (or -pages
@@ -174,15 +173,11 @@ func parseSince(flag, s string, now time.Time) (time.Time, error) {
 // searchUntilFound asks again, with backoff, until the search matches
 // something or wait is over (then the last, empty, answer stands).
 func searchUntilFound(ctx context.Context, c *objectsclient.Client, words string, o objectsclient.SearchOptions, wait time.Duration) (objectsclient.SearchResult, error) {
-	deadline := time.Now().Add(wait)
-	pause := retry.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
-	for n := 1; ; n++ {
-		r, err := c.Search(ctx, words, o)
-		if err != nil || len(r.Hits) > 0 || time.Now().After(deadline) {
-			return r, err
-		}
-		if err := retry.Sleep(ctx, min(pause.Delay(n), time.Until(deadline))); err != nil {
-			return r, err
-		}
-	}
+	var r objectsclient.SearchResult
+	err := pollUntil(ctx, wait, func(bool) (bool, error) {
+		var err error
+		r, err = c.Search(ctx, words, o)
+		return len(r.Hits) > 0, err
+	})
+	return r, err
 }

@@ -148,20 +148,34 @@ func searchVerify(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // verifyUntil compares the table with the index until they agree or wait
-// is over; the last comparison stands.
+// is over; the last comparison stands. A missing index is drift too while
+// there is time: a new stack's index is made by the indexer's first batch.
 func verifyUntil(ctx context.Context, s searchStack, wait time.Duration) (search.Drift, error) {
+	var d search.Drift
+	var verr error
+	err := pollUntil(ctx, wait, func(last bool) (bool, error) {
+		d, verr = search.Verify(ctx, s.table, s.engine)
+		if errors.Is(verr, search.ErrNoIndex) && !last {
+			return false, nil
+		}
+		return d.None(), verr
+	})
+	return d, errors.Join(err, verr)
+}
+
+// pollUntil calls try, with backoff (100 ms doubling to 2 s), until it is
+// done or fails, or wait has passed: the call at the deadline is told it
+// is the last.
+func pollUntil(ctx context.Context, wait time.Duration, try func(last bool) (done bool, err error)) error {
 	deadline := time.Now().Add(wait)
-	pause := retry.Backoff{Base: 200 * time.Millisecond, Max: 2 * time.Second}
+	pause := retry.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	for n := 1; ; n++ {
-		d, err := search.Verify(ctx, s.table, s.engine)
-		switch {
-		case errors.Is(err, search.ErrNoIndex) && time.Now().Before(deadline):
-			// A new stack's index is made by the indexer's first batch.
-		case err != nil || d.None() || time.Now().After(deadline):
-			return d, err
+		last := !time.Now().Before(deadline)
+		if done, err := try(last); done || err != nil || last {
+			return err
 		}
 		if err := retry.Sleep(ctx, min(pause.Delay(n), time.Until(deadline))); err != nil {
-			return d, err
+			return err
 		}
 	}
 }

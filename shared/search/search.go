@@ -125,11 +125,6 @@ func ExternalVersion(version int64, deleted bool) int64 {
 	return v
 }
 
-// ObjectVersion reverses ExternalVersion.
-func ObjectVersion(external int64) (version int64, deleted bool) {
-	return external / 2, external%2 == 1
-}
-
 // DocID is a key's document id: the SHA-256 of the key in hex. Object keys
 // may be 1,024 bytes of any UTF-8, more than an id holds (512 bytes) and
 // awkward in a URL path; the key itself is a field of the document.

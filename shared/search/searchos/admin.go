@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
@@ -144,7 +145,7 @@ func (e *Engine) indexesOf(ctx context.Context, target string) ([]string, error)
 	e.mu.Lock()
 	c, ok := e.targets[target]
 	e.mu.Unlock()
-	if ok && e.now().Sub(c.at) < targetsTTL {
+	if ok && time.Since(c.at) < targetsTTL {
 		return c.indexes, nil
 	}
 	indexes, err := e.aliasIndexes(ctx, target)
@@ -158,7 +159,7 @@ func (e *Engine) indexesOf(ctx context.Context, target string) ([]string, error)
 		indexes = []string{target}
 	}
 	e.mu.Lock()
-	e.targets[target] = cachedTargets{indexes: indexes, at: e.now()}
+	e.targets[target] = cachedTargets{indexes: indexes, at: time.Now()}
 	e.mu.Unlock()
 	return indexes, nil
 }

@@ -60,9 +60,6 @@ type Config struct {
 	// AWS signs every request with SigV4 for OpenSearch Service (service
 	// "es") when set.
 	AWS *aws.Config
-	// Username and Password use HTTP basic authentication instead (an
-	// engine reached directly, in tests).
-	Username, Password string
 	// Transport is the HTTP transport (nil: the default one).
 	Transport http.RoundTripper
 	// Timeout bounds each request (default 30 s).
@@ -73,7 +70,6 @@ type Config struct {
 type Engine struct {
 	c     *opensearchapi.Client
 	alias string
-	now   func() time.Time
 
 	mu      sync.Mutex
 	targets map[string]cachedTargets // write alias → its indexes
@@ -119,8 +115,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("searchos: endpoint %q: %w", cfg.Endpoint, err)
 	}
 	tc := opensearchtransport.Config{
-		URLs:     []*url.URL{u},
-		Username: cfg.Username, Password: cfg.Password,
+		URLs:      []*url.URL{u},
 		Transport: cfg.Transport,
 		// The indexer retries with its own backoff and deadline; a retry
 		// inside the client would hide the engine's state from it.
@@ -145,7 +140,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("searchos: client: %w", err)
 	}
 	c := opensearchapi.NewFromClient(&opensearch.Client{Transport: tp})
-	return &Engine{c: c, alias: cfg.Alias, now: time.Now, targets: map[string]cachedTargets{}}, nil
+	return &Engine{c: c, alias: cfg.Alias, targets: map[string]cachedTargets{}}, nil
 }
 
 // Alias is the alias searches read.
