@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // DynamoDB's batch limits.
@@ -193,28 +194,44 @@ func (s *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error
 // and data only), retrying unprocessed keys with backoff, and hands each
 // item to got.
 func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, got func(map[string]types.AttributeValue)) error {
-	pending := keys
-	for attempt := 1; len(pending) > 0; attempt++ {
-		if attempt > s.maxBatchAttempts() {
-			return fmt.Errorf("%d keys still unprocessed after %d requests: %w", len(pending), attempt-1, objects.ErrThrottled)
+	ka := types.KeysAndAttributes{Keys: keys, ProjectionExpression: aws.String("#pk, #data"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#data": attrData}}
+	return batchGetItems(ctx, s.db, s.table, ka, s.maxBatchAttempts(), s.Backoff, func(item map[string]types.AttributeValue) error {
+		got(item)
+		return nil
+	})
+}
+
+// batchGetter is the BatchGetItem call of the DynamoDB client.
+type batchGetter interface {
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// batchGetItems reads ka's keys of table with strongly consistent
+// BatchGetItem requests, sending the keys DynamoDB leaves unprocessed
+// again with backoff, up to attempts requests, and hands each item to got.
+func batchGetItems(ctx context.Context, db batchGetter, table string, ka types.KeysAndAttributes, attempts int, backoff retry.Backoff,
+	got func(map[string]types.AttributeValue) error) error {
+	ka.ConsistentRead = aws.Bool(true)
+	for attempt := 1; len(ka.Keys) > 0; attempt++ {
+		if attempt > attempts {
+			return fmt.Errorf("%d keys still unprocessed after %d requests: %w", len(ka.Keys), attempt-1, objects.ErrThrottled)
 		}
 		if attempt > 1 {
-			if err := s.pause(ctx, attempt-1); err != nil {
+			if err := backoff.Wait(ctx, attempt-1); err != nil {
 				return err
 			}
 		}
-		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{s.table: {
-			Keys: pending, ConsistentRead: aws.Bool(true),
-			ProjectionExpression:     aws.String("#pk, #data"),
-			ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#data": attrData},
-		}}})
+		out, err := db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{table: ka}})
 		if err != nil {
 			return classify(err)
 		}
-		for _, item := range out.Responses[s.table] {
-			got(item)
+		for _, item := range out.Responses[table] {
+			if err := got(item); err != nil {
+				return err
+			}
 		}
-		pending = out.UnprocessedKeys[s.table].Keys
+		ka.Keys = out.UnprocessedKeys[table].Keys
 	}
 	return nil
 }

@@ -105,33 +105,19 @@ func metaProjection() expression.ProjectionBuilder {
 }
 
 func (l *Latest) getBatch(ctx context.Context, keys []map[string]types.AttributeValue, expr expression.Expression, out map[string]objects.Record) error {
-	pending := map[string]types.KeysAndAttributes{l.table: {
-		Keys: keys, ConsistentRead: aws.Bool(true),
-		ProjectionExpression: expr.Projection(), ExpressionAttributeNames: expr.Names(),
-	}}
-	for attempt := 1; ; attempt++ {
-		resp, err := l.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
+	ka := types.KeysAndAttributes{Keys: keys, ProjectionExpression: expr.Projection(), ExpressionAttributeNames: expr.Names()}
+	err := batchGetItems(ctx, l.db, l.table, ka, max(l.MaxBatchAttempts, 1), l.Backoff, func(item map[string]types.AttributeValue) error {
+		r, err := decode(item)
 		if err != nil {
-			return fmt.Errorf("objectsddb: latest of %d keys: %w", len(keys), classify(err))
-		}
-		for _, item := range resp.Responses[l.table] {
-			r, err := decode(item)
-			if err != nil {
-				return fmt.Errorf("objectsddb: latest: %w", err)
-			}
-			out[r.Key] = r
-		}
-		if len(resp.UnprocessedKeys) == 0 {
-			return nil
-		}
-		if attempt >= max(l.MaxBatchAttempts, 1) {
-			return fmt.Errorf("objectsddb: latest: keys still unprocessed after %d requests: %w", attempt, objects.ErrThrottled)
-		}
-		pending = resp.UnprocessedKeys
-		if err := l.Backoff.Wait(ctx, attempt); err != nil {
 			return err
 		}
+		out[r.Key] = r
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("objectsddb: latest of %d keys: %w", len(keys), err)
 	}
+	return nil
 }
 
 // Scan reads every v0 item of the table (tombstones included) with a
