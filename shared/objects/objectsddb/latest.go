@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -134,43 +133,13 @@ func (l *Latest) Scan(ctx context.Context, payloads bool, fn func([]objects.Reco
 	if err != nil {
 		return fmt.Errorf("objectsddb: scan latest: %w", err)
 	}
-	segments := max(l.Segments, 1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for seg := range segments {
-		wg.Go(func() {
-			in := &dynamodb.ScanInput{
-				TableName: aws.String(l.table), ConsistentRead: aws.Bool(true),
-				FilterExpression: expr.Filter(), ProjectionExpression: expr.Projection(),
-				ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-				Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(int32(segments)),
-			}
-			if err := l.scanSegment(ctx, in, fn); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("objectsddb: scan latest segment %d: %w", seg, err))
-				mu.Unlock()
-				cancel()
-			}
-		})
+	in := dynamodb.ScanInput{
+		TableName: aws.String(l.table), FilterExpression: expr.Filter(), ProjectionExpression: expr.Projection(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-func (l *Latest) scanSegment(ctx context.Context, in *dynamodb.ScanInput, fn func([]objects.Record) error) error {
-	p := dynamodb.NewScanPaginator(l.db, in)
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return classify(err)
-		}
-		recs := make([]objects.Record, 0, len(page.Items))
-		for _, item := range page.Items {
+	err = parallelScan(ctx, l.db, in, l.Segments, func(items []map[string]types.AttributeValue) error {
+		recs := make([]objects.Record, 0, len(items))
+		for _, item := range items {
 			r, err := decode(item)
 			if errors.Is(err, errNotVersion) {
 				continue
@@ -180,11 +149,13 @@ func (l *Latest) scanSegment(ctx context.Context, in *dynamodb.ScanInput, fn fun
 			}
 			recs = append(recs, r)
 		}
-		if len(recs) > 0 {
-			if err := fn(recs); err != nil {
-				return err
-			}
+		if len(recs) == 0 {
+			return nil
 		}
+		return fn(recs)
+	})
+	if err != nil {
+		return fmt.Errorf("objectsddb: scan latest: %w", err)
 	}
 	return nil
 }

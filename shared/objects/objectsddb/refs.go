@@ -66,55 +66,66 @@ func (r *Refs) Scan(ctx context.Context, fn func(objects.ItemRef)) error {
 	if err != nil {
 		return fmt.Errorf("objectsddb: scan %s: %w", r.table, err)
 	}
-	segments := max(r.Segments, 1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
-	)
+	in := dynamodb.ScanInput{
+		TableName:                aws.String(r.table),
+		ProjectionExpression:     expr.Projection(),
+		ExpressionAttributeNames: expr.Names(),
+	}
+	if r.PageSize > 0 {
+		in.Limit = aws.Int32(r.PageSize)
+	}
+	var mu sync.Mutex
+	err = parallelScan(ctx, r.db, in, r.Segments, func(items []map[string]types.AttributeValue) error {
+		entries := make([]objects.ItemRef, 0, len(items))
+		for _, item := range items {
+			if e, ok := entry(item); ok {
+				entries = append(entries, e)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range entries {
+			fn(e)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("objectsddb: scan %s: %w", r.table, err)
+	}
+	return nil
+}
+
+// parallelScan reads the table of in with a strongly consistent Scan in
+// segments (at least 1) read in parallel, and calls page with each page's
+// items, from several goroutines at once. The first error stops every
+// segment and is returned.
+func parallelScan(ctx context.Context, db dynamodb.ScanAPIClient, in dynamodb.ScanInput, segments int, page func([]map[string]types.AttributeValue) error) error {
+	segments = max(segments, 1)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
 	for seg := range segments {
 		wg.Go(func() {
-			in := &dynamodb.ScanInput{
-				TableName:                aws.String(r.table),
-				ProjectionExpression:     expr.Projection(),
-				ExpressionAttributeNames: expr.Names(),
-				ConsistentRead:           aws.Bool(true),
-				Segment:                  aws.Int32(int32(seg)),
-				TotalSegments:            aws.Int32(int32(segments)),
-			}
-			if r.PageSize > 0 {
-				in.Limit = aws.Int32(r.PageSize)
-			}
-			p := dynamodb.NewScanPaginator(r.db, in)
+			in := in
+			in.ConsistentRead = aws.Bool(true)
+			in.Segment, in.TotalSegments = aws.Int32(int32(seg)), aws.Int32(int32(segments))
+			p := dynamodb.NewScanPaginator(db, &in)
 			for p.HasMorePages() {
-				page, err := p.NextPage(ctx)
+				out, err := p.NextPage(ctx)
+				if err == nil {
+					err = page(out.Items)
+				} else {
+					err = classify(err)
+				}
 				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("objectsddb: scan %s segment %d: %w", r.table, seg, classify(err))
-					}
-					mu.Unlock()
-					cancel()
+					cancel(fmt.Errorf("segment %d: %w", seg, err))
 					return
 				}
-				entries := make([]objects.ItemRef, 0, len(page.Items))
-				for _, item := range page.Items {
-					if e, ok := entry(item); ok {
-						entries = append(entries, e)
-					}
-				}
-				mu.Lock()
-				for _, e := range entries {
-					fn(e)
-				}
-				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return firstErr
+	return context.Cause(ctx)
 }
 
 // entry reads a projected item; ok is false for an item without a string
