@@ -684,7 +684,7 @@ func (p *Proxy) searchIDs(ctx context.Context, index string, ids []string, sourc
 		return nil, err
 	}
 	if status != http.StatusOK {
-		if status == http.StatusBadRequest && bytes.Contains(data, []byte("does not exists")) {
+		if status == http.StatusBadRequest && engineMissing(data) {
 			return nil, errIndexMissing
 		}
 		return nil, fmt.Errorf("search by id: %d %s", status, data)

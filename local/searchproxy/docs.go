@@ -27,8 +27,7 @@ func (p *Proxy) getDoc(w http.ResponseWriter, r *http.Request, name, id string) 
 	var found *hit
 	hits, err := p.searchIDs(r.Context(), index, []string{id}, true)
 	if errors.Is(err, errIndexMissing) {
-		e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", name)
-		e.Index = name
+		e := indexNotFound(name)
 		return e
 	}
 	if err != nil {
@@ -168,9 +167,8 @@ func (p *Proxy) search(w http.ResponseWriter, r *http.Request, name string) *api
 		return engineStatus(status, data)
 	}
 	if status != http.StatusOK {
-		if bytes.Contains(data, []byte("does not exists")) { // the engine's 400 for a missing index
-			e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", name)
-			e.Index = name
+		if engineMissing(data) {
+			e := indexNotFound(name)
 			return e
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -239,9 +237,8 @@ func (p *Proxy) count(w http.ResponseWriter, r *http.Request, name string) *apiE
 		return unavailable(err)
 	}
 	if status != http.StatusOK {
-		if bytes.Contains(data, []byte("does not exists")) {
-			e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", name)
-			e.Index = name
+		if engineMissing(data) {
+			e := indexNotFound(name)
 			return e
 		}
 		return engineStatus(status, data)
@@ -344,9 +341,8 @@ func (p *Proxy) deleteIndex(w http.ResponseWriter, r *http.Request, name string)
 		return unavailable(err)
 	}
 	if status != http.StatusOK {
-		e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", name)
-		e.Index = name
-		if !bytes.Contains(data, []byte("does not exist")) {
+		e := indexNotFound(name)
+		if !engineMissing(data) {
 			e = engineStatus(status, data)
 		}
 		return e
@@ -375,8 +371,7 @@ func (p *Proxy) getIndex(w http.ResponseWriter, r *http.Request, name string) *a
 			return unavailable(err)
 		}
 		if status != http.StatusOK {
-			e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", name)
-			e.Index = name
+			e := indexNotFound(name)
 			return e
 		}
 		var m map[string]map[string]json.RawMessage
@@ -602,8 +597,7 @@ func (p *Proxy) checkAliasAdd(index, alias string, indexExists func(string) (boo
 		return unavailable(err)
 	}
 	if !ok {
-		e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", index)
-		e.Index = index
+		e := indexNotFound(index)
 		return e
 	}
 	if e := validIndexName(alias); e != nil {
@@ -620,3 +614,14 @@ func (p *Proxy) checkAliasAdd(index, alias string, indexExists func(string) (boo
 	}
 	return nil
 }
+
+// indexNotFound is OpenSearch's answer about a missing index.
+func indexNotFound(name string) *apiError {
+	e := errorf(http.StatusNotFound, "index_not_found_exception", "no such index [%s]", name)
+	e.Index = name
+	return e
+}
+
+// engineMissing reports whether an engine's error body says the index is
+// missing (ZincSearch answers 400 "index … does not exists").
+func engineMissing(body []byte) bool { return bytes.Contains(body, []byte("does not exist")) }
