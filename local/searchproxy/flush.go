@@ -86,13 +86,16 @@ func (u *unflushed) remove(k docKey, w pendingWrite) {
 // on (and logs a warning).
 const flushWait = 10 * time.Second
 
-// awaitFlushed waits until the engine serves the last inserts and updates
-// of the items' documents (their locks are held: nothing else writes them).
-// A pending delete needs no wait: whatever follows it merges right.
+// awaitFlushed waits until the engine serves the last write of each of the
+// items' documents (their locks are held: nothing else writes them),
+// deletes included: under a fresh make test's load TestConcurrentBulks
+// once found a document's live version 12 gone, which an index sent
+// before the engine applied an earlier delete would explain (not proven:
+// it did not happen again in 16 runs, under load or not).
 func (p *Proxy) awaitFlushed(ctx context.Context, items []*item) {
 	keys := make([]docKey, 0, len(items))
 	for _, it := range items {
-		if w, ok := p.unflushed.get(it.key()); ok && !w.deleted {
+		if _, ok := p.unflushed.get(it.key()); ok {
 			keys = append(keys, it.key())
 		}
 	}
