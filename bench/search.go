@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbpipe/ddbpipe/local/cfn"
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
@@ -71,7 +72,12 @@ type searchBench struct {
 	client *objectsclient.Client
 	recs   []objects.Record // every key's latest record, as written, by number
 	batch  int              // the indexer's event source BatchSize (stream records)
-	held   []func()         // releases of the other stream readers, held for the section
+	// perBatch is the changes a full batch carries: BatchSize when the
+	// event source's filter passes only v0 records, half of it when the
+	// indexer also receives each change's history item.
+	perBatch int
+	filter   string   // the event source's filter patterns, as the report names them
+	held     []func() // releases of the other stream readers, held for the section
 	// releaseIndexer releases the indexer, held by load until drain.
 	releaseIndexer func()
 
@@ -117,8 +123,12 @@ func newSearchBench(ctx context.Context, env *stack.Env, scale float64) (*search
 		table: table, items: items, engine: engine, client: client,
 		store: objectslambda.NewReader(env.AWS, table, bucket, nil),
 	}
-	if b.batch, err = indexerBatchSize(env); err != nil {
+	if b.batch, b.filter, err = indexerMapping(env); err != nil {
 		return nil, err
+	}
+	b.perBatch = max(b.batch/2, 1)
+	if b.filter != "" {
+		b.perBatch = b.batch
 	}
 	// The objects table's other stream readers share two cores with
 	// DynamoDB Local and ZincSearch here (on AWS each runs apart): they
@@ -145,11 +155,12 @@ func (b *searchBench) close() {
 	b.held = nil
 }
 
-// indexerBatchSize is the BatchSize of the indexer's stream event source.
-func indexerBatchSize(env *stack.Env) (int, error) {
+// indexerMapping is the BatchSize of the indexer's stream event source,
+// and its filter's patterns ("" without one).
+func indexerMapping(env *stack.Env) (int, string, error) {
 	fns, err := env.Stack.Functions()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	for _, f := range fns {
 		if f.LogicalID != searchIndexer {
@@ -158,12 +169,12 @@ func indexerBatchSize(env *stack.Env) (int, error) {
 		for _, ev := range f.Events {
 			if ev.Type == "DynamoDB" {
 				if n := atoi(ev.Properties["BatchSize"]); n > 0 {
-					return n, nil
+					return n, strings.Join(cfn.FilterPatterns(ev.Properties), " or "), nil
 				}
 			}
 		}
 	}
-	return 0, fmt.Errorf("template: %s or its DynamoDB event is missing", searchIndexer)
+	return 0, "", fmt.Errorf("template: %s or its DynamoDB event is missing", searchIndexer)
 }
 
 // searchWords are the words the bench's documents are made of.
@@ -232,10 +243,9 @@ type ceilingRun struct {
 }
 
 // ceilingA is the engine's ceiling before the indexer runs: the template's
-// batches, each of the documents a full batch of commits carries (a commit
-// writes two items, so two stream records per change).
+// batches, each of the documents a full batch carries.
 func (b *searchBench) ceilingA(ctx context.Context) error {
-	per := max(b.batch/2, 1)
+	per := b.perBatch
 	var sizes []int
 	for left := b.n; left > 0; left -= per {
 		sizes = append(sizes, min(per, left))

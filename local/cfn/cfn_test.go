@@ -257,7 +257,8 @@ Resources:
           Properties: { Queue: !GetAtt Q.Arn, BatchSize: 100, ScalingConfig: { MaximumConcurrency: 1 } }
         S:
           Type: DynamoDB
-          Properties: { Stream: x, StartingPosition: AT_TIMESTAMP, BatchSize: 20000, MaximumRecordAgeInSeconds: 30, ParallelizationFactor: 11 }
+          Properties: { Stream: x, StartingPosition: AT_TIMESTAMP, BatchSize: 20000, MaximumRecordAgeInSeconds: 30, ParallelizationFactor: 11,
+            FilterCriteria: { Filters: [{ Pattern: '{"a": ["1"]}' }, { Pattern: 'eventName: INSERT' }] } }
         C:
           Type: Schedule
           Properties: { Schedule: "cron(0 0 * * * *)" }
@@ -268,6 +269,7 @@ Resources:
 		"MemorySize 64", "needs MaximumBatchingWindowInSeconds", "MaximumConcurrency 1", "ReportBatchItemFailures",
 		"below 6 × the function timeout", "no RedrivePolicy", "StartingPosition", "BatchSize 20000",
 		"MaximumRecordAgeInSeconds 30", "ParallelizationFactor 11", "OnFailure", "cron",
+		"filter 2's Pattern is not a JSON object",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("limits miss %q; got:\n%s", want, strings.ReplaceAll(all, "] ", "]\n"))

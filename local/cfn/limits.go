@@ -1,6 +1,7 @@
 package cfn
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -161,7 +162,36 @@ func checkStream(where string, p map[string]any) []error {
 	if scalar(mapOf(mapOf(p["DestinationConfig"])["OnFailure"])["Destination"]) == "" {
 		bad("DestinationConfig.OnFailure.Destination is missing: a failing batch would be dropped silently")
 	}
+	patterns := FilterPatterns(p)
+	if len(patterns) > 5 {
+		bad("FilterCriteria has %d filters; at most 5", len(patterns))
+	}
+	for i, pat := range patterns {
+		var v map[string]any
+		if len(pat) > 4096 {
+			bad("FilterCriteria filter %d is %d characters; at most 4096", i+1, len(pat))
+		} else if json.Unmarshal([]byte(pat), &v) != nil || len(v) == 0 {
+			bad("FilterCriteria filter %d's Pattern is not a JSON object: %q", i+1, pat)
+		}
+	}
 	return errs
+}
+
+// FilterPatterns lists an event source's FilterCriteria patterns (a
+// pattern given as YAML rather than a JSON string is written as JSON).
+func FilterPatterns(p map[string]any) []string {
+	filters, _ := mapOf(p["FilterCriteria"])["Filters"].([]any)
+	var out []string
+	for _, f := range filters {
+		pat := mapOf(f)["Pattern"]
+		if s, ok := pat.(string); ok {
+			out = append(out, s)
+			continue
+		}
+		b, _ := json.Marshal(pat)
+		out = append(out, string(b))
+	}
+	return out
 }
 
 func intOr(v any, def int) int {

@@ -49,8 +49,28 @@ type ESM struct {
 	FunctionResponseTypes          []string        `json:"FunctionResponseTypes,omitempty"`
 	TumblingWindowInSeconds        int             `json:"TumblingWindowInSeconds,omitempty"`
 	DestinationConfig              json.RawMessage `json:"DestinationConfig,omitempty"`
+	FilterCriteria                 *FilterCriteria `json:"FilterCriteria,omitempty"`
 	State                          string          `json:"State"`
 	LastModified                   float64         `json:"LastModified"`
+}
+
+// FilterCriteria is an event source mapping's filters, as Lambda's API has them.
+type FilterCriteria struct {
+	Filters []struct {
+		Pattern string `json:"Pattern"`
+	} `json:"Filters"`
+}
+
+// Patterns lists the filters' patterns.
+func (c *FilterCriteria) Patterns() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range c.Filters {
+		out = append(out, f.Pattern)
+	}
+	return out
 }
 
 type esmRequest struct {
@@ -94,6 +114,9 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 		}
 		if e.MaximumRetryAttempts != nil {
 			m.MaxRetryAttempts = *e.MaximumRetryAttempts
+		}
+		if m.Filter, err = ParseFilter(e.FilterCriteria.Patterns()); err != nil {
+			return ESM{}, err
 		}
 		if e.MaximumRecordAgeInSeconds != nil && *e.MaximumRecordAgeInSeconds > 0 {
 			m.MaxRecordAge = time.Duration(*e.MaximumRecordAgeInSeconds) * time.Second

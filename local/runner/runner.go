@@ -321,6 +321,7 @@ type Stats struct {
 	Duplicates  int // batches delivered twice by fault injection
 	Crashes     int // invocations failed mid-batch by fault injection
 	Discarded   int // stream records sent to the on-failure destination
+	Filtered    int // stream records the mapping's FilterCriteria dropped
 	Total       time.Duration
 }
 

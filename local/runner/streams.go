@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // StreamsAPI is what the stream poller needs; *dynamodbstreams.Client satisfies it.
@@ -51,8 +52,12 @@ type StreamMapping struct {
 	OnFailureQueueURL string
 	// PollInterval between empty reads (default 250 ms locally; AWS polls each shard 4 times a second).
 	PollInterval time.Duration
-	// RetryBackoff is the pause before retrying a failed batch (default 100 ms, doubling to 2 s).
+	// RetryBackoff is the first pause before retrying a failed batch (default
+	// 100 ms; it doubles to 2 s, jittered as retry.Backoff does).
 	RetryBackoff time.Duration
+	// Filter is the mapping's FilterCriteria: records it drops are not
+	// delivered and count as processed (the zero Filter delivers all).
+	Filter Filter
 	// TumblingWindow (TumblingWindowInSeconds) delivers the batches as
 	// Lambda does in tumbling windows: events.DynamoDBTimeWindowEvent, with
 	// the shard id, the window the batch falls in and the state the
@@ -215,6 +220,7 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 	}
 	var buf []streamtypes.Record
 	var firstAt time.Time
+	last := "" // the sequence number of the last record read, delivered or filtered out
 	for ctx.Err() == nil {
 		var out *dynamodbstreams.GetRecordsOutput
 		if iter != nil {
@@ -227,10 +233,6 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 				case errors.As(err, &gone):
 					return
 				case errors.As(err, &expired) || errors.As(err, &trimmed):
-					last := ""
-					if len(buf) > 0 {
-						last = aws.ToString(buf[len(buf)-1].Dynamodb.SequenceNumber)
-					}
 					if iter, err = p.iterator(ctx, shard, streamtypes.ShardIteratorTypeAfterSequenceNumber, last); err != nil {
 						log.Warn("renew shard iterator failed", "err", err)
 						_ = p.r.clock.Sleep(ctx, time.Second)
@@ -243,10 +245,14 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 				_ = p.r.clock.Sleep(ctx, time.Second)
 				continue
 			}
-			if len(buf) == 0 && len(out.Records) > 0 {
+			if n := len(out.Records); n > 0 {
+				last = aws.ToString(out.Records[n-1].Dynamodb.SequenceNumber)
+			}
+			kept := p.filter(out.Records)
+			if len(buf) == 0 && len(kept) > 0 {
 				firstAt = time.Now()
 			}
-			buf = append(buf, out.Records...)
+			buf = append(buf, kept...)
 			iter = out.NextShardIterator
 		}
 		closed := iter == nil
@@ -288,6 +294,37 @@ func (p *streamPoller) iterator(ctx context.Context, shard string, pos streamtyp
 		return nil, err
 	}
 	return out.ShardIterator, nil
+}
+
+// filter keeps the records the mapping's filter passes. A record that
+// cannot be read for matching is kept: the function sees it and reports
+// it, as it would without a filter.
+func (p *streamPoller) filter(records []streamtypes.Record) []streamtypes.Record {
+	if p.m.Filter.Empty() {
+		return records
+	}
+	kept := records[:0:0]
+	for _, rec := range records {
+		lr, err := ddbstream.LambdaRecord(rec, p.m.StreamARN, p.r.region)
+		var raw []byte
+		if err == nil {
+			raw, err = json.Marshal(lr)
+		}
+		ok := true
+		if err == nil {
+			ok, err = p.m.Filter.Match(raw)
+		}
+		if err != nil {
+			p.r.log.Warn("stream record not filtered; it is delivered", "function", p.m.Function, "err", err)
+		}
+		if ok || err != nil {
+			kept = append(kept, rec)
+		}
+	}
+	if n := len(records) - len(kept); n > 0 {
+		p.r.count(p.m.Function, func(s *Stats) { s.Filtered += n })
+	}
+	return kept
 }
 
 // pending is a batch waiting for (re)delivery with its retry count.
@@ -347,8 +384,8 @@ func (p *streamPoller) process(ctx, running context.Context, shard string, recor
 			p.discard(ctx, shard, b, "RecordAgeExceeded")
 			continue
 		}
-		backoff := min(p.m.RetryBackoff<<min(b.attempts-1, 5), 2*time.Second)
-		if p.r.clock.Sleep(running, backoff) != nil {
+		backoff := retry.Backoff{Base: p.m.RetryBackoff, Max: 2 * time.Second}
+		if p.r.clock.Sleep(running, backoff.Delay(b.attempts)) != nil {
 			return // the runner stopped: the batch is not retried
 		}
 		queue = append([]pending{b}, queue...)

@@ -702,8 +702,12 @@ func (e *Env) mapStream(f provision.Function, p map[string]any) error {
 		}
 		m.OnFailureQueueURL = url
 	}
+	var err error
+	if m.Filter, err = runner.ParseFilter(cfn.FilterPatterns(p)); err != nil {
+		return fmt.Errorf("%s: %w", f.LogicalID, err)
+	}
 	streams, queue := e.pollers(f.LogicalID)
-	_, err := e.Runner.AddStream(streams, queue, m)
+	_, err = e.Runner.AddStream(streams, queue, m)
 	return err
 }
 
