@@ -2,6 +2,7 @@ package searchproxy
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,6 +72,22 @@ func (u *unflushed) get(k docKey) (pendingWrite, bool) {
 	defer u.mu.Unlock()
 	w, ok := u.writes[k]
 	return w, ok
+}
+
+// latest lists the keys of up to n of the most recent writes of each index.
+func (u *unflushed) latest(n int) []docKey {
+	u.mu.Lock()
+	byIndex := map[string][]docKey{}
+	for k := range u.writes {
+		byIndex[k.index] = append(byIndex[k.index], k)
+	}
+	var out []docKey
+	for _, keys := range byIndex {
+		slices.SortFunc(keys, func(a, b docKey) int { return u.writes[b].at.Compare(u.writes[a].at) })
+		out = append(out, keys[:min(n, len(keys))]...)
+	}
+	u.mu.Unlock()
+	return out
 }
 
 // remove forgets k's write if it is still w (a later write stays).

@@ -51,7 +51,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // Feature is one of what the proxy provides; Options.Off turns features off.
@@ -404,17 +403,29 @@ func refreshParam(q url.Values) bool {
 	return len(v) == 0 || v[0] == "" || v[0] == "true" || v[0] == "wait_for"
 }
 
-// refresh answers /_refresh and /{index}/_refresh once the engine has made
-// the writes before it searchable (one sync interval, and a margin).
+// refresh answers /_refresh and /{index}/_refresh once the engine serves
+// the writes before it: the latest writes of every index, found by id (the
+// engine flushes in order of receipt, so the rest were flushed with them).
+// A fixed wait of one sync interval and a margin was not enough on a
+// loaded machine: a reindex's alias switch, right after its refresh, once
+// served six searches empty.
 func (p *Proxy) refresh(w http.ResponseWriter, r *http.Request) *apiError {
 	if p.on(Refresh) {
-		if err := retry.Sleep(r.Context(), p.o.RefreshInterval+p.o.RefreshInterval/2); err != nil {
+		p.awaitServed(r.Context(), p.unflushed.latest(refreshChecks), refreshWait)
+		if err := r.Context().Err(); err != nil {
 			return unavailable(err)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"_shards": shards()})
 	return nil
 }
+
+// A refresh checks the latest refreshChecks writes of each index, for at
+// most refreshWait.
+const (
+	refreshChecks = 200
+	refreshWait   = 30 * time.Second
+)
 
 func shards() map[string]int { return map[string]int{"total": 1, "successful": 1, "failed": 0} }
 

@@ -587,3 +587,39 @@ func TestStrictMapping(t *testing.T) {
 		})
 	}
 }
+
+// A refresh answers once the writes before it are searchable, whatever
+// the proxy believes the engine's sync interval is: told 1 ms, a refresh
+// that only waited out the interval would return before the engine's
+// next flush.
+func TestRefreshWaitsForTheWrites(t *testing.T) {
+	p := startProxy(t, Options{RefreshInterval: time.Millisecond})
+	index := p.newIndex("refresh")
+	const n = 300
+	var lines []string
+	for i := range n {
+		lines = append(lines, indexLine(index, fmt.Sprint("doc", i), 1, "alpha"))
+	}
+	if errs, _ := p.bulk("", lines...); errs {
+		t.Fatal("bulk reported errors")
+	}
+	if status, body := p.do(http.MethodPost, "/"+index+"/_refresh", ""); status != http.StatusOK {
+		t.Fatalf("refresh: %d %s", status, body)
+	}
+	if got := len(p.searchIDs(index)); got != n {
+		t.Fatalf("after a refresh the search finds %d documents, want %d", got, n)
+	}
+	lines = lines[:0]
+	for i := range n / 3 {
+		lines = append(lines, deleteLine(index, fmt.Sprint("doc", i), 2))
+	}
+	if errs, _ := p.bulk("", lines...); errs {
+		t.Fatal("bulk of deletes reported errors")
+	}
+	if status, body := p.do(http.MethodPost, "/_refresh", ""); status != http.StatusOK {
+		t.Fatalf("refresh: %d %s", status, body)
+	}
+	if got := len(p.searchIDs(index)); got != n-n/3 {
+		t.Fatalf("after deletes and a refresh the search finds %d documents, want %d", got, n-n/3)
+	}
+}
