@@ -338,7 +338,8 @@ type drainRun struct {
 	batches     indexerBatches
 	records     int // stream records delivered to the indexer
 	invocations int
-	before      runner.Stats // the indexer's, before the load
+	busy        time.Duration // the indexer's invocations, summed
+	before      runner.Stats  // the indexer's, before the load
 }
 
 // drain releases the indexer on the backlog of n objects (2n stream
@@ -364,7 +365,8 @@ func (b *searchBench) drain(ctx context.Context) error {
 	d.batches = stackLog.waitIndexer(from, b.n)
 	after := functionStats(b.env.Runner, searchIndexer)
 	d.records, d.invocations = after.Records-d.before.Records, after.Invocations-d.before.Invocations
-	fmt.Printf("  search: the indexer drained %d documents at %.0f/s\n", b.n, d.rate)
+	d.busy = after.Total - d.before.Total
+	fmt.Printf("  search: the indexer drained %d documents at %.0f/s (its invocations ran %s of it)\n", b.n, d.rate, d.busy.Round(100*time.Millisecond))
 	return nil
 }
 

@@ -155,7 +155,14 @@ func (p *Proxy) awaitServed(ctx context.Context, keys []docKey, limit time.Durat
 				list = append(list, id)
 			}
 			hits, err := p.searchIDs(ctx, index, list, false)
-			if err == nil || err == errIndexMissing {
+			if err == errIndexMissing {
+				// The index was deleted: its writes have nothing left to wait for.
+				for id, w := range ids {
+					p.unflushed.remove(docKey{index, id}, w)
+				}
+				break
+			}
+			if err == nil {
 				found := map[string]*hit{}
 				for i := range hits {
 					found[hits[i].ID] = &hits[i]

@@ -50,7 +50,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
 )
 
 // Feature is one of what the proxy provides; Options.Off turns features off.
@@ -424,7 +423,7 @@ func (p *Proxy) refresh(w http.ResponseWriter, r *http.Request) *apiError {
 // most refreshWait.
 const (
 	refreshChecks = 200
-	refreshWait   = 30 * time.Second
+	refreshWait   = 20 * time.Second // within the clients' 30 s request timeout
 )
 
 func shards() map[string]int { return map[string]int{"total": 1, "successful": 1, "failed": 0} }
