@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // memTally is a TallyStore in memory with DynamoDB's semantics for what the
@@ -87,7 +89,7 @@ func records(first, n int, p string, options ...string) []LedgerRecord {
 }
 
 func newTally(s TallyStore) *Tally {
-	return &Tally{Store: s, Now: func() time.Time { return now }, Backoff: func(int) time.Duration { return 0 }}
+	return &Tally{Store: s, Now: func() time.Time { return now }, Backoff: retry.Backoff{Base: time.Nanosecond, Max: time.Nanosecond}}
 }
 
 var shard = StreamShard{Table: "ddbpipe-votes-2026-11", Shard: "shardId-0001"}
