@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
@@ -146,16 +146,6 @@ func (t *Tally) defaults() {
 		}
 		t.shards = map[string]int{}
 	})
-}
-
-// SeqLess orders stream sequence numbers: decimal strings of up to 40
-// digits, compared as numbers.
-func SeqLess(a, b string) bool {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		return len(a) < len(b)
-	}
-	return a < b
 }
 
 // Count counts one batch of a shard's records, in the order the stream
@@ -343,7 +333,7 @@ func after(recs []LedgerRecord, ckpt string) []LedgerRecord {
 		return recs
 	}
 	for i, r := range recs {
-		if SeqLess(ckpt, r.Seq) {
+		if ledger.SeqLess(ckpt, r.Seq) {
 			return recs[i:]
 		}
 	}

@@ -248,25 +248,6 @@ func (f *failingTally) CommitTally(context.Context, StreamShard, string, TallyCo
 	return errors.New("internal server error")
 }
 
-func TestSeqLess(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want bool
-	}{
-		{"", "1", true},
-		{"9", "10", true},
-		{"10", "9", false},
-		{"000000000000000000100", "101", true},
-		{"5", "5", false},
-		{"49999999999999999999999999999999999999", "50000000000000000000000000000000000000", true},
-	}
-	for _, tt := range tests {
-		if got := SeqLess(tt.a, tt.b); got != tt.want {
-			t.Errorf("SeqLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
-		}
-	}
-}
-
 func TestFence(t *testing.T) {
 	f := Fence{Grace: 48 * time.Hour}
 	tests := []struct {
