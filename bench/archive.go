@@ -23,6 +23,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
@@ -245,8 +246,8 @@ func (b *archiveBench) queryMonth(ctx context.Context) error {
 func (b *archiveBench) queryPoll(ctx context.Context) error {
 	want := map[string]int64{}
 	for _, r := range b.recs {
-		if r.Change.NewImage["pollId"].String() == archivePoll {
-			want[r.Change.NewImage["optionId"].String()]++
+		if r.Change.NewImage[ledger.AttrPollID].String() == archivePoll {
+			want[r.Change.NewImage[ledger.AttrOptionID].String()]++
 		}
 	}
 	perOption, err := archive.LookupNamedQuery("votes-per-option")
@@ -364,7 +365,7 @@ func dataEnd(f *parquet.File) int64 {
 }
 
 // benchVoteRecord is the stream record of the i-th vote of a ledger table,
-// shaped as dynamostore writes it (pk <poll>#<shard>, sk <voter>#<voteId>).
+// shaped as votesddb writes it (pk <poll>#<shard>, sk <voter>#<voteId>).
 func benchVoteRecord(table string, i int) events.DynamoDBEventRecord {
 	rnd := rand.New(rand.NewPCG(uint64(i), 7))
 	poll := []string{"color", "best-pet", "lunch", "city"}[i%4]
@@ -373,7 +374,11 @@ func benchVoteRecord(table string, i int) events.DynamoDBEventRecord {
 	voteID := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rnd.Uint32(), rnd.IntN(1<<16), rnd.IntN(1<<12), rnd.IntN(1<<12), rnd.Uint64()&(1<<48-1))
 	pk, sk := fmt.Sprintf("%s#%d", poll, rnd.IntN(16)), voter+"#"+voteID
 	cast := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * 25 * time.Second)
-	s := events.NewStringAttribute
+	item := ledger.Item{PK: pk, SK: sk, VoteID: voteID, PollID: poll, OptionID: option, VoterID: voter, CastAt: cast, CountedAt: cast.Add(1500 * time.Millisecond)}
+	img := map[string]events.DynamoDBAttributeValue{}
+	for name, v := range item.Attributes() {
+		img[name] = events.NewStringAttribute(v)
+	}
 	return events.DynamoDBEventRecord{
 		AWSRegion: "us-east-1", EventSource: "aws:dynamodb", EventVersion: "1.1", EventName: "INSERT",
 		EventSourceArn: "arn:aws:dynamodb:us-east-1:000000000000:table/" + table + "/stream/2026-11-01T00:00:00.000",
@@ -382,12 +387,8 @@ func benchVoteRecord(table string, i int) events.DynamoDBEventRecord {
 			ApproximateCreationDateTime: events.SecondsEpochTime{Time: cast.Add(time.Second).Truncate(time.Second)},
 			SequenceNumber:              fmt.Sprintf("4421584500000000%012d", 17450439091+3*i),
 			StreamViewType:              "NEW_AND_OLD_IMAGES",
-			Keys:                        map[string]events.DynamoDBAttributeValue{"pk": s(pk), "sk": s(sk)},
-			NewImage: map[string]events.DynamoDBAttributeValue{
-				"pk": s(pk), "sk": s(sk), "voteId": s(voteID), "pollId": s(poll), "optionId": s(option), "voterId": s(voter),
-				"castAt":    s(cast.Format(time.RFC3339Nano)),
-				"countedAt": s(cast.Add(1500 * time.Millisecond).Format(time.RFC3339Nano)),
-			},
+			Keys:                        map[string]events.DynamoDBAttributeValue{ledger.AttrPK: img[ledger.AttrPK], ledger.AttrSK: img[ledger.AttrSK]},
+			NewImage:                    img,
 		},
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
@@ -181,18 +182,17 @@ func commitKeys(ctx context.Context, env *stack.Env, table string, shards int, k
 	return commitRecords(ctx, env.Clients.DynamoDB, table, items, recs)
 }
 
-// batchWrite writes one batch, sending unprocessed items again (with a
-// pause that grows) until none is left.
+// batchWrite writes one batch, sending unprocessed items again (with
+// backoff: 50 ms doubling to 1 s) until none is left.
 func batchWrite(ctx context.Context, db *dynamodb.Client, table string, writes []ddbtypes.WriteRequest) error {
+	backoff := retry.Backoff{Base: 50 * time.Millisecond, Max: time.Second}
 	for attempt := 0; len(writes) > 0; attempt++ {
 		if attempt > 0 {
 			if attempt > 20 {
 				return fmt.Errorf("batch write: %d items still unprocessed after %d attempts", len(writes), attempt)
 			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+			if err := backoff.Wait(ctx, attempt); err != nil {
+				return err
 			}
 		}
 		out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]ddbtypes.WriteRequest{table: writes}})

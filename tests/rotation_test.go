@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -29,11 +30,12 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
-// The tally's checkpoint key is written twice, on purpose: the tally
-// writes checkpoints (votesddb) and the rotator's drain reads them
-// (archiveddb), and neither flow links the other's adapter. A checkpoint
-// the votes flow commits is the one the rotator reads: a shard is counted
-// once its last record is at or below its checkpoint.
+// The tally writes checkpoints (votesddb) and the rotator's drain reads
+// them (archiveddb), each by shared/ledger's contract (the key, the
+// attribute names, the order of sequence numbers): neither flow links the
+// other's adapter. A checkpoint the votes flow commits is the one the
+// rotator reads: a shard is counted once its last record is at or below
+// its checkpoint.
 func TestTallyCheckpointsAgree(t *testing.T) {
 	c := newClients(t, nil)
 	ctx := t.Context()
@@ -71,6 +73,66 @@ func TestTallyCheckpointsAgree(t *testing.T) {
 	}
 	if n, err := (&archiveddb.TallyCheckpoints{DB: c.db, Table: counters}).Tallied(ctx, ledger); err != nil || n != 9 {
 		t.Errorf("tallied %d, %v; want 9 (2 + 3 on shard-a, 4 on shard-b; December's not)", n, err)
+	}
+}
+
+// A checkpoint without an attribute of the contract is an error for each
+// of its readers, never a shard passed over: read as no checkpoint, the
+// tally would count the shard again, the drain would wait on it forever,
+// and the retirement would sum its votes as none.
+func TestCheckpointMissingAnAttribute(t *testing.T) {
+	c := newClients(t, nil)
+	ctx := t.Context()
+	counters := unique("counters")
+	if _, err := c.db.CreateTable(ctx, archiveddb.CreateInput(archive.Spec{Name: counters})); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	store := votesddb.New(c.db, counters, "app-votes")
+	table := store.LedgerTable(ledger.MonthOf(now))
+	checkpoints := &archiveddb.TallyCheckpoints{DB: c.db, Table: counters}
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	for _, tt := range []struct {
+		lacks string
+		read  func(shard string) error
+	}{
+		{ledger.CheckpointSeq, func(shard string) error {
+			_, err := store.Checkpoint(ctx, votes.StreamShard{Table: table, Shard: shard})
+			return err
+		}},
+		{ledger.CheckpointSeq, func(shard string) error {
+			_, err := checkpoints.Uncounted(ctx, table, []archive.StreamRecord{{Shard: shard, SequenceNumber: "000000000000000000100"}})
+			return err
+		}},
+		{ledger.CheckpointVotes, func(string) error {
+			_, err := checkpoints.Tallied(ctx, table)
+			return err
+		}},
+		{ledger.CheckpointAt, func(string) error {
+			_, err := store.Staleness(ctx, now)
+			return err
+		}},
+	} {
+		shard := "shard-without-" + tt.lacks
+		t.Run(shard, func(t *testing.T) {
+			item := map[string]types.AttributeValue{
+				ledger.AttrPK: s(ledger.CheckpointPK(table)), ledger.AttrSK: s(shard),
+				ledger.CheckpointSeq: s("000000000000000000050"), ledger.CheckpointVotes: &types.AttributeValueMemberN{Value: "2"},
+				ledger.CheckpointAt: s(now.Format(time.RFC3339Nano)),
+			}
+			delete(item, tt.lacks)
+			if _, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(counters), Item: item}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_, _ = c.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(counters),
+					Key: map[string]types.AttributeValue{ledger.AttrPK: item[ledger.AttrPK], ledger.AttrSK: item[ledger.AttrSK]}})
+			})
+			err := tt.read(shard)
+			if !errors.Is(err, ledger.ErrMissingAttribute) || !strings.Contains(err.Error(), shard) {
+				t.Errorf("got %v, want ledger.ErrMissingAttribute naming %s", err, shard)
+			}
+		})
 	}
 }
 

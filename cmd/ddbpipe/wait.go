@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
@@ -69,6 +70,10 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 	}, limit, settle, stderr)
 }
 
+// waitBackoff spaces -wait's checks while something is behind: 250 ms
+// doubling to 1 s, without jitter (one CLI has nobody to spread from).
+var waitBackoff = retry.Backoff{Base: 250 * time.Millisecond, Max: time.Second, Jitter: retry.NoJitter}
+
 // waitSettled calls behind until it has said nothing is behind ("") on
 // checks at least settle apart with no other answer between them. It gives
 // up when limit passes while something is behind, saying what. The
@@ -76,8 +81,8 @@ func waitCaughtUp(ctx context.Context, root, state string, c catchUp, limit time
 // record not readable yet, not a slow pipeline.
 func waitSettled(ctx context.Context, behind func() (string, error), limit, settle time.Duration, stderr io.Writer) error {
 	start := time.Now()
-	backoff := 250 * time.Millisecond
 	said := false
+	behindChecks := 0
 	var clearAt time.Time // when the checks last began to find nothing behind
 	for {
 		checked := time.Now()
@@ -85,7 +90,7 @@ func waitSettled(ctx context.Context, behind func() (string, error), limit, sett
 		if err != nil {
 			return err
 		}
-		pause := backoff
+		var pause time.Duration
 		if what == "" {
 			if !clearAt.IsZero() && checked.Sub(clearAt) >= settle {
 				return nil
@@ -96,6 +101,8 @@ func waitSettled(ctx context.Context, behind func() (string, error), limit, sett
 			pause = settle - checked.Sub(clearAt)
 		} else {
 			clearAt = time.Time{}
+			behindChecks++
+			pause = waitBackoff.Delay(behindChecks)
 			if time.Since(start)+pause > limit {
 				return fmt.Errorf("waited %s: %s", limit, what)
 			}
@@ -103,12 +110,9 @@ func waitSettled(ctx context.Context, behind func() (string, error), limit, sett
 				fmt.Fprintf(stderr, "waiting (up to %s): %s\n", limit, what)
 				said = true
 			}
-			backoff = min(2*backoff, time.Second)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause):
+		if err := retry.Sleep(ctx, pause); err != nil {
+			return err
 		}
 	}
 }

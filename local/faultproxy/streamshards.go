@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // Stream shards as AWS has them. DynamoDB Local serves each table's stream
@@ -566,15 +568,6 @@ func seqAfter(seq string) string {
 	return s
 }
 
-// seqLess orders decimal sequence numbers as numbers.
-func seqLess(a, b string) bool {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		return len(a) < len(b)
-	}
-	return a < b
-}
-
 type shardDesc struct {
 	ShardId             string
 	ParentShardId       string `json:",omitempty"`
@@ -724,7 +717,7 @@ func (e *shardEmulator) iterator(ctx context.Context, h http.Header, body []byte
 		}
 		it.Index = len(s.seqs)
 		for i, seq := range s.seqs {
-			if !seqLess(seq, in.SequenceNumber) && (in.ShardIteratorType == "AT_SEQUENCE_NUMBER" || seq != in.SequenceNumber) {
+			if !ledger.SeqLess(seq, in.SequenceNumber) && (in.ShardIteratorType == "AT_SEQUENCE_NUMBER" || seq != in.SequenceNumber) {
 				it.Index = i
 				break
 			}

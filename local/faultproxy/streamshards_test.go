@@ -16,6 +16,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // streamTable creates a table with a stream through endpoint and returns
@@ -182,7 +184,7 @@ func TestStreamShardsSplitAndKeepEachItemInOrder(t *testing.T) {
 			}
 			seen[seq] = id
 			item := fmt.Sprint(r.Dynamodb.Keys["pk"], r.Dynamodb.Keys["sk"])
-			if last, ok := lastOf[item]; ok && !seqLess(last, seq) {
+			if last, ok := lastOf[item]; ok && !ledger.SeqLess(last, seq) {
 				t.Errorf("item %s: record %s after %s, out of order", item, seq, last)
 			}
 			if prev, ok := shardOf[item]; ok && prev != id && parents[id] != prev {

@@ -28,7 +28,7 @@
 // read it with no Hive partitioning, and the values agree when it does).
 // A record is identified by its stream and sequence number. Sequence numbers
 // are decimal strings of up to 40 digits; they order numerically, so compare
-// them with CompareSequence (in SQL: lpad to 40).
+// them with ledger.CompareSeq (in SQL: lpad to 40).
 //
 // When a month is retired its rows are compacted to the month's replayed
 // state (ReplayRows): one row per item, the item's last change (a REMOVE

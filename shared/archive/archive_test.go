@@ -114,7 +114,8 @@ func TestNewRow(t *testing.T) {
 	}
 }
 
-func TestCompareAndPadSequence(t *testing.T) {
+// Padded sequence numbers sort as ledger.CompareSeq orders the numbers.
+func TestPadSequence(t *testing.T) {
 	tests := []struct {
 		a, b string
 		want int
@@ -125,8 +126,8 @@ func TestCompareAndPadSequence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.a+" vs "+tt.b, func(t *testing.T) {
-			if got := archive.CompareSequence(tt.a, tt.b); got != tt.want {
-				t.Errorf("CompareSequence = %d, want %d", got, tt.want)
+			if got := ledger.CompareSeq(tt.a, tt.b); got != tt.want {
+				t.Errorf("CompareSeq = %d, want %d", got, tt.want)
 			}
 			pa, pb := archive.PadSequence(tt.a), archive.PadSequence(tt.b)
 			if len(pa) != 40 {

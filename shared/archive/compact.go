@@ -150,7 +150,7 @@ func MergeRows(sets ...[]Row) []Row {
 	var out []Row
 	for _, rows := range sets {
 		for _, r := range rows {
-			k := id{r.Stream, strings.TrimLeft(r.SequenceNumber, "0"), r.Keys}
+			k := id{r.Stream, ledger.SeqKey(r.SequenceNumber), r.Keys}
 			if seen[k] {
 				continue
 			}
@@ -159,7 +159,7 @@ func MergeRows(sets ...[]Row) []Row {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		if c := CompareSequence(out[i].SequenceNumber, out[j].SequenceNumber); c != 0 {
+		if c := ledger.CompareSeq(out[i].SequenceNumber, out[j].SequenceNumber); c != 0 {
 			return c < 0
 		}
 		return out[i].Keys < out[j].Keys

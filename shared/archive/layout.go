@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // Kind is the SQL type of a typed column.
@@ -81,20 +83,22 @@ type Layout struct {
 }
 
 // LedgerLayout is the vote ledger's (<stack>-votes-YYYY-MM) layout. Its
-// items are written by shared/votes/votesddb: pk <pollId>#<suffix>, sk
-// <voterId>#<voteId> (or <voterId> for one-vote-per-voter polls).
+// items are written by shared/votes/votesddb, with the attributes
+// shared/ledger names: pk <pollId>#<suffix>, sk <voterId>#<voteId> (or
+// <voterId> for one-vote-per-voter polls).
 var LedgerLayout = Layout{
 	Name: "ledger",
-	Keys: []string{"pk", "sk"},
+	Keys: []string{ledger.AttrPK, ledger.AttrSK},
 	Columns: []Column{
-		{Name: "poll_id", Attr: "pollId", Kind: KindString, Dict: true, Filter: true},
-		{Name: "option_id", Attr: "optionId", Kind: KindString, Dict: true, Filter: true},
-		{Name: "voter_id", Attr: "voterId", Kind: KindString, Filter: true},
-		{Name: "vote_id", Attr: "voteId", Kind: KindString},
-		{Name: "cast_at", Attr: "castAt", Kind: KindTimestamp, Filter: true, Comment: "UTC; when the voter voted"},
-		{Name: "counted_at", Attr: "countedAt", Kind: KindTimestamp, Comment: "UTC; when the counter added the vote"},
-		{Name: "pk", Attr: "pk", Kind: KindString, Dict: true, Comment: "the ledger partition key, <poll_id>#<suffix>"},
-		{Name: "sk_form", Attr: "sk", Kind: KindForm, Forms: []string{"{voterId}#{voteId}", "{voterId}"},
+		{Name: "poll_id", Attr: ledger.AttrPollID, Kind: KindString, Dict: true, Filter: true},
+		{Name: "option_id", Attr: ledger.AttrOptionID, Kind: KindString, Dict: true, Filter: true},
+		{Name: "voter_id", Attr: ledger.AttrVoterID, Kind: KindString, Filter: true},
+		{Name: "vote_id", Attr: ledger.AttrVoteID, Kind: KindString},
+		{Name: "cast_at", Attr: ledger.AttrCastAt, Kind: KindTimestamp, Filter: true, Comment: "UTC; when the voter voted"},
+		{Name: "counted_at", Attr: ledger.AttrCountedAt, Kind: KindTimestamp, Comment: "UTC; when the counter added the vote"},
+		{Name: "pk", Attr: ledger.AttrPK, Kind: KindString, Dict: true, Comment: "the ledger partition key, <poll_id>#<suffix>"},
+		{Name: "sk_form", Attr: ledger.AttrSK, Kind: KindForm,
+			Forms:   []string{"{" + ledger.AttrVoterID + "}#{" + ledger.AttrVoteID + "}", "{" + ledger.AttrVoterID + "}"},
 			Comment: "the sort key's form: 1 = <voter_id>#<vote_id>, 2 = <voter_id> (one vote per voter)"},
 	},
 	SortBy: []string{"poll_id", "option_id", "cast_at"},

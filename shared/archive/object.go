@@ -4,28 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // maxSequenceDigits: DynamoDB Streams sequence numbers are 21 to 40 digits.
 const maxSequenceDigits = 40
 
-// CompareSequence compares two sequence numbers (decimal strings) by value:
-// -1, 0 or +1. Leading zeros do not count.
-func CompareSequence(a, b string) int {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	switch {
-	case len(a) != len(b):
-		if len(a) < len(b) {
-			return -1
-		}
-		return 1
-	default:
-		return strings.Compare(a, b)
-	}
-}
-
 // PadSequence left-pads a sequence number with zeros to 40 digits, so that
-// keys holding it sort as the numbers do.
+// keys holding it sort as the numbers do (ledger.CompareSeq).
 func PadSequence(seq string) string {
 	if len(seq) >= maxSequenceDigits {
 		return seq
@@ -124,7 +111,7 @@ func Group(recs []Record) ([]Object, error) {
 		if n := len(objs); n > 0 && objs[n-1].Partition == p && objs[n-1].Stream == r.Stream {
 			o := &objs[n-1]
 			o.Rows = append(o.Rows, row)
-			if CompareSequence(r.SequenceNumber, o.LastSequence) > 0 {
+			if ledger.CompareSeq(r.SequenceNumber, o.LastSequence) > 0 {
 				o.LastSequence = r.SequenceNumber
 			}
 			continue

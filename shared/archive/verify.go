@@ -3,6 +3,8 @@ package archive
 import (
 	"fmt"
 	"sort"
+
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // State is a table's content as the verification compares it: each item's
@@ -56,7 +58,7 @@ func Supersedes(a, b Row) bool {
 	case bb && !isSnapshot(a):
 		return !a.ApproximateCreationTime.Before(b.ApproximateCreationTime)
 	}
-	return CompareSequence(a.SequenceNumber, b.SequenceNumber) > 0
+	return ledger.CompareSeq(a.SequenceNumber, b.SequenceNumber) > 0
 }
 
 func isSnapshot(r Row) bool { return r.Stream == SnapshotStream }

@@ -1,9 +1,12 @@
-// Package ledger is the vote ledger's month: the one place that says which
-// month a time falls in, how a month's table is named, when a month opens,
-// stops taking votes (the fence) and turns cold, where the tally keeps its
-// checkpoints, and which table a stream belongs to. The votes flow, the
-// archive's rotator, the CLI, the bench and the soak all import it, so the
-// rule that no vote lands after a month is verified rests on one definition.
+// Package ledger is the vote ledger's contract: the one place that says
+// which month a time falls in, how a month's table is named, when a month
+// opens, stops taking votes (the fence) and turns cold, what a ledger item
+// and a tally checkpoint hold (their attribute names, item.go), how stream
+// sequence numbers order, where the tally keeps its checkpoints, and which
+// table a stream belongs to. The votes flow, the archive, the CLI, the
+// local stack, the bench and the soak all import it, so the rule that no
+// vote lands after a month is verified rests on one definition, and a
+// reader of a ledger item or a checkpoint reads what its writer wrote.
 package ledger
 
 import (

@@ -130,3 +130,50 @@ func TestStreamTable(t *testing.T) {
 		})
 	}
 }
+
+func TestCompareSeq(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "1", -1}, {"", "", 0}, {"0", "", 0},
+		{"1", "2", -1}, {"9", "10", -1}, {"10", "9", 1},
+		{"000000000000000000010", "9", 1}, {"42", "0042", 0}, {"5", "5", 0},
+		{"000000000000000000100", "101", -1},
+		{"4421584500000000017450439091", "4421584500000000017450439092", -1},
+		{"300000000000000499659", "4421584500000000017450439091", -1},
+		{"49999999999999999999999999999999999999", "50000000000000000000000000000000000000", -1},
+	} {
+		t.Run(tt.a+" vs "+tt.b, func(t *testing.T) {
+			if got := ledger.CompareSeq(tt.a, tt.b); got != tt.want {
+				t.Errorf("CompareSeq(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+			}
+			if got := ledger.CompareSeq(tt.b, tt.a); got != -tt.want {
+				t.Errorf("CompareSeq(%q, %q) = %d, want %d", tt.b, tt.a, got, -tt.want)
+			}
+			if got := ledger.SeqLess(tt.a, tt.b); got != (tt.want < 0) {
+				t.Errorf("SeqLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want < 0)
+			}
+			if same := ledger.SeqKey(tt.a) == ledger.SeqKey(tt.b); same != (tt.want == 0) && tt.a != "" && tt.b != "" {
+				t.Errorf("SeqKey(%q) = %q, SeqKey(%q) = %q: same %v, want %v", tt.a, ledger.SeqKey(tt.a), tt.b, ledger.SeqKey(tt.b), same, tt.want == 0)
+			}
+		})
+	}
+}
+
+func TestFormatTime(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		at   time.Time
+		want string
+	}{
+		{"to the microsecond", time.Date(2026, 11, 5, 10, 0, 0, 123456789, time.UTC), "2026-11-05T10:00:00.123456Z"},
+		{"in UTC", time.Date(2026, 11, 5, 11, 0, 0, 0, time.FixedZone("CET", 3600)), "2026-11-05T10:00:00Z"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ledger.FormatTime(tt.at); got != tt.want {
+				t.Errorf("FormatTime = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

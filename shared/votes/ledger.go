@@ -3,6 +3,7 @@ package votes
 import (
 	"hash/fnv"
 	"strconv"
+	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
@@ -40,3 +41,12 @@ func (e Entry) LedgerKey() (pk, sk string) {
 
 // Month is the ledger table's month of the vote: YYYY-MM of castAt (UTC).
 func (e Entry) Month() string { return ledger.MonthOf(e.CastAt) }
+
+// LedgerItem is the ledger item that holds the vote, written at countedAt.
+func (e Entry) LedgerItem(countedAt time.Time) ledger.Item {
+	pk, sk := e.LedgerKey()
+	return ledger.Item{
+		PK: pk, SK: sk, VoteID: e.VoteID, PollID: e.PollID, OptionID: e.OptionID, VoterID: e.VoterID,
+		CastAt: e.CastAt, CountedAt: countedAt,
+	}
+}

@@ -1,6 +1,10 @@
 package votes
 
-import "time"
+import (
+	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
+)
 
 // FirstRetryDelay is how long a vote failed back for the first time waits
 // before it is delivered again; each later delivery waits twice as long,
@@ -9,16 +13,13 @@ const FirstRetryDelay = 10 * time.Second
 
 // RetryDelay is the wait before the next delivery of a vote the counter
 // gave back on its receives-th delivery: FirstRetryDelay doubling, at most
-// most. A backlog the store could not take then comes back soon (the store
-// may serve again in seconds), and a store down for long spends the
+// most, without jitter (the figures below, and Retry's budget, are stated
+// on it). A backlog the store could not take then comes back soon (the
+// store may serve again in seconds), and a store down for long spends the
 // message's receives slowly: with most = 360 s, 20 receives last about
 // 95 minutes before the dead-letter queue.
 func RetryDelay(receives int, most time.Duration) time.Duration {
-	d := FirstRetryDelay
-	for i := 1; i < receives && d < most; i++ {
-		d *= 2
-	}
-	return min(d, most)
+	return retry.Backoff{Base: FirstRetryDelay, Max: most, Jitter: retry.NoJitter}.Delay(receives)
 }
 
 // RetryBudget is how long a vote given back stays deliverable at least,

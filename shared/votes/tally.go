@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
@@ -104,10 +103,10 @@ type Tally struct {
 	// invocation's deadline is on (both time.Now by default).
 	Now  func() time.Time
 	Wall func() time.Time
-	// Backoff is the pause before retry n (default: 20 ms doubling to 1 s);
-	// a conflict waits a uniformly random part of it (full jitter), so
-	// two tallies that collided do not collide again in step.
-	Backoff func(attempt int) time.Duration
+	// Backoff paces the retries (default: 20 ms doubling to 1 s, equal
+	// jitter); a conflict waits on the same steps with full jitter, so two
+	// tallies that collided do not collide again in step.
+	Backoff retry.Backoff
 	// MaxAttempts bounds retries of errors other than throttling, a
 	// conflict and a moved checkpoint (default 8); throttling and
 	// conflicts are retried until the deadline margin.
@@ -133,8 +132,8 @@ func (t *Tally) defaults() {
 		if t.Wall == nil {
 			t.Wall = time.Now
 		}
-		if t.Backoff == nil {
-			t.Backoff = retry.Backoff{Base: 20 * time.Millisecond, Max: time.Second}.Delay
+		if t.Backoff.Base <= 0 {
+			t.Backoff = retry.Backoff{Base: 20 * time.Millisecond, Max: time.Second}
 		}
 		if t.MaxAttempts <= 0 {
 			t.MaxAttempts = 8
@@ -147,16 +146,6 @@ func (t *Tally) defaults() {
 		}
 		t.shards = map[string]int{}
 	})
-}
-
-// SeqLess orders stream sequence numbers: decimal strings of up to 40
-// digits, compared as numbers.
-func SeqLess(a, b string) bool {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		return len(a) < len(b)
-	}
-	return a < b
 }
 
 // Count counts one batch of a shard's records, in the order the stream
@@ -215,11 +204,11 @@ func (t *Tally) Count(ctx context.Context, s StreamShard, recs []LedgerRecord) T
 			res.RetryFrom = firstAfter(recs, ckpt)
 			return res
 		}
-		pause := t.Backoff(attempt)
-		if conflict && pause > 0 {
-			pause = time.Duration(rand.Int64N(int64(pause))) + 1
+		b := t.Backoff
+		if conflict {
+			b.Jitter = retry.FullJitter
 		}
-		_ = retry.Sleep(ctx, pause)
+		_ = b.Wait(ctx, attempt) // the deadline check above reports a cut-off
 	}
 }
 
@@ -344,7 +333,7 @@ func after(recs []LedgerRecord, ckpt string) []LedgerRecord {
 		return recs
 	}
 	for i, r := range recs {
-		if SeqLess(ckpt, r.Seq) {
+		if ledger.SeqLess(ckpt, r.Seq) {
 			return recs[i:]
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // memTally is a TallyStore in memory with DynamoDB's semantics for what the
@@ -87,7 +89,7 @@ func records(first, n int, p string, options ...string) []LedgerRecord {
 }
 
 func newTally(s TallyStore) *Tally {
-	return &Tally{Store: s, Now: func() time.Time { return now }, Backoff: func(int) time.Duration { return 0 }}
+	return &Tally{Store: s, Now: func() time.Time { return now }, Backoff: retry.Backoff{Base: time.Nanosecond, Max: time.Nanosecond}}
 }
 
 var shard = StreamShard{Table: "ddbpipe-votes-2026-11", Shard: "shardId-0001"}
@@ -244,25 +246,6 @@ type failingTally struct {
 func (f *failingTally) CommitTally(context.Context, StreamShard, string, TallyCommit) error {
 	f.calls++
 	return errors.New("internal server error")
-}
-
-func TestSeqLess(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want bool
-	}{
-		{"", "1", true},
-		{"9", "10", true},
-		{"10", "9", false},
-		{"000000000000000000100", "101", true},
-		{"5", "5", false},
-		{"49999999999999999999999999999999999999", "50000000000000000000000000000000000000", true},
-	}
-	for _, tt := range tests {
-		if got := SeqLess(tt.a, tt.b); got != tt.want {
-			t.Errorf("SeqLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
-		}
-	}
 }
 
 func TestFence(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
@@ -116,9 +117,8 @@ func Config(tb testing.TB, st *servers.Stack, extra map[string]string) aws.Confi
 // this month with its votes, must not straddle it.
 func AfterMonthTurn(tb testing.TB, within time.Duration) {
 	tb.Helper()
-	now := time.Now().UTC()
-	turn := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
-	if wait := turn.Sub(now); wait < within {
+	now := time.Now()
+	if wait := ledger.End(now).Sub(now); wait < within {
 		tb.Logf("waiting %s for the month to turn", wait.Round(time.Second))
 		time.Sleep(wait + time.Second)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -22,10 +21,13 @@ type QueryAPI interface {
 
 // TallyCheckpoints reads the tally's per stream shard checkpoints from
 // the counters table: items pk = ckpt#<ledger table>, sk = <shard id>,
-// seq = the last sequence number counted. The votes flow writes them
-// (votesddb.CheckpointKey); both flows take the key from
-// ledger.CheckpointPK, so that neither links the other. It implements
-// archive.Counted.
+// with the attributes shared/ledger names (ledger.CheckpointSeq, the last
+// sequence number counted; ledger.CheckpointVotes, the votes counted). The
+// votes flow writes them (votesddb.CheckpointKey); both flows take the key
+// and the names from shared/ledger, so that neither links the other. A
+// checkpoint without them is an error (ledger.ErrMissingAttribute): left
+// out, its shard would read as never counted, or its votes as none. It
+// implements archive.Counted.
 type TallyCheckpoints struct {
 	DB    QueryAPI
 	Table string // the counters table
@@ -40,22 +42,16 @@ func (c *TallyCheckpoints) Uncounted(ctx context.Context, table string, recs []a
 		return nil, nil
 	}
 	ckpt := map[string]string{}
-	p := dynamodb.NewQueryPaginator(c.DB, &dynamodb.QueryInput{
-		TableName: aws.String(c.Table), KeyConditionExpression: aws.String("pk = :pk"), ConsistentRead: aws.Bool(true),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: ledger.CheckpointPK(table)}},
+	err := c.each(ctx, table, ledger.CheckpointSeq, func(shard string, v types.AttributeValue) error {
+		seq, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			return fmt.Errorf("%w: no string %s", ledger.ErrMissingAttribute, ledger.CheckpointSeq)
+		}
+		ckpt[shard] = seq.Value
+		return nil
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("archiveddb: read the tally's checkpoints of %s: %w", table, err)
-		}
-		for _, it := range page.Items {
-			sk, _ := it["sk"].(*types.AttributeValueMemberS)
-			seq, _ := it["seq"].(*types.AttributeValueMemberS)
-			if sk != nil && seq != nil {
-				ckpt[sk.Value] = seq.Value
-			}
-		}
+	if err != nil {
+		return nil, err
 	}
 	last := map[string]string{}
 	for _, r := range recs {
@@ -63,7 +59,7 @@ func (c *TallyCheckpoints) Uncounted(ctx context.Context, table string, recs []a
 	}
 	var out []archive.StreamRecord
 	for _, r := range recs {
-		if seqLess(ckpt[r.Shard], last[r.Shard]) && seqLess(ckpt[r.Shard], r.SequenceNumber) {
+		if ledger.SeqLess(ckpt[r.Shard], last[r.Shard]) && ledger.SeqLess(ckpt[r.Shard], r.SequenceNumber) {
 			out = append(out, r)
 		}
 	}
@@ -71,40 +67,49 @@ func (c *TallyCheckpoints) Uncounted(ctx context.Context, table string, recs []a
 }
 
 // Tallied sums the votes the tally's checkpoints of the ledger table
-// counted (each checkpoint's votes attribute; the tally keeps a month's
-// checkpoints until 60 days after it ends).
+// counted (each checkpoint's ledger.CheckpointVotes; the tally keeps a
+// month's checkpoints until 60 days after it ends).
 func (c *TallyCheckpoints) Tallied(ctx context.Context, table string) (int64, error) {
 	var sum int64
+	err := c.each(ctx, table, ledger.CheckpointVotes, func(_ string, v types.AttributeValue) error {
+		n, ok := v.(*types.AttributeValueMemberN)
+		if !ok {
+			return fmt.Errorf("%w: no number %s", ledger.ErrMissingAttribute, ledger.CheckpointVotes)
+		}
+		votes, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("counted %q votes: %w", n.Value, err)
+		}
+		sum += votes
+		return nil
+	})
+	return sum, err
+}
+
+// each reads the ledger table's checkpoints (strongly consistent) and
+// hands got each one's shard id and its attribute attr (nil when it has
+// none); an error of got's names the checkpoint and ends the read.
+func (c *TallyCheckpoints) each(ctx context.Context, table, attr string, got func(shard string, v types.AttributeValue) error) error {
 	p := dynamodb.NewQueryPaginator(c.DB, &dynamodb.QueryInput{
-		TableName: aws.String(c.Table), KeyConditionExpression: aws.String("pk = :pk"), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(c.Table), KeyConditionExpression: aws.String("#pk = :pk"), ConsistentRead: aws.Bool(true),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: ledger.CheckpointPK(table)}},
-		ProjectionExpression:      aws.String("votes"),
+		ProjectionExpression:      aws.String("#sk, #attr"),
+		ExpressionAttributeNames:  map[string]string{"#pk": ledger.AttrPK, "#sk": ledger.AttrSK, "#attr": attr},
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("archiveddb: read the tally's checkpoints of %s: %w", table, err)
+			return fmt.Errorf("archiveddb: read the tally's checkpoints of %s: %w", table, err)
 		}
 		for _, it := range page.Items {
-			v, ok := it["votes"].(*types.AttributeValueMemberN)
+			sk, ok := it[ledger.AttrSK].(*types.AttributeValueMemberS)
 			if !ok {
-				continue
+				return fmt.Errorf("archiveddb: a checkpoint of %s: %w: no string %s", table, ledger.ErrMissingAttribute, ledger.AttrSK)
 			}
-			n, err := strconv.ParseInt(v.Value, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("archiveddb: a checkpoint of %s counted %q votes: %w", table, v.Value, err)
+			if err := got(sk.Value, it[attr]); err != nil {
+				return fmt.Errorf("archiveddb: checkpoint of %s/%s: %w", table, sk.Value, err)
 			}
-			sum += n
 		}
 	}
-	return sum, nil
-}
-
-// seqLess orders sequence numbers as numbers ("" is before every one).
-func seqLess(a, b string) bool {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		return len(a) < len(b)
-	}
-	return a < b
+	return nil
 }

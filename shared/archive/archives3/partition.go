@@ -21,6 +21,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // PartitionAPI is what the partition operations need; *s3.Client satisfies it.
@@ -134,10 +135,10 @@ func (a *Partitions) readFile(ctx context.Context, key string) (archive.File, []
 	sum := sha256.Sum256(data)
 	f := archive.File{Key: key, Rows: int64(len(rows)), Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
 	for _, r := range rows {
-		if f.MinSequence == "" || archive.CompareSequence(r.SequenceNumber, f.MinSequence) < 0 {
+		if f.MinSequence == "" || ledger.CompareSeq(r.SequenceNumber, f.MinSequence) < 0 {
 			f.MinSequence = r.SequenceNumber
 		}
-		if archive.CompareSequence(r.SequenceNumber, f.MaxSequence) > 0 {
+		if ledger.CompareSeq(r.SequenceNumber, f.MaxSequence) > 0 {
 			f.MaxSequence = r.SequenceNumber
 		}
 	}
@@ -220,7 +221,7 @@ func (a *Partitions) Read(ctx context.Context, p archive.Partition) (archive.Con
 			if err := replay.Add(r); err != nil {
 				return fmt.Errorf("archives3: %s: %w", f.Key, err)
 			}
-			c.Sequences[strings.TrimLeft(r.SequenceNumber, "0")] = true
+			c.Sequences[ledger.SeqKey(r.SequenceNumber)] = true
 		}
 		return nil
 	})
@@ -261,10 +262,10 @@ func (a *Partitions) Write(ctx context.Context, key string, rows []archive.Row) 
 
 func seqRange(rows []archive.Row) (first, last string) {
 	for _, r := range rows {
-		if first == "" || archive.CompareSequence(r.SequenceNumber, first) < 0 {
+		if first == "" || ledger.CompareSeq(r.SequenceNumber, first) < 0 {
 			first = r.SequenceNumber
 		}
-		if archive.CompareSequence(r.SequenceNumber, last) > 0 {
+		if ledger.CompareSeq(r.SequenceNumber, last) > 0 {
 			last = r.SequenceNumber
 		}
 	}

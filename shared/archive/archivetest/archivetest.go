@@ -23,6 +23,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // MemS3 is an in-memory bucket with real behaviour (a put replaces, a get
@@ -146,6 +147,7 @@ func VoteRecord(i int) events.DynamoDBEventRecord {
 	pk := fmt.Sprintf("%s#%d", poll, (i*13)%16)
 	sk := voter + "#" + voteID
 	cast := voteTime.Add(time.Duration(i) * 1700 * time.Millisecond)
+	item := ledger.Item{PK: pk, SK: sk, VoteID: voteID, PollID: poll, OptionID: option, VoterID: voter, CastAt: cast, CountedAt: cast.Add(2 * time.Second)}
 	s := events.NewStringAttribute
 	return events.DynamoDBEventRecord{
 		AWSRegion: "us-east-1", EventSource: "aws:dynamodb", EventVersion: "1.1", EventSourceArn: LedgerARN,
@@ -155,14 +157,20 @@ func VoteRecord(i int) events.DynamoDBEventRecord {
 			SequenceNumber:              Seq(i),
 			SizeBytes:                   180,
 			StreamViewType:              "NEW_AND_OLD_IMAGES",
-			Keys:                        map[string]events.DynamoDBAttributeValue{"pk": s(pk), "sk": s(sk)},
-			NewImage: map[string]events.DynamoDBAttributeValue{
-				"pk": s(pk), "sk": s(sk), "voteId": s(voteID), "pollId": s(poll), "optionId": s(option), "voterId": s(voter),
-				"castAt":    s(cast.Format(time.RFC3339Nano)),
-				"countedAt": s(cast.Add(2 * time.Second).Format(time.RFC3339Nano)),
-			},
+			Keys:                        map[string]events.DynamoDBAttributeValue{ledger.AttrPK: s(pk), ledger.AttrSK: s(sk)},
+			NewImage:                    LedgerImage(item),
 		},
 	}
+}
+
+// LedgerImage is a ledger item's stream image.
+func LedgerImage(it ledger.Item) map[string]events.DynamoDBAttributeValue {
+	attrs := it.Attributes()
+	img := make(map[string]events.DynamoDBAttributeValue, len(attrs))
+	for name, v := range attrs {
+		img[name] = events.NewStringAttribute(v)
+	}
+	return img
 }
 
 // Seq is the i-th vote's sequence number: 28 digits, growing by 3.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // RandomValue is a random attribute value of any DynamoDB type: S (with
@@ -135,28 +136,30 @@ func RandomLedgerItem(r *rand.Rand) archive.Item {
 	odd := func() bool { return r.IntN(3) == 0 }
 	poll, voter, vote := fmt.Sprintf("poll-%d", r.IntN(5)), fmt.Sprintf("voter-%d", r.IntN(1000)), fmt.Sprintf("v%08x", r.Uint32())
 	at := time.Date(2026, 11, 1+r.IntN(30), r.IntN(24), r.IntN(60), r.IntN(60), r.IntN(1e6)*1000, time.UTC)
-	img := archive.Item{
-		"pk": fmt.Sprintf("%s#%d", poll, r.IntN(10)), "sk": voter + "#" + vote,
-		"pollId": poll, "optionId": fmt.Sprintf("opt-%d", r.IntN(4)), "voterId": voter, "voteId": vote,
-		"castAt": at.Format(time.RFC3339Nano), "countedAt": at.Add(time.Second).Format(time.RFC3339Nano),
+	item := ledger.Item{PK: fmt.Sprintf("%s#%d", poll, r.IntN(10)), SK: voter + "#" + vote,
+		PollID: poll, OptionID: fmt.Sprintf("opt-%d", r.IntN(4)), VoterID: voter, VoteID: vote,
+		CastAt: at, CountedAt: at.Add(time.Second)}
+	img := archive.Item{}
+	for name, v := range item.Attributes() {
+		img[name] = v
 	}
 	if r.IntN(2) == 0 {
-		img["sk"] = voter
+		img[ledger.AttrSK] = voter
 	}
 	if odd() {
-		img["castAt"] = at.Add(7 * time.Nanosecond).Format(time.RFC3339Nano)
+		img[ledger.AttrCastAt] = at.Add(7 * time.Nanosecond).Format(time.RFC3339Nano)
 	}
 	if odd() {
-		img["countedAt"] = at.In(time.FixedZone("X", 3600)).Format(time.RFC3339Nano)
+		img[ledger.AttrCountedAt] = at.In(time.FixedZone("X", 3600)).Format(time.RFC3339Nano)
 	}
 	if odd() {
-		img["optionId"] = randomNumber(r)
+		img[ledger.AttrOptionID] = randomNumber(r)
 	}
 	if odd() {
-		img["sk"] = "other#" + vote
+		img[ledger.AttrSK] = "other#" + vote
 	}
 	if odd() {
-		delete(img, "voteId")
+		delete(img, ledger.AttrVoteID)
 	}
 	if odd() {
 		img["note"] = RandomValue(r, 3)

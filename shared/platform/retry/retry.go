@@ -1,7 +1,8 @@
 // Package retry is the one backoff and context-aware sleep of ddbpipe: the
 // pause before retrying throttled, unprocessed or conflicting AWS requests,
-// and the sleeps of the local runner and fault proxy. It imports no AWS
-// package, so domain code may use it too.
+// the spacing of a vote's redeliveries, the CLI's waits, and the sleeps of
+// the local runner and fault proxy. It imports no AWS package, so domain
+// code may use it too.
 package retry
 
 import (
@@ -10,14 +11,31 @@ import (
 	"time"
 )
 
-// Backoff is a capped exponential backoff with "equal jitter": the pause
-// before retry n (1 for the first retry) is drawn from the upper half of
-// min(Base·2^(n-1), Max), so retries of many callers spread out while each
-// still waits at least half its step.
+// Backoff is a capped exponential backoff: the step before retry n (1 for
+// the first retry) is min(Base·2^(n-1), Max), and Jitter says how the pause
+// is drawn from it.
 type Backoff struct {
-	Base time.Duration // first step; must be > 0
-	Max  time.Duration // cap on a step; must be >= Base
+	Base   time.Duration // first step; must be > 0
+	Max    time.Duration // cap on a step; must be >= Base
+	Jitter Jitter        // EqualJitter unless set
 }
+
+// Jitter is how a Backoff's pause is drawn from its step.
+type Jitter int
+
+const (
+	// EqualJitter draws from the upper half of the step: retries of many
+	// callers spread out while each still waits at least half its step.
+	EqualJitter Jitter = iota
+	// FullJitter draws from the whole step, from nothing up: callers that
+	// collided on one item (a transaction conflict) do not collide again
+	// in step.
+	FullJitter
+	// NoJitter pauses for the step itself: a schedule stated in figures
+	// (a vote's redeliveries), or a lone caller with nobody to spread from
+	// (the CLI waiting on the pipeline).
+	NoJitter
+)
 
 // Delay is the pause before retry n. n < 1 counts as 1.
 func (b Backoff) Delay(n int) time.Duration {
@@ -28,6 +46,12 @@ func (b Backoff) Delay(n int) time.Duration {
 	step = min(step, b.Max)
 	if step <= 0 {
 		return 0
+	}
+	switch b.Jitter {
+	case FullJitter:
+		return rand.N(step + 1)
+	case NoJitter:
+		return step
 	}
 	return step/2 + rand.N(step/2+1)
 }

@@ -2,6 +2,7 @@ package votesddb
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -161,13 +163,53 @@ func describe(item map[string]types.AttributeValue) string {
 // timestamp precision: a castAt with nanoseconds and an offset is written
 // as its microsecond in UTC.
 func TestLedgerItemTimes(t *testing.T) {
-	s := &Votes{now: func() time.Time { return time.Date(2026, 11, 2, 3, 4, 5, 123456789, time.UTC) }}
+	counted := time.Date(2026, 11, 2, 3, 4, 5, 123456789, time.UTC)
 	cast := time.Date(2026, 11, 2, 4, 4, 5, 987654321, time.FixedZone("CET", 3600))
 	e := votes.Entry{Vote: votes.Vote{VoteID: "v1", PollID: "p", OptionID: "a", VoterID: "u", CastAt: cast}}
-	item := s.ledgerItem(e, ledgerTime(s.now()))
+	item := ledgerItem(e, counted)
 	for name, want := range map[string]string{"castAt": "2026-11-02T03:04:05.987654Z", "countedAt": "2026-11-02T03:04:05.123456Z"} {
 		if got := item[name].(*types.AttributeValueMemberS).Value; got != want {
 			t.Errorf("%s = %s, want %s", name, got, want)
 		}
+	}
+}
+
+// condFailed is an API whose PutItem fails its condition, returning the
+// item that holds the key.
+type condFailed struct {
+	API
+	holder map[string]types.AttributeValue
+}
+
+func (c condFailed) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return nil, &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: c.holder}
+}
+
+// A vote whose key is taken names the vote that holds it; a holder without
+// a voteId is an error, not a vote of no id.
+func TestPutVoteNamesTheHolder(t *testing.T) {
+	e := votes.Entry{Vote: votes.Vote{VoteID: "v2", PollID: "p", OptionID: "a", VoterID: "u", CastAt: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)}}
+	for _, tt := range []struct {
+		name   string
+		holder map[string]types.AttributeValue
+		want   string // StoredVoteID, "" for ledger.ErrMissingAttribute
+	}{
+		{"a vote", ledgerItem(votes.Entry{Vote: votes.Vote{VoteID: "v1", PollID: "p", OptionID: "a", VoterID: "u"}}, e.CastAt), "v1"},
+		{"an item without voteId", map[string]types.AttributeValue{ledger.AttrPK: avS("p#3"), ledger.AttrSK: avS("u")}, ""},
+		{"a voteId of another type", map[string]types.AttributeValue{ledger.AttrVoteID: avN("1")}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(condFailed{holder: tt.holder}, "counters", "votes")
+			var ex *votes.ExistsError
+			for _, put := range []func(context.Context, votes.Entry) error{s.PutVote, s.ClaimVoter} {
+				err := put(context.Background(), e)
+				if tt.want == "" && !errors.Is(err, ledger.ErrMissingAttribute) {
+					t.Errorf("got %v, want ledger.ErrMissingAttribute", err)
+				}
+				if tt.want != "" && (!errors.As(err, &ex) || ex.StoredVoteID != tt.want) {
+					t.Errorf("got %v, want *votes.ExistsError holding %s", err, tt.want)
+				}
+			}
+		})
 	}
 }

@@ -9,25 +9,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
-func (s *Votes) ledgerItem(e votes.Entry, countedAt string) map[string]types.AttributeValue {
-	pk, sk := e.LedgerKey()
-	return map[string]types.AttributeValue{
-		"pk": str(pk), "sk": str(sk),
-		"voteId": str(e.VoteID), "pollId": str(e.PollID), "optionId": str(e.OptionID), "voterId": str(e.VoterID),
-		"castAt": str(ledgerTime(e.CastAt)), "countedAt": str(countedAt),
+// ledgerItem is a vote's ledger item, written at countedAt.
+func ledgerItem(e votes.Entry, countedAt time.Time) map[string]types.AttributeValue {
+	attrs := e.LedgerItem(countedAt).Attributes()
+	item := make(map[string]types.AttributeValue, len(attrs))
+	for name, v := range attrs {
+		item[name] = str(v)
 	}
-}
-
-// ledgerTime writes a ledger time in UTC to the microsecond: the precision
-// of the archive's timestamp columns (and of Athena's and DuckDB's), so the
-// archive holds castAt and countedAt in its typed columns; a time with
-// nanoseconds would have to stay in the archive's JSON to stay exact.
-func ledgerTime(t time.Time) string {
-	return t.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+	return item
 }
 
 // PutVote writes a vote into its month's ledger with one conditional
@@ -38,8 +32,8 @@ func ledgerTime(t time.Time) string {
 func (s *Votes) PutVote(ctx context.Context, e votes.Entry) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.LedgerTable(e.Month())),
-		Item:                                s.ledgerItem(e, ledgerTime(s.now())),
-		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
+		Item:                                ledgerItem(e, s.now()),
+		ConditionExpression:                 aws.String("attribute_not_exists(" + ledger.AttrPK + ")"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	return s.putErr(err, "write vote "+e.VoteID+" into "+s.LedgerTable(e.Month()))
@@ -48,12 +42,14 @@ func (s *Votes) PutVote(ctx context.Context, e votes.Entry) error {
 // ClaimVoter records that a one-vote-per-voter poll's voter voted, in the
 // counters table (pk voter#<pollId>#<voterId>), once for every month: a
 // second vote by the voter, in any month, finds the claim. 1 write unit.
+// The claim names its vote and castAt as the ledger item does, so putErr
+// reads either.
 func (s *Votes) ClaimVoter(ctx context.Context, e votes.Entry) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.counters),
 		Item: map[string]types.AttributeValue{
 			"pk": str("voter#" + e.PollID + "#" + e.VoterID), "sk": str("voter"),
-			"voteId": str(e.VoteID), "castAt": str(ledgerTime(e.CastAt)),
+			ledger.AttrVoteID: str(e.VoteID), ledger.AttrCastAt: str(ledger.FormatTime(e.CastAt)),
 		},
 		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -61,7 +57,9 @@ func (s *Votes) ClaimVoter(ctx context.Context, e votes.Entry) error {
 	return s.putErr(err, "claim voter "+e.VoterID+" of poll "+e.PollID)
 }
 
-// putErr maps a conditional PutItem's error.
+// putErr maps a conditional PutItem's error. The item that failed the
+// condition names the vote that holds the key; one that comes back without
+// its voteId is an error, not a vote of no id.
 func (s *Votes) putErr(err error, what string) error {
 	switch {
 	case err == nil:
@@ -70,9 +68,11 @@ func (s *Votes) putErr(err error, what string) error {
 		ex := &votes.ExistsError{}
 		var cf *types.ConditionalCheckFailedException
 		if asCondition(err, &cf) {
-			if v, ok := cf.Item["voteId"].(*types.AttributeValueMemberS); ok {
-				ex.StoredVoteID = v.Value
+			v, ok := cf.Item[ledger.AttrVoteID].(*types.AttributeValueMemberS)
+			if !ok {
+				return fmt.Errorf("votesddb: %s: the item holding the key has no %s: %w", what, ledger.AttrVoteID, ledger.ErrMissingAttribute)
 			}
+			ex.StoredVoteID = v.Value
 		}
 		return ex
 	case awserr.Is(err, "ResourceNotFoundException"):
@@ -89,14 +89,14 @@ func (s *Votes) Voted(ctx context.Context, p votes.Poll, voterID, month string) 
 	pk, sk := e.LedgerKey()
 	table := aws.String(s.LedgerTable(month))
 	if p.OneVotePerVoter {
-		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}})
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: map[string]types.AttributeValue{ledger.AttrPK: str(pk), ledger.AttrSK: str(sk)}})
 		if err != nil {
 			return false, fmt.Errorf("votesddb: voted: %w", classify(err))
 		}
 		return out.Item != nil, nil
 	}
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName: table, KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :v)"), Limit: aws.Int32(1),
+		TableName: table, KeyConditionExpression: aws.String(ledger.AttrPK + " = :pk AND begins_with(" + ledger.AttrSK + ", :v)"), Limit: aws.Int32(1),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":v": str(voterID + "#")},
 	})
 	if err != nil {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -18,7 +16,7 @@ import (
 )
 
 // Tally checkpoints live in the counters table, one item per ledger stream
-// shard:
+// shard, with the attributes shared/ledger names (ledger.CheckpointSeq, …):
 //
 //	checkpoint  pk = ckpt#<ledger table>  sk = <stream shard id>  seq, at, lastWrittenAt, votes, ttl
 //
@@ -42,22 +40,39 @@ var _ votes.TallyStore = (*Votes)(nil)
 
 // CheckpointKey is the key of a stream shard's checkpoint item.
 func CheckpointKey(s votes.StreamShard) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": str(ledger.CheckpointPK(s.Table)), "sk": str(s.Shard)}
+	return map[string]types.AttributeValue{ledger.AttrPK: str(ledger.CheckpointPK(s.Table)), ledger.AttrSK: str(s.Shard)}
 }
 
-// Checkpoint reads a stream shard's checkpoint (strongly consistent).
+// Checkpoint reads a stream shard's checkpoint (strongly consistent): ""
+// when the shard has none, ledger.ErrMissingAttribute when its item has no
+// sequence number (counting from none would count the shard twice).
 func (s *Votes) Checkpoint(ctx context.Context, sh votes.StreamShard) (string, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.counters), Key: CheckpointKey(sh), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("seq"),
+		ProjectionExpression:     aws.String("#pk, #seq"),
+		ExpressionAttributeNames: map[string]string{"#pk": ledger.AttrPK, "#seq": ledger.CheckpointSeq},
 	})
 	if err != nil {
 		return "", fmt.Errorf("votesddb: read checkpoint of %s/%s: %w", sh.Table, sh.Shard, classify(err))
 	}
-	if v, ok := out.Item["seq"].(*types.AttributeValueMemberS); ok {
-		return v.Value, nil
+	if out.Item == nil {
+		return "", nil
 	}
-	return "", nil
+	seq, err := stringAttr(out.Item, ledger.CheckpointSeq)
+	if err != nil {
+		return "", fmt.Errorf("votesddb: checkpoint of %s/%s: %w", sh.Table, sh.Shard, err)
+	}
+	return seq, nil
+}
+
+// stringAttr is an item's string attribute; ledger.ErrMissingAttribute when
+// the item has none by that name.
+func stringAttr(item map[string]types.AttributeValue, name string) (string, error) {
+	v, ok := item[name].(*types.AttributeValueMemberS)
+	if !ok {
+		return "", fmt.Errorf("%w: no string %s", ledger.ErrMissingAttribute, name)
+	}
+	return v.Value, nil
 }
 
 // CommitTally adds the increments and moves the checkpoint from `from` to
@@ -65,9 +80,13 @@ func (s *Votes) Checkpoint(ctx context.Context, sh votes.StreamShard) (string, e
 // per increment), conditioned on the checkpoint being `from`.
 func (s *Votes) CommitTally(ctx context.Context, sh votes.StreamShard, from string, c votes.TallyCommit) error {
 	now := s.now().UTC()
-	cond, vals := "attribute_not_exists(pk)", map[string]types.AttributeValue{}
-	if from != "" {
-		cond, vals[":from"] = "seq = :from", str(from)
+	names := map[string]string{"#seq": ledger.CheckpointSeq, "#at": ledger.CheckpointAt, "#votes": ledger.CheckpointVotes, "#ttl": TTLAttribute}
+	vals := map[string]types.AttributeValue{}
+	cond := "#seq = :from"
+	if from == "" {
+		cond, names["#pk"] = "attribute_not_exists(#pk)", ledger.AttrPK
+	} else {
+		vals[":from"] = str(from)
 	}
 	vals[":seq"] = str(c.Seq)
 	vals[":at"] = str(now.Format(readAtLayout))
@@ -76,17 +95,18 @@ func (s *Votes) CommitTally(ctx context.Context, sh votes.StreamShard, from stri
 	// deletes by the real time, and a rehearsal's moved clock (the soak's
 	// October) would have it delete checkpoints still in use.
 	vals[":ttl"] = num(s.checkpointExpiry(sh.Table).Unix())
-	set := "SET seq = :seq, #at = :at, #ttl = :ttl"
+	set := "SET #seq = :seq, #at = :at, #ttl = :ttl"
 	if !c.LastWrittenAt.IsZero() {
+		names["#lw"] = ledger.CheckpointLastWrittenAt
 		vals[":lw"] = str(c.LastWrittenAt.UTC().Format(readAtLayout))
-		set += ", lastWrittenAt = :lw"
+		set += ", #lw = :lw"
 	}
 	items := make([]types.TransactWriteItem, 0, len(c.Increments)+1)
 	items = append(items, types.TransactWriteItem{Update: &types.Update{
 		TableName: aws.String(s.counters), Key: CheckpointKey(sh),
-		UpdateExpression:          aws.String(set + " ADD votes :n"),
+		UpdateExpression:          aws.String(set + " ADD #votes :n"),
 		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#at": "at", "#ttl": TTLAttribute},
+		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
 	}})
 	for _, inc := range c.Increments {
@@ -116,11 +136,10 @@ func (s *Votes) CommitTally(ctx context.Context, sh votes.StreamShard, from stri
 // after the table's month ends (a table not named for a month: the first).
 func (s *Votes) checkpointExpiry(table string) time.Time {
 	exp := s.realNow().Add(CheckpointTTL)
-	if m, ok := strings.CutPrefix(table, s.ledgerPrefix+"-"); ok {
-		if start, err := ledger.Opens(m); err == nil {
-			if keep := ledger.End(start).Add(CheckpointKeep); keep.After(exp) {
-				exp = keep
-			}
+	if prefix, m, ok := ledger.SplitTable(table); ok && prefix == s.ledgerPrefix {
+		opens, _ := ledger.Opens(m) // SplitTable's month is well formed
+		if keep := ledger.End(opens).Add(CheckpointKeep); keep.After(exp) {
+			exp = keep
 		}
 	}
 	return exp
@@ -141,45 +160,38 @@ func (s *Votes) increment(inc votes.Increment) *types.Update {
 
 // Staleness reads the checkpoints of the ledgers of month and the month
 // before it: when the tally last committed, and the lag from ledger write
-// to counting at the latest commits.
+// to counting at the latest commits. A checkpoint it cannot read is an
+// error, not a shard left out of the figures.
 func (s *Votes) Staleness(ctx context.Context, now time.Time) (votes.Staleness, error) {
 	var st votes.Staleness
-	type ckpt struct {
-		At            string `dynamodbav:"at"`
-		LastWrittenAt string `dynamodbav:"lastWrittenAt"`
-	}
-	var all []ckpt
-	cur := now.UTC()
-	for _, m := range []string{ledger.MonthOf(cur.AddDate(0, -1, 1-cur.Day())), ledger.MonthOf(cur)} {
+	cur := ledger.MonthOf(now)
+	prev, _ := ledger.Add(cur, -1) // cur is well formed
+	var commits []checkpointCommit
+	for _, m := range []string{prev, cur} {
+		table := s.LedgerTable(m)
 		p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-			TableName: aws.String(s.counters), KeyConditionExpression: aws.String("pk = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(ledger.CheckpointPK(s.LedgerTable(m)))},
-			ProjectionExpression:      aws.String("#at, lastWrittenAt"),
-			ExpressionAttributeNames:  map[string]string{"#at": "at"},
+			TableName: aws.String(s.counters), KeyConditionExpression: aws.String("#pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(ledger.CheckpointPK(table))},
+			ProjectionExpression:      aws.String("#sk, #at, #lw"),
+			ExpressionAttributeNames: map[string]string{"#pk": ledger.AttrPK, "#sk": ledger.AttrSK,
+				"#at": ledger.CheckpointAt, "#lw": ledger.CheckpointLastWrittenAt},
 		})
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
 				return st, fmt.Errorf("votesddb: read checkpoints of %s: %w", m, classify(err))
 			}
-			var items []ckpt
-			if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
-				return st, fmt.Errorf("votesddb: checkpoints of %s: %w", m, err)
+			for _, item := range page.Items {
+				c, err := commitOf(item)
+				if err != nil {
+					shard, _ := stringAttr(item, ledger.AttrSK)
+					return st, fmt.Errorf("votesddb: checkpoint of %s/%s: %w", table, shard, err)
+				}
+				commits = append(commits, c)
+				if c.at.After(st.CountedAt) {
+					st.CountedAt = c.at
+				}
 			}
-			all = append(all, items...)
-		}
-	}
-	type commit struct{ at, written time.Time }
-	var commits []commit
-	for _, c := range all {
-		at, err := time.Parse(time.RFC3339Nano, c.At)
-		if err != nil {
-			continue
-		}
-		w, _ := time.Parse(time.RFC3339Nano, c.LastWrittenAt)
-		commits = append(commits, commit{at, w})
-		if at.After(st.CountedAt) {
-			st.CountedAt = at
 		}
 	}
 	// The lag of the shards that committed within a minute of the latest
@@ -190,6 +202,30 @@ func (s *Votes) Staleness(ctx context.Context, now time.Time) (votes.Staleness, 
 		}
 	}
 	return st, nil
+}
+
+// checkpointCommit is when a checkpoint was last committed, and the latest
+// ledger write it counted (zero when unknown).
+type checkpointCommit struct{ at, written time.Time }
+
+// commitOf reads a checkpoint's commit times: its at, which every commit
+// writes (ledger.ErrMissingAttribute without it), and its lastWrittenAt,
+// which a commit of votes with no known write time leaves out.
+func commitOf(item map[string]types.AttributeValue) (checkpointCommit, error) {
+	var c checkpointCommit
+	at, err := stringAttr(item, ledger.CheckpointAt)
+	if err != nil {
+		return c, err
+	}
+	if c.at, err = time.Parse(time.RFC3339Nano, at); err != nil {
+		return c, fmt.Errorf("%s: %w", ledger.CheckpointAt, err)
+	}
+	if w, ok := item[ledger.CheckpointLastWrittenAt].(*types.AttributeValueMemberS); ok {
+		if c.written, err = time.Parse(time.RFC3339Nano, w.Value); err != nil {
+			return c, fmt.Errorf("%s: %w", ledger.CheckpointLastWrittenAt, err)
+		}
+	}
+	return c, nil
 }
 
 // asCondition finds a ConditionalCheckFailedException in err.

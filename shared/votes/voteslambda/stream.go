@@ -72,8 +72,9 @@ func (h *Stream) Handle(ctx context.Context, ev events.DynamoDBTimeWindowEvent) 
 	return resp, nil
 }
 
-// LedgerRecordOf reads a ledger stream record. ok is false for an INSERT
-// that is not a vote (no pollId or optionId): it counts nothing.
+// LedgerRecordOf reads a ledger stream record, by the attribute names of
+// shared/ledger. ok is false for an INSERT that is not a vote (no pollId or
+// optionId): it counts nothing, and Handle logs and measures it.
 func LedgerRecordOf(r events.DynamoDBEventRecord) (rec votes.LedgerRecord, ok bool) {
 	rec.Seq = r.Change.SequenceNumber
 	if r.EventName != "INSERT" {
@@ -86,12 +87,12 @@ func LedgerRecordOf(r events.DynamoDBEventRecord) (rec votes.LedgerRecord, ok bo
 		}
 		return ""
 	}
-	rec.PollID, rec.OptionID = s("pollId"), s("optionId")
+	rec.PollID, rec.OptionID = s(ledger.AttrPollID), s(ledger.AttrOptionID)
 	if rec.PollID == "" || rec.OptionID == "" {
 		return rec, false
 	}
 	rec.Vote = true
-	if t, err := time.Parse(time.RFC3339Nano, s("countedAt")); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, s(ledger.AttrCountedAt)); err == nil {
 		rec.WrittenAt = t
 	}
 	return rec, true
