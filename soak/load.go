@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -495,12 +494,11 @@ func (s *soak) listObjects(ctx context.Context, c *objectsclient.Client, worker 
 
 func (s *soak) deleteObject(ctx context.Context, c *objectsclient.Client, key string, known map[string]int64) string {
 	_, err := c.Delete(ctx, key, nil)
-	var apiErr *objectsclient.Error
 	switch {
 	case err == nil:
 		delete(known, key)
 		return "delete ok"
-	case objectsclient.IsNotFound(err) || (errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound):
+	case objectsclient.IsNotFound(err):
 		return "delete 404"
 	}
 	return "delete failed"

@@ -33,7 +33,8 @@ func openAPI(tb testing.TB) *openapicheck.Document {
 }
 
 // TestOpenAPIErrorReasons holds the document's error reasons (the enum
-// ErrorCode) to the code's: every Reason… string constant of the objects
+// ErrorCode) to the code's: every Reason… string constant of the HTTP edge
+// both APIs share (platform/apigw), the objects
 // API, the objects and search domains and the polls routes is listed, and nothing
 // else, so a reason added in the code fails here even before a test
 // meets it in an answer. It reads the packages' source, as grep would.
@@ -47,7 +48,7 @@ func TestOpenAPIErrorReasons(t *testing.T) {
 		listed[fmt.Sprint(v)] = true
 	}
 	inCode := map[string]string{} // reason → the constant that names it
-	for _, dir := range []string{"shared/objects/objectsapi", "shared/objects", "shared/search", "shared/votes/voteslambda"} {
+	for _, dir := range []string{"shared/platform/apigw", "shared/objects/objectsapi", "shared/objects", "shared/search", "shared/votes/voteslambda"} {
 		for name, value := range reasonConstants(t, filepath.Join(repoRoot(t), dir)) {
 			inCode[value] = dir + ": " + name
 		}

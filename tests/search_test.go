@@ -17,6 +17,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
@@ -289,7 +290,7 @@ func TestSearchRefusals(t *testing.T) {
 		{"x", objectsclient.SearchOptions{ContentType: "not a type"}, "bad-content-type"},
 	} {
 		_, err := s.client.Search(ctx, tc.words, tc.o)
-		var e *objectsclient.Error
+		var e *apigw.Error
 		if !errors.As(err, &e) || e.Status != 400 || e.ErrorBody.Error != tc.reason {
 			t.Errorf("search %.20q %+v: %v, want 400 %s", tc.words, tc.o, err, tc.reason)
 		}
@@ -297,7 +298,7 @@ func TestSearchRefusals(t *testing.T) {
 	// 10,000 characters do not fit API Gateway's request line and headers
 	// (10 KB): its 431 refuses them before the function.
 	_, err := s.client.Search(ctx, strings.Repeat("w", 10_000), objectsclient.SearchOptions{})
-	var e *objectsclient.Error
+	var e *apigw.Error
 	if !errors.As(err, &e) || e.Status != 431 {
 		t.Errorf("a 10,000-character search: %v, want 431", err)
 	}

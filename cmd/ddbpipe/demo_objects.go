@@ -18,6 +18,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
 	"github.com/ddbpipe/ddbpipe/tools/bodies"
@@ -138,7 +139,7 @@ func (d *objectsDemo) upload(ctx context.Context) error {
 // round-trip and the API refuses it.
 func (d *objectsDemo) refuseNUL(ctx context.Context) error {
 	_, err := d.c.Put(ctx, "demo/nul\x00key", []byte("x"), objectsclient.PutOptions{})
-	var apiErr *objectsclient.Error
+	var apiErr *apigw.Error
 	if !errors.As(err, &apiErr) {
 		return fmt.Errorf("demo: a key with a NUL byte was not refused: %v", err)
 	}

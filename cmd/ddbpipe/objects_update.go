@@ -43,7 +43,7 @@ func objectsUpdate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		return out.Bytes(), nil
 	})
-	if isConflict(err) {
+	if _, conflict := objectsclient.IsConflict(err); conflict {
 		return fmt.Errorf("%w (another writer kept winning; raise -retries)", err)
 	}
 	if err != nil {
@@ -51,9 +51,4 @@ func objectsUpdate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	fmt.Fprintf(stdout, "%s: version %d (%d bytes, %s; %d attempt(s))\n", showKey(key), m.Version, m.Size, m.Kind, runs)
 	return nil
-}
-
-func isConflict(err error) bool {
-	var e *objectsclient.Error
-	return errors.As(err, &e) && e.Status == 409
 }

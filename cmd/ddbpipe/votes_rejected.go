@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
@@ -80,15 +81,11 @@ func readPollRejects(ctx context.Context, f apiFlags, id string, limit int) (vot
 		return votes.PollRejects{}, fmt.Errorf("read the rejects of %s: %w", id, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e voteslambda.ErrorBody
-		_ = json.Unmarshal(body, &e)
-		switch {
-		case e.Error == voteslambda.ReasonUnknownPoll:
+		e, _ := apigw.ReadError(resp.StatusCode, body)
+		if e.ErrorBody.Error == voteslambda.ReasonUnknownPoll {
 			return votes.PollRejects{}, fmt.Errorf("no poll %q (`ddbpipe polls ls` lists the polls)", id)
-		case e.Message != "":
-			return votes.PollRejects{}, fmt.Errorf("GET /polls/%s/rejects: %d %s: %s", id, resp.StatusCode, e.Error, e.Message)
 		}
-		return votes.PollRejects{}, fmt.Errorf("GET /polls/%s/rejects: %d %s", id, resp.StatusCode, printable(string(body[:min(len(body), 200)])))
+		return votes.PollRejects{}, fmt.Errorf("GET /polls/%s/rejects: %w", id, e)
 	}
 	var r votes.PollRejects
 	if err := json.Unmarshal(body, &r); err != nil {

@@ -172,7 +172,8 @@
 // (malformed, or made for another prefix or delimiter), bad-query (another
 // parameter).
 //
-// Errors are {"error":"<reason>","message":"…"}: 400 for bad keys
+// Errors are {"error":"<reason>","message":"…"} (apigw.ErrorBody, the
+// edge every route shares: package shared/platform/apigw): 400 for bad keys
 // (empty-key, key-too-long, key-not-utf8, key-bad-char: NUL), bad-query,
 // bad-version, bad-if-match,
 // bad-placement, invalid-json, missing-body, bad-sha256, bad-parts,

@@ -20,7 +20,7 @@ const (
 // SearchParams are the parameters a search takes (QuerySearch first).
 var SearchParams = []string{QuerySearch, QueryType, QueryMinSize, QueryMaxSize, QuerySince, QueryUntil, "prefix", "limit", "cursor", QueryFresh}
 
-// Reasons of a search (ErrorBody.Error): 400 for the request's own (the
+// Reasons of a search (apigw.ErrorBody.Error): 400 for the request's own (the
 // search domain's: bad-query, bad-limit, bad-size, bad-time,
 // bad-content-type, bad-prefix, bad-cursor), 503 when the stack runs
 // without search or its index cannot answer.

@@ -75,29 +75,17 @@ type Link struct {
 	ContentType string    `json:"contentType"`
 }
 
-// ErrorBody is every error's body.
-type ErrorBody struct {
-	Error          string `json:"error"` // a reason: Reason… below, or a key or input rule's (key-bad-char, too-large, …)
-	Message        string `json:"message"`
-	CurrentVersion *int64 `json:"currentVersion,omitempty"` // conflicts
-	Deleted        bool   `json:"deleted,omitempty"`        // conflicts with a deleted object
-}
-
-// Reasons of the API itself (ErrorBody.Error); the key and input rules'
-// reasons (empty-key, key-not-utf8, too-large, bad-sha256, …) come from
-// the objects domain.
+// Reasons of the objects API itself (apigw.ErrorBody.Error), beside the
+// edge's own (apigw.Reason…: internal, not-found, throttled, too-large,
+// bad-body, missing-body, invalid-json) and the key and input rules'
+// reasons of the objects domain (empty-key, key-not-utf8, too-large,
+// bad-sha256, …).
 const (
 	ReasonBadIfMatch    = "bad-if-match"
 	ReasonBadPlacement  = "bad-placement"
-	ReasonBadBody       = "bad-body"
-	ReasonInvalidJSON   = "invalid-json"
-	ReasonMissingBody   = "missing-body"
-	ReasonNotFound      = "not-found"
 	ReasonNoMethod      = "method-not-allowed"
 	ReasonConflict      = "conflict"
-	ReasonThrottled     = "throttled"
 	ReasonChecksum      = "checksum-mismatch"
-	ReasonInternal      = "internal"
 	ReasonUnsupportedIf = "unsupported-precondition"
 	ReasonBadQuery      = "bad-query"
 )
@@ -172,7 +160,7 @@ type CompleteRequest struct {
 	Parts []Part `json:"parts"`
 }
 
-// Reasons of range requests (ErrorBody.Error): 400 for a malformed Range,
+// Reasons of range requests (apigw.ErrorBody.Error): 400 for a malformed Range,
 // 416 for one the API will not serve (with Content-Range: bytes */<size>).
 const (
 	ReasonBadRange            = "bad-range"

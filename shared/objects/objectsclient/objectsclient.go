@@ -24,8 +24,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
 )
 
@@ -74,20 +74,10 @@ func NewSigned(baseURL string, cfg aws.Config, hc *http.Client) (*Client, error)
 	return New(baseURL, signed), nil
 }
 
-// Error is a response the API refused.
-type Error struct {
-	Status int
-	objectsapi.ErrorBody
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("objects API: %d %s: %s", e.Status, e.ErrorBody.Error, e.Message)
-}
-
 // IsConflict reports whether err is a 409 version conflict; current is the
 // object's version then.
 func IsConflict(err error) (current int64, ok bool) {
-	var e *Error
+	var e *apigw.Error
 	if errors.As(err, &e) && e.Status == http.StatusConflict && e.ErrorBody.Error == objectsapi.ReasonConflict {
 		if e.CurrentVersion != nil {
 			current = *e.CurrentVersion
@@ -99,7 +89,7 @@ func IsConflict(err error) (current int64, ok bool) {
 
 // IsNotFound reports whether err is a 404.
 func IsNotFound(err error) bool {
-	var e *Error
+	var e *apigw.Error
 	return errors.As(err, &e) && e.Status == http.StatusNotFound
 }
 
@@ -141,23 +131,12 @@ func decode(resp *http.Response, out any, ok ...int) error {
 		good = good || resp.StatusCode == s
 	}
 	if !good {
-		e := &Error{Status: resp.StatusCode}
-		switch {
-		case json.Unmarshal(raw, &e.ErrorBody) == nil && e.ErrorBody.Error != "":
-		case resp.StatusCode == http.StatusRequestEntityTooLarge:
-			// API Gateway's own answer to a request over Lambda's payload
-			// limit, before the function sees it: the same reason as the
-			// function's.
-			e.ErrorBody = objectsapi.ErrorBody{Error: string(objects.ReasonTooLarge), Message: "the request is over API Gateway's payload limit " +
-				"(about 4.5 MB of body once base64-encoded); send bigger documents through a presigned upload (Client.Upload, ddbpipe objects upload)"}
-		case json.Unmarshal(raw, &e.ErrorBody) == nil && e.Message != "":
-			// API Gateway's own answer ({"message":…}: a refused signature,
-			// no route), before any function: no reason of the API's.
-			e.ErrorBody = objectsapi.ErrorBody{Error: http.StatusText(resp.StatusCode), Message: truncate(e.Message, 200)}
-		default:
-			e.ErrorBody = objectsapi.ErrorBody{Error: http.StatusText(resp.StatusCode), Message: truncate(string(raw), 200)}
+		e, gateway := apigw.ReadError(resp.StatusCode, raw)
+		if gateway && e.ErrorBody.Error == apigw.ReasonTooLarge {
+			e.Message = "the request is over API Gateway's payload limit " +
+				"(about 4.5 MB of body once base64-encoded); send bigger documents through a presigned upload (Client.Upload, ddbpipe objects upload)"
 		}
-		return e
+		return fmt.Errorf("objects API: %w", e)
 	}
 	if out == nil {
 		return nil
@@ -299,7 +278,7 @@ type Part struct {
 // request: n bytes from off (bytes=off-(off+n-1)); with n = ToEnd, from off
 // to the end (bytes=off-); with off < 0 and n = ToEnd, the last -off bytes
 // (bytes=-(-off)). A range past the end of the document is cut there; one
-// that starts past it is a 416 *Error. The API cuts a range longer than a
+// that starts past it is a 416 *apigw.Error. The API cuts a range longer than a
 // response carries (4 MiB): Part says which bytes came, and the rest is one
 // more GetRange away.
 //
@@ -538,11 +517,4 @@ func (c *Client) ReadModifyWrite(ctx context.Context, key string, attempts int, 
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

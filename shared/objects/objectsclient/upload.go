@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 )
 
 // UploadOptions describe a presigned upload.
@@ -92,7 +93,7 @@ func (c *Client) send(ctx context.Context, s objectsapi.SignedRequest, body io.R
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return "", fmt.Errorf("objects API: upload: the bucket answered %s: %s", resp.Status, truncate(string(msg), 300))
+		return "", fmt.Errorf("objects API: upload: the bucket answered %s: %s", resp.Status, apigw.Clip(string(msg), 300))
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.Header.Get("ETag"), nil

@@ -29,7 +29,7 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	var spec objects.RangeSpec
 	ranged := false
 	if !headOnly {
-		if spec, ranged, err = objects.ParseRange(header(req, "range")); err != nil {
+		if spec, ranged, err = objects.ParseRange(apigw.Header(req, "range")); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
@@ -41,7 +41,7 @@ func (h *HTTP) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	if headOnly {
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Headers: headers}, nil
 	}
-	r, ranged, err := servedRange(spec, ranged, header(req, "if-range"), rec)
+	r, ranged, err := servedRange(spec, ranged, apigw.Header(req, "if-range"), rec)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
@@ -126,11 +126,11 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	o := objects.PutOptions{IfMatch: match, ContentType: header(req, "content-type")}
+	o := objects.PutOptions{IfMatch: match, ContentType: apigw.Header(req, "content-type")}
 	if o.KeepInTable, err = keepInTable(req.QueryStringParameters["placement"]); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	doc, err := body(req, h.maxBody(), fmt.Sprintf(`; send bigger documents through a presigned upload: POST %s?uploads with {"size":N,"sha256":"<hex>"} (ddbpipe objects upload does it)`, objectsapi.KeyPath(key)))
+	doc, err := apigw.Body(req, h.maxBody(), fmt.Sprintf(`; send bigger documents through a presigned upload: POST %s?uploads with {"size":N,"sha256":"<hex>"} (ddbpipe objects upload does it)`, objectsapi.KeyPath(key)))
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
@@ -155,17 +155,17 @@ func (h *HTTP) put(ctx context.Context, req events.APIGatewayV2HTTPRequest, key 
 // the write is based on (nil: any), and create, whether it may only
 // create the object.
 func writeConditions(req events.APIGatewayV2HTTPRequest) (match *int64, create bool, err error) {
-	if match, err = ifMatch(header(req, "if-match"), true); err != nil {
+	if match, err = ifMatch(apigw.Header(req, "if-match"), true); err != nil {
 		return nil, false, err
 	}
 	create = match != nil && *match == 0
-	switch v := header(req, "if-none-match"); {
+	switch v := apigw.Header(req, "if-none-match"); {
 	case v == "*" && match != nil && *match != 0:
-		return nil, false, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
+		return nil, false, apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadIfMatch, "send If-Match or If-None-Match: *, not both")
 	case v == "*":
 		create, match = true, new(int64)
 	case v != "":
-		return nil, false, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-None-Match takes only * (create only)")
+		return nil, false, apigw.Refuse(apigw.Invalid, objectsapi.ReasonUnsupportedIf, "If-None-Match takes only * (create only)")
 	}
 	return match, create, nil
 }
@@ -179,7 +179,7 @@ func keepInTable(placement string) (bool, error) {
 	case "table":
 		return true, nil
 	}
-	return false, refuse(http.StatusBadRequest, objectsapi.ReasonBadPlacement, "placement %q: want auto or table", truncate(placement, 32))
+	return false, apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadPlacement, "placement %q: want auto or table", apigw.Clip(placement, 32))
 }
 
 // unchanged answers a PUT whose document the latest version already
@@ -196,7 +196,7 @@ func (h *HTTP) unchanged(w objects.Written) events.APIGatewayV2HTTPResponse {
 }
 
 func (h *HTTP) delete(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
-	match, err := ifMatch(header(req, "if-match"), false)
+	match, err := ifMatch(apigw.Header(req, "if-match"), false)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
@@ -215,18 +215,18 @@ func ifMatch(v string, create bool) (*int64, error) {
 		return nil, nil
 	}
 	if v == "*" {
-		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonUnsupportedIf, "If-Match: * is not supported; send the version the change is based on")
+		return nil, apigw.Refuse(apigw.Invalid, objectsapi.ReasonUnsupportedIf, "If-Match: * is not supported; send the version the change is based on")
 	}
 	bare := strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
 	if bare == "0" {
 		if !create {
-			return nil, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "If-Match: 0 (no object yet) means nothing on a delete; send the version to delete")
+			return nil, apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadIfMatch, "If-Match: 0 (no object yet) means nothing on a delete; send the version to delete")
 		}
 		return new(int64), nil
 	}
 	n, err := objects.ParseVersion(bare)
 	if err != nil {
-		return nil, refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "If-Match %q is not a version (1 to %d, as the ETag gives it)", truncate(v, 32), int64(objects.MaxVersion))
+		return nil, apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadIfMatch, "If-Match %q is not a version (1 to %d, as the ETag gives it)", apigw.Clip(v, 32), int64(objects.MaxVersion))
 	}
 	return &n, nil
 }

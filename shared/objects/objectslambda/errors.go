@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -16,114 +14,70 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/search"
 )
 
-// apiError is a refusal decided by the adapter itself (the domain's own
-// refusals are *objects.InvalidError).
-type apiError struct {
-	status int
-	reason string
-	msg    string
-	header map[string]string
-}
-
-func (e *apiError) Error() string { return e.reason + ": " + e.msg }
-
-// headedError is an error whose response carries a header (a 416's
-// Content-Range); classify sees the error it wraps.
-type headedError struct {
-	err    error
-	header map[string]string
-}
-
-func (e *headedError) Error() string { return e.err.Error() }
-func (e *headedError) Unwrap() error { return e.err }
-
-func withHeader(err error, name, value string) error {
-	return &headedError{err: err, header: map[string]string{name: value}}
-}
-
-func refuse(status int, reason, format string, args ...any) *apiError {
-	return &apiError{status: status, reason: reason, msg: fmt.Sprintf(format, args...)}
-}
-
-// fail maps an error to a response: the one place errors become statuses.
-// Clients see stable reasons and messages meant for them; anything else
-// is logged and answered 500 without detail.
+// fail answers a failed request (apigw.Fail), counting conflicts and
+// checksum failures.
 func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err error) events.APIGatewayV2HTTPResponse {
-	st, e := classify(err)
-	switch {
-	case st == http.StatusConflict && e.Error == objectsapi.ReasonConflict:
+	e := classify(err)
+	switch e.ErrorBody.Error {
+	case objectsapi.ReasonConflict:
 		h.emit(emf.Metric{Name: "Conflicts", Unit: emf.Count, Value: 1})
-	case e.Error == objectsapi.ReasonChecksum:
+	case objectsapi.ReasonChecksum:
 		h.emit(emf.Metric{Name: "ChecksumFailures", Unit: emf.Count, Value: 1})
 	}
-	switch {
-	case st >= 500:
-		h.Log.ErrorContext(ctx, "request failed", "method", req.RequestContext.HTTP.Method, "path", truncate(req.RawPath, 256), "status", st, "err", err)
-	case st == http.StatusServiceUnavailable:
-		h.Log.WarnContext(ctx, "request refused for load", "err", err)
-	}
-	resp := apigw.JSON(st, e)
-	var ae *apiError
-	if errors.As(err, &ae) {
-		for k, v := range ae.header {
-			resp.Headers[k] = v
-		}
-	}
-	var he *headedError
-	if errors.As(err, &he) {
-		for k, v := range he.header {
-			resp.Headers[k] = v
-		}
-	}
-	if st == http.StatusServiceUnavailable {
-		resp.Headers["retry-after"] = "1"
-	}
-	return resp
+	return apigw.Fail(ctx, h.Log, req, e)
 }
 
-// classify is the error model: status and body for every error.
-func classify(err error) (int, objectsapi.ErrorBody) {
-	var ae *apiError
-	var ie *objects.InvalidError
-	var ce *objects.ConflictError
-	var se *search.InvalidError
+// classify is the objects API's error model: the answer each error gets.
+// The adapter's own refusals are *apigw.Error already; the objects and
+// search domains' errors are named here, once; anything else is 500
+// internal, its detail logged and never answered.
+func classify(err error) *apigw.Error {
+	var (
+		ae *apigw.Error
+		ie *objects.InvalidError
+		ce *objects.ConflictError
+		se *search.InvalidError
+	)
 	switch {
 	case errors.As(err, &ae):
-		return ae.status, objectsapi.ErrorBody{Error: ae.reason, Message: ae.msg}
+		return ae
 	case errors.As(err, &ce):
+		e := apigw.Wrap(apigw.Conflict, objectsapi.ReasonConflict, conflictMessage(ce), err)
 		cur := ce.Current
-		body := objectsapi.ErrorBody{Error: objectsapi.ReasonConflict, Message: conflictMessage(ce), CurrentVersion: &cur}
-		if ce.Deleted {
-			body.Deleted = true
-		}
-		return http.StatusConflict, body
+		e.CurrentVersion, e.Deleted = &cur, ce.Deleted
+		return e
 	case errors.As(err, &ie):
-		body := objectsapi.ErrorBody{Error: string(ie.Reason), Message: ie.Detail}
-		switch ie.Reason {
-		case objects.ReasonTooLarge, objects.ReasonTooLargeForTable:
-			return http.StatusRequestEntityTooLarge, body
-		case objects.ReasonBadContentType:
-			return http.StatusUnsupportedMediaType, body
-		case objects.ReasonUploadClosed:
-			return http.StatusConflict, body
-		case objects.ReasonRangeNotSatisfiable, objects.ReasonMultipleRanges:
-			return http.StatusRequestedRangeNotSatisfiable, body
-		}
-		return http.StatusBadRequest, body
+		return apigw.Wrap(invalidKind(ie.Reason), string(ie.Reason), ie.Detail, err)
 	case errors.As(err, &se):
-		return http.StatusBadRequest, objectsapi.ErrorBody{Error: string(se.Reason), Message: se.Detail}
+		return apigw.Wrap(apigw.Invalid, string(se.Reason), se.Detail, err)
 	case errors.Is(err, search.ErrDisabled):
-		return http.StatusServiceUnavailable, objectsapi.ErrorBody{Error: objectsapi.ReasonSearchDisabled, Message: "this stack runs without search"}
+		return apigw.Wrap(apigw.Unavailable, objectsapi.ReasonSearchDisabled, "this stack runs without search", err)
 	case errors.Is(err, search.ErrUnavailable), errors.Is(err, search.ErrNoIndex):
-		return http.StatusServiceUnavailable, objectsapi.ErrorBody{Error: objectsapi.ReasonSearchUnavailable, Message: "the search index cannot answer now; retry shortly"}
+		return apigw.Wrap(apigw.Unavailable, objectsapi.ReasonSearchUnavailable, "the search index cannot answer now; retry shortly", err)
 	case errors.Is(err, objects.ErrNotFound):
-		return http.StatusNotFound, objectsapi.ErrorBody{Error: objectsapi.ReasonNotFound, Message: "no such object, version or upload"}
+		return apigw.Wrap(apigw.NotFound, apigw.ReasonNotFound, "no such object, version or upload", err)
 	case errors.Is(err, objects.ErrThrottled), errors.Is(err, objects.ErrUploadBusy):
-		return http.StatusServiceUnavailable, objectsapi.ErrorBody{Error: objectsapi.ReasonThrottled, Message: "busy; retry shortly"}
+		return apigw.Wrap(apigw.Unavailable, apigw.ReasonThrottled, "busy; retry shortly", err)
 	case errors.Is(err, objects.ErrChecksum):
-		return http.StatusInternalServerError, objectsapi.ErrorBody{Error: objectsapi.ReasonChecksum, Message: "the stored document failed verification; it is not returned"}
+		return apigw.Wrap(apigw.Internal, objectsapi.ReasonChecksum, "the stored document failed verification; it is not returned", err)
 	}
-	return http.StatusInternalServerError, objectsapi.ErrorBody{Error: objectsapi.ReasonInternal, Message: "internal error"}
+	return apigw.InternalError(err)
+}
+
+// invalidKind is the kind of an input rule's refusal: 400 unless the rule
+// is about the body's size, its type, an upload's state or a range.
+func invalidKind(r objects.Reason) apigw.Kind {
+	switch r {
+	case objects.ReasonTooLarge, objects.ReasonTooLargeForTable:
+		return apigw.TooLarge
+	case objects.ReasonBadContentType:
+		return apigw.UnsupportedMedia
+	case objects.ReasonUploadClosed:
+		return apigw.Conflict
+	case objects.ReasonRangeNotSatisfiable, objects.ReasonMultipleRanges:
+		return apigw.RangeNotSatisfiable
+	}
+	return apigw.Invalid
 }
 
 func conflictMessage(ce *objects.ConflictError) string {
@@ -138,11 +92,4 @@ func conflictMessage(ce *objects.ConflictError) string {
 		return fmt.Sprintf("expected version %d, the object is at version %d", ce.Expected, ce.Current)
 	}
 	return fmt.Sprintf("the object is at version %d", ce.Current)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 )
 
 func TestClassify(t *testing.T) {
@@ -25,7 +25,7 @@ func TestClassify(t *testing.T) {
 		status int
 		reason string
 	}{
-		{"adapter refusal", refuse(http.StatusBadRequest, objectsapi.ReasonBadIfMatch, "x"), 400, "bad-if-match"},
+		{"adapter refusal", apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadIfMatch, "x"), 400, "bad-if-match"},
 		{"key with NUL", objects.ValidateKey("a\x00b"), 400, "key-bad-char"},
 		{"key not UTF-8", objects.ValidateKey("a\xff"), 400, "key-not-utf8"},
 		{"bad version", fmt.Errorf("wrapped: %w", &objects.InvalidError{Reason: objects.ReasonBadVersion, Detail: "d"}), 400, "bad-version"},
@@ -43,7 +43,8 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, body := classify(tt.err)
+			e := classify(tt.err)
+			status, body := e.Status, e.ErrorBody
 			if status != tt.status || body.Error != tt.reason || body.Message == "" {
 				t.Errorf("got %d %+v, want %d %s with a message", status, body, tt.status, tt.reason)
 			}
@@ -75,10 +76,10 @@ func TestTarget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, id, err := target(tt.query)
-			var ae *apiError
+			var ae *apigw.Error
 			switch {
 			case tt.reason != "":
-				if !errors.As(err, &ae) || ae.reason != tt.reason {
+				if !errors.As(err, &ae) || ae.ErrorBody.Error != tt.reason {
 					t.Errorf("target(%v): %v, want %s", tt.query, err, tt.reason)
 				}
 			case err != nil || res != tt.res || id != tt.upload:
@@ -249,7 +250,7 @@ func TestErrorBodies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, _ := h.Handle(context.Background(), tt.req)
-			var body objectsapi.ErrorBody
+			var body apigw.ErrorBody
 			if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
 				t.Fatalf("%d %s: %v", resp.StatusCode, resp.Body, err)
 			}

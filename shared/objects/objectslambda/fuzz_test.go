@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 )
 
 // noUploads refuses every upload call: the fuzz target is the HTTP layer.
@@ -102,7 +102,7 @@ func FuzzHTTP(f *testing.F) {
 				if method == http.MethodHead {
 					continue // no body
 				}
-				var eb objectsapi.ErrorBody
+				var eb apigw.ErrorBody
 				if err := json.Unmarshal([]byte(resp.Body), &eb); err != nil || eb.Error == "" {
 					t.Fatalf("%s %q: %d with body %q: no reason", method, key, resp.StatusCode, resp.Body)
 				}

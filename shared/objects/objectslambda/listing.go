@@ -19,16 +19,16 @@ func (h *HTTP) list(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 		switch name {
 		case "prefix", "delimiter", "limit", "cursor":
 		default:
-			return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadQuery,
-				"unknown query parameter %q: a listing takes prefix, delimiter, limit and cursor", name)
+			return events.APIGatewayV2HTTPResponse{}, apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadQuery,
+				"unknown query parameter %q: a listing takes prefix, delimiter, limit and cursor", apigw.Clip(name, 32))
 		}
 	}
 	o := objects.ListOptions{Prefix: q["prefix"], Delimiter: q["delimiter"], Cursor: q["cursor"]}
 	if s, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, string(objects.ReasonBadLimit),
-				"limit %q is not a number: 1 to %d", s, objects.MaxListLimit)
+			return events.APIGatewayV2HTTPResponse{}, apigw.Refuse(apigw.Invalid, string(objects.ReasonBadLimit),
+				"limit %q is not a number: 1 to %d", apigw.Clip(s, 32), objects.MaxListLimit)
 		}
 		if n == 0 {
 			n = -1 // 0 means the default in ListOptions; in the query it is out of range

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 )
 
 // Listing through the API, as a client sees it: the objects under a
@@ -95,7 +96,7 @@ func TestListRefusesBadQueries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var body objectsapi.ErrorBody
+		var body apigw.ErrorBody
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		_ = json.Unmarshal(raw, &body)

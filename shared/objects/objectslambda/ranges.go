@@ -24,7 +24,7 @@ func servedRange(spec objects.RangeSpec, ranged bool, ifRangeHeader string, rec 
 		return objects.Range{}, false, nil
 	}
 	if r, partial, err = spec.Resolve(rec.Size); err != nil {
-		return objects.Range{}, false, withHeader(err, "content-range", fmt.Sprintf("bytes */%d", rec.Size))
+		return objects.Range{}, false, classify(err).WithHeader("content-range", fmt.Sprintf("bytes */%d", rec.Size))
 	}
 	return r, partial, nil
 }

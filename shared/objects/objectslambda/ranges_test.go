@@ -19,6 +19,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 )
 
@@ -100,7 +101,7 @@ func TestRangesByPlacement(t *testing.T) {
 				t.Errorf("bytes=10-19: %d, %v, %d bytes", status, h, len(body))
 			}
 			status, h, body = rangeGet(t, hc, e.APIURL+"/objects/"+key, fmt.Sprintf("bytes=%d-", size))
-			var eb objectsapi.ErrorBody
+			var eb apigw.ErrorBody
 			if status != http.StatusRequestedRangeNotSatisfiable || h.Get("Content-Range") != fmt.Sprintf("bytes */%d", size) ||
 				json.Unmarshal(body, &eb) != nil || eb.Error != objectsapi.ReasonRangeNotSatisfiable {
 				t.Errorf("past the end: %d, Content-Range %q, %s", status, h.Get("Content-Range"), body)
@@ -153,7 +154,7 @@ func TestRangeChunkDamage(t *testing.T) {
 		{"across chunks 0 and 1", cs - 10, 20, http.StatusInternalServerError},
 	} {
 		p, err := c.GetRange(ctx, key, 0, r.off, r.n)
-		var ae *objectsclient.Error
+		var ae *apigw.Error
 		switch {
 		case r.status == http.StatusPartialContent && (err != nil || !bytes.Equal(p.Body, body[r.off:r.off+r.n])):
 			t.Errorf("%s: %d bytes, %v; want the document's bytes", r.name, len(p.Body), err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 )
 
 // Every answer GET gives to a Range header, over a store fake: the status,
@@ -59,7 +60,7 @@ func TestRangeAnswers(t *testing.T) {
 		{"overlapping ranges", "GET", "doc", map[string]string{"range": "bytes=0-5,3-8"}, 416, "", "", objectsapi.ReasonMultipleRanges},
 		{"reversed", "GET", "doc", map[string]string{"range": "bytes=5-2"}, 400, "", "", objectsapi.ReasonBadRange},
 		{"malformed", "GET", "doc", map[string]string{"range": "bytes 0-1"}, 400, "", "", objectsapi.ReasonBadRange},
-		{"missing object", "GET", "nope", map[string]string{"range": "bytes=0-1"}, 404, "", "", objectsapi.ReasonNotFound},
+		{"missing object", "GET", "nope", map[string]string{"range": "bytes=0-1"}, 404, "", "", apigw.ReasonNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +72,7 @@ func TestRangeAnswers(t *testing.T) {
 				t.Fatalf("%d, Content-Range %q (%s); want %d, %q", resp.StatusCode, resp.Headers["content-range"], resp.Body, tt.status, tt.contentRange)
 			}
 			if tt.reason != "" {
-				var e objectsapi.ErrorBody
+				var e apigw.ErrorBody
 				if err := json.Unmarshal([]byte(resp.Body), &e); err != nil || e.Error != tt.reason || e.Message == "" {
 					t.Errorf("body %s: want reason %q with a message", resp.Body, tt.reason)
 				}

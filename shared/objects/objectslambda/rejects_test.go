@@ -17,15 +17,15 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectstest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 )
 
 type answer struct {
 	status int
-	body   objectsapi.ErrorBody
+	body   apigw.ErrorBody
 	raw    string
 }
 
@@ -267,7 +267,7 @@ func TestTooLargeNamesAWorkingUploadRoute(t *testing.T) {
 func TestClientReadsTheGatewaysTooLarge(t *testing.T) {
 	_, c := newClient(t)
 	_, err := c.Put(context.Background(), "rejects/huge.bin", bytes.Repeat([]byte("y"), 4_700_000) /* 6.3 MB base64-encoded in the event */, objectsclient.PutOptions{})
-	var e *objectsclient.Error
+	var e *apigw.Error
 	if !errors.As(err, &e) || e.Status != 413 || e.ErrorBody.Error != string(objects.ReasonTooLarge) || !strings.Contains(e.Message, "presigned upload") {
 		t.Fatalf("got %v, want a 413 too-large naming the presigned upload", err)
 	}

@@ -2,7 +2,6 @@ package objectslambda
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -56,8 +55,8 @@ func (h *HTTP) route(ctx context.Context, req events.APIGatewayV2HTTPRequest) (e
 	case res == upload && method == http.MethodPost:
 		return h.completeUpload(ctx, req, key, id)
 	default:
-		return events.APIGatewayV2HTTPResponse{}, &apiError{status: http.StatusMethodNotAllowed, reason: objectsapi.ReasonNoMethod,
-			msg: fmt.Sprintf("%s is not allowed here; allowed: %s", method, allowed[res]), header: map[string]string{"allow": allowed[res]}}
+		return events.APIGatewayV2HTTPResponse{}, apigw.Refuse(apigw.NotAllowed, objectsapi.ReasonNoMethod,
+			"%s is not allowed here; allowed: %s", apigw.Clip(method, 16), allowed[res]).WithHeader("allow", allowed[res])
 	}
 }
 
@@ -83,7 +82,7 @@ func target(q map[string]string) (res resource, uploadID string, err error) {
 		}
 	}
 	if len(subs) > 1 {
-		return 0, "", refuse(http.StatusBadRequest, objectsapi.ReasonBadQuery, "?%s and ?%s name two sub-resources; send one", subs[0], subs[1])
+		return 0, "", apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadQuery, "?%s and ?%s name two sub-resources; send one", subs[0], subs[1])
 	}
 	res = document
 	if len(subs) == 1 {
@@ -98,8 +97,8 @@ func target(q map[string]string) (res resource, uploadID string, err error) {
 	}
 	for name := range q {
 		if !slices.Contains(params[res], name) {
-			return 0, "", refuse(http.StatusBadRequest, objectsapi.ReasonBadQuery, "unknown query parameter %q: %s takes %s",
-				truncate(name, 32), resourceName[res], strings.Join(params[res], ", "))
+			return 0, "", apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadQuery, "unknown query parameter %q: %s takes %s",
+				apigw.Clip(name, 32), resourceName[res], strings.Join(params[res], ", "))
 		}
 	}
 	return res, uploadID, nil

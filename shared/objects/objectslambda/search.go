@@ -21,7 +21,7 @@ func (h *HTTP) find(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	if h.Search == nil {
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusServiceUnavailable, objectsapi.ReasonSearchDisabled,
+		return events.APIGatewayV2HTTPResponse{}, apigw.Refuse(apigw.Unavailable, objectsapi.ReasonSearchDisabled,
 			"this stack runs without search (the template's SearchEnabled parameter)")
 	}
 	page, err := h.Search.Search(ctx, q)
@@ -42,8 +42,8 @@ func (h *HTTP) find(ctx context.Context, req events.APIGatewayV2HTTPRequest) (ev
 func searchQuery(p map[string]string) (search.Query, error) {
 	for name := range p {
 		if !slices.Contains(objectsapi.SearchParams, name) {
-			return search.Query{}, refuse(http.StatusBadRequest, objectsapi.ReasonBadQuery,
-				"unknown query parameter %q: a search takes %v", truncate(name, 32), objectsapi.SearchParams)
+			return search.Query{}, apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadQuery,
+				"unknown query parameter %q: a search takes %v", apigw.Clip(name, 32), objectsapi.SearchParams)
 		}
 	}
 	q := search.Query{Words: p[objectsapi.QuerySearch], ContentType: p[objectsapi.QueryType], Prefix: p["prefix"], Cursor: p["cursor"]}
@@ -68,7 +68,7 @@ func searchQuery(p map[string]string) (search.Query, error) {
 	case "true", "1":
 		q.Fresh = true
 	default:
-		return q, refuse(http.StatusBadRequest, objectsapi.ReasonBadQuery, "fresh=%q: want true or false", truncate(f, 16))
+		return q, apigw.Refuse(apigw.Invalid, objectsapi.ReasonBadQuery, "fresh=%q: want true or false", apigw.Clip(f, 16))
 	}
 	if _, err := q.Plan(); err != nil {
 		return q, err
@@ -83,7 +83,7 @@ func intParam(p map[string]string, name string, reason search.Reason) (int, erro
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n <= 0 {
-		return 0, refuse(http.StatusBadRequest, string(reason), "%s %q: want a number from 1 to %d", name, truncate(s, 32), search.MaxLimit)
+		return 0, apigw.Refuse(apigw.Invalid, string(reason), "%s %q: want a number from 1 to %d", name, apigw.Clip(s, 32), search.MaxLimit)
 	}
 	return n, nil
 }
@@ -95,7 +95,7 @@ func int64Param(p map[string]string, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, refuse(http.StatusBadRequest, string(search.ReasonBadSize), "%s %q: want a number of bytes, 0 or more", name, truncate(s, 32))
+		return 0, apigw.Refuse(apigw.Invalid, string(search.ReasonBadSize), "%s %q: want a number of bytes, 0 or more", name, apigw.Clip(s, 32))
 	}
 	return n, nil
 }
@@ -112,5 +112,5 @@ func timeParam(p map[string]string, name string) (time.Time, error) {
 	if t, err := time.Parse(time.DateOnly, s); err == nil {
 		return t, nil
 	}
-	return time.Time{}, refuse(http.StatusBadRequest, string(search.ReasonBadTime), "%s %q: want an RFC 3339 time or a date (2006-01-02)", name, truncate(s, 40))
+	return time.Time{}, apigw.Refuse(apigw.Invalid, string(search.ReasonBadTime), "%s %q: want an RFC 3339 time or a date (2006-01-02)", name, apigw.Clip(s, 40))
 }

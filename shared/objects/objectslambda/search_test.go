@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsapi"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 )
 
@@ -68,7 +69,7 @@ func TestSearchAnswers(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, resp.Body)
 			}
 			if tt.status != 200 {
-				var e objectsapi.ErrorBody
+				var e apigw.ErrorBody
 				if err := json.Unmarshal([]byte(resp.Body), &e); err != nil || e.Error != tt.reason {
 					t.Fatalf("body %s, want reason %s", resp.Body, tt.reason)
 				}

@@ -15,20 +15,23 @@ import (
 
 const uploadShape = `{"size":N,"sha256":"<64 hex>","contentType":"type/subtype","ifMatch":n}`
 
+// uploadBody is POST …?uploads' body.
+var uploadBody = apigw.JSONBody{Limit: maxJSONBody, Want: uploadShape, Malformed: "malformed JSON (%s): want " + uploadShape}
+
 func (h *HTTP) beginUpload(ctx context.Context, req events.APIGatewayV2HTTPRequest, key string) (events.APIGatewayV2HTTPResponse, error) {
 	if err := objects.ValidateKey(key); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	var in objectsapi.UploadRequest
-	if err := decodeJSON(req, &in, uploadShape); err != nil {
+	if err := apigw.DecodeJSON(req, &in, uploadBody); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	if in.Size == nil {
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, objectsapi.ReasonInvalidJSON, "size is missing: want %s", uploadShape)
+		return events.APIGatewayV2HTTPResponse{}, apigw.Refuse(apigw.Invalid, apigw.ReasonInvalidJSON, "size is missing: want %s", uploadShape)
 	}
 	sum, err := objects.ParseSum(strings.ToLower(in.SHA256))
 	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, refuse(http.StatusBadRequest, string(objects.ReasonBadSHA256), "sha256 must be 64 hex characters (the document's SHA-256)")
+		return events.APIGatewayV2HTTPResponse{}, apigw.Refuse(apigw.Invalid, string(objects.ReasonBadSHA256), "sha256 must be 64 hex characters (the document's SHA-256)")
 	}
 	g, err := h.Uploads.Begin(ctx, key, objects.UploadRequest{Size: *in.Size, SHA256: sum, ContentType: in.ContentType, IfMatch: in.IfMatch})
 	if err != nil {
@@ -50,9 +53,12 @@ func (h *HTTP) uploadStatus(ctx context.Context, key, id string) (events.APIGate
 
 const completeShape = `{"parts":[{"partNumber":1,"etag":"…"},…]}`
 
+// completeBody is POST …?uploadId=ID's body.
+var completeBody = apigw.JSONBody{Limit: maxJSONBody, Want: completeShape, Malformed: "malformed JSON (%s): want " + completeShape}
+
 func (h *HTTP) completeUpload(ctx context.Context, req events.APIGatewayV2HTTPRequest, key, id string) (events.APIGatewayV2HTTPResponse, error) {
 	var in objectsapi.CompleteRequest
-	if err := decodeJSON(req, &in, completeShape); err != nil {
+	if err := apigw.DecodeJSON(req, &in, completeBody); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	up, err := h.Uploads.Complete(ctx, key, id, parts(in.Parts))

@@ -1,5 +1,22 @@
-// Package apigw writes the answers of Lambda functions behind an API
-// Gateway HTTP API (payload format 2.0).
+// Package apigw is the HTTP edge of the functions behind an API Gateway
+// HTTP API (payload format 2.0), the same for every route of both APIs:
+//
+//   - one error type, *Error: a Kind that decides the status
+//     (Kind.Status, the one place a refusal gets its status), the
+//     ErrorBody the client reads, and the headers the answer carries;
+//   - one answer to a failed request, Fail, which logs what the client
+//     must not see;
+//   - one header lookup, Header, that ignores the case of the name (API
+//     Gateway lower-cases names; direct invocations, the local stack and
+//     tests may not);
+//   - one body reader, Body, with its limit, and one strict JSON body
+//     reader on top of it, DecodeJSON;
+//   - and on the client's side, ReadError, which reads any error answer
+//     (a function's ErrorBody or API Gateway's own) into the same *Error.
+//
+// The domains keep their own error kinds (objects.InvalidError,
+// search.InvalidError, votes.ErrNoPoll, …) and import nothing from here:
+// each function's adapter says once which *Error each of them is.
 package apigw
 
 import (

@@ -1,11 +1,8 @@
 package voteslambda
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"mime"
@@ -17,7 +14,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
-	"github.com/ddbpipe/ddbpipe/shared/platform/jsonerr"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -40,7 +36,7 @@ func maxAgeParam(v string) (time.Duration, error) {
 	}
 	n, err := strconv.ParseFloat(v, 64)
 	if err != nil || n < 0 || n > 3600 || math.IsNaN(n) {
-		return 0, &clientError{http.StatusBadRequest, ReasonBadMaxAge, "maxAge must be a number of seconds from 0 to 3600"}
+		return 0, apigw.Refuse(apigw.Invalid, ReasonBadMaxAge, "maxAge must be a number of seconds from 0 to 3600")
 	}
 	return time.Duration(n * float64(time.Second)), nil
 }
@@ -53,7 +49,7 @@ func limitParam(v string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > votes.MaxRejectSample {
-		return 0, &clientError{http.StatusBadRequest, ReasonBadLimit, fmt.Sprintf("limit must be a whole number from 1 to %d", votes.MaxRejectSample)}
+		return 0, apigw.Refuse(apigw.Invalid, ReasonBadLimit, "limit must be a whole number from 1 to %d", votes.MaxRejectSample)
 	}
 	return n, nil
 }
@@ -66,8 +62,9 @@ type HTTP struct {
 	Log           *slog.Logger
 }
 
-// maxRequestBody bounds a poll definition (100 options of 128 bytes fit easily).
-const maxRequestBody = 64 << 10
+// pollBody is what POST /polls takes: a poll definition of at most 64 KiB
+// (100 options of 128 bytes fit easily).
+var pollBody = apigw.JSONBody{Limit: 64 << 10, Want: `{"pollId":...,"options":[...]}`, Malformed: "malformed poll JSON: %s" + pollShape}
 
 // PollRequest is the body of POST /polls.
 type PollRequest struct {
@@ -82,8 +79,9 @@ type PollRequest struct {
 // pollShape is what POST /polls takes, added to its JSON errors.
 const pollShape = `; want {"pollId":"p","options":["a","b"],"shards":8,"oneVotePerVoter":false,"opensAt":"2026-12-01T00:00:00Z","closesAt":"2027-01-01T00:00:00Z"} (only pollId and options required)`
 
-// Reasons are the error codes of the polls routes: every error answers
-// {"error":"<reason>","message":"…"} (ErrorBody). Per route:
+// Reasons of the polls routes (apigw.ErrorBody.Error), beside the edge's
+// own (apigw.Reason…). Every error answers {"error":"<reason>",
+// "message":"…"}. Per route:
 //
 //	POST /polls:               415 unsupported-media-type, 400 missing-body,
 //	                           413 too-large, 400 invalid-json, 400 invalid-poll,
@@ -95,33 +93,12 @@ const pollShape = `; want {"pollId":"p","options":["a","b"],"shards":8,"oneVoteP
 //	                           invocation), 503 throttled, 500 internal
 const (
 	ReasonUnsupportedMediaType = "unsupported-media-type"
-	ReasonMissingBody          = "missing-body"
-	ReasonTooLarge             = "too-large"
-	ReasonInvalidJSON          = "invalid-json"
 	ReasonInvalidPoll          = "invalid-poll"
 	ReasonPollExists           = "poll-exists"
 	ReasonUnknownPoll          = "unknown-poll"
 	ReasonBadMaxAge            = "bad-max-age"
 	ReasonBadLimit             = "bad-limit"
-	ReasonNotFound             = "not-found"
-	ReasonThrottled            = "throttled"
-	ReasonInternal             = "internal"
 )
-
-// ErrorBody is every error's body, the objects routes' shape.
-type ErrorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
-// clientError is a 4xx with a reason and a message the client may see.
-type clientError struct {
-	status int
-	reason string
-	msg    string
-}
-
-func (e *clientError) Error() string { return e.msg }
 
 // Handle routes one request.
 func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
@@ -147,10 +124,10 @@ func (h *HTTP) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 			body, err = votes.ReadRejects(ctx, h.Store, req.PathParameters["id"], limit)
 		}
 	default:
-		err = &clientError{http.StatusNotFound, ReasonNotFound, "no route " + req.RouteKey}
+		err = apigw.Refuse(apigw.NotFound, apigw.ReasonNotFound, "no route %s", apigw.Clip(req.RouteKey, 128))
 	}
 	if err != nil {
-		return h.fail(ctx, req, err), nil
+		return apigw.Fail(ctx, h.Log, req, classify(err)), nil
 	}
 	return apigw.JSON(status, body), nil
 }
@@ -159,29 +136,17 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 	if err := checkJSON(req); err != nil {
 		return votes.Poll{}, err
 	}
-	raw := []byte(req.Body)
 	if req.IsBase64Encoded {
-		return votes.Poll{}, &clientError{http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, "send the poll as application/json"}
-	}
-	if len(raw) == 0 {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonMissingBody, "missing body: want {\"pollId\":...,\"options\":[...]}"}
-	}
-	if len(raw) > maxRequestBody {
-		return votes.Poll{}, &clientError{http.StatusRequestEntityTooLarge, ReasonTooLarge, "poll definition over 64 KiB"}
+		return votes.Poll{}, apigw.Refuse(apigw.UnsupportedMedia, ReasonUnsupportedMediaType, "send the poll as application/json")
 	}
 	var in PollRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonInvalidJSON, "malformed poll JSON: " + jsonerr.Describe(err) + pollShape}
-	}
-	if dec.More() {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonInvalidJSON, "malformed poll JSON: more than one JSON value" + pollShape}
+	if err := apigw.DecodeJSON(req, &in, pollBody); err != nil {
+		return votes.Poll{}, err
 	}
 	shards := h.DefaultShards
 	if in.Shards != nil {
 		if *in.Shards < 1 || *in.Shards > votes.MaxShards {
-			return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonInvalidPoll, fmt.Sprintf("shards must be 1 to %d, got %d (omit it for the default, %d)", votes.MaxShards, *in.Shards, h.DefaultShards)}
+			return votes.Poll{}, apigw.Refuse(apigw.Invalid, ReasonInvalidPoll, "shards must be 1 to %d, got %d (omit it for the default, %d)", votes.MaxShards, *in.Shards, h.DefaultShards)
 		}
 		shards = *in.Shards
 	}
@@ -194,7 +159,7 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 		p.Closes = time.Time{}
 	}
 	if err := p.Validate(); err != nil {
-		return votes.Poll{}, &clientError{http.StatusBadRequest, ReasonInvalidPoll, strings.ReplaceAll(err.Error(), "votes: ", "")}
+		return votes.Poll{}, apigw.Refuse(apigw.Invalid, ReasonInvalidPoll, "%s", strings.ReplaceAll(err.Error(), "votes: ", ""))
 	}
 	if err := h.Store.CreatePoll(ctx, p); err != nil {
 		return votes.Poll{}, err
@@ -205,48 +170,31 @@ func (h *HTTP) create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (
 // checkJSON refuses a body that is not declared application/json
 // (parameters such as charset=utf-8 allowed, case-insensitive): 415.
 func checkJSON(req events.APIGatewayV2HTTPRequest) error {
-	ct := header(req, "content-type")
-	if strings.TrimSpace(ct) == "" {
-		return &clientError{http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, "no Content-Type: send the poll as application/json"}
+	ct := apigw.Header(req, "content-type")
+	if ct == "" {
+		return apigw.Refuse(apigw.UnsupportedMedia, ReasonUnsupportedMediaType, "no Content-Type: send the poll as application/json")
 	}
 	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
 		return nil
 	}
-	if len(ct) > 100 {
-		ct = ct[:100] + "…"
-	}
-	return &clientError{http.StatusUnsupportedMediaType, ReasonUnsupportedMediaType, "Content-Type " + strconv.Quote(ct) + " is not supported: send the poll as application/json"}
+	return apigw.Refuse(apigw.UnsupportedMedia, ReasonUnsupportedMediaType, "Content-Type %s is not supported: send the poll as application/json", strconv.Quote(apigw.Clip(ct, 100)))
 }
 
-// header returns a request header's value. API Gateway lower-cases header
-// names; a name in another case (a direct invocation) is found too.
-func header(req events.APIGatewayV2HTTPRequest, name string) string {
-	if v, ok := req.Headers[name]; ok {
-		return v
-	}
-	for k, v := range req.Headers {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
-}
-
-// fail maps an error to a response: the one place errors become statuses
-// and reasons. Internal details are logged, never returned.
-func (h *HTTP) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, err error) events.APIGatewayV2HTTPResponse {
-	var ce *clientError
+// classify is the polls routes' error model, the answer each error gets
+// (apigw.Fail answers it): the routes' own refusals are *apigw.Error
+// already; the polls domain's errors are named here, once; anything else
+// is 500 internal, its detail logged and never answered.
+func classify(err error) *apigw.Error {
+	var ae *apigw.Error
 	switch {
-	case errors.As(err, &ce):
-		return apigw.JSON(ce.status, ErrorBody{Error: ce.reason, Message: ce.msg})
+	case errors.As(err, &ae):
+		return ae
 	case errors.Is(err, votes.ErrNoPoll):
-		return apigw.JSON(http.StatusNotFound, ErrorBody{Error: ReasonUnknownPoll, Message: "no such poll"})
+		return apigw.Wrap(apigw.NotFound, ReasonUnknownPoll, "no such poll", err)
 	case errors.Is(err, votes.ErrPollExists):
-		return apigw.JSON(http.StatusConflict, ErrorBody{Error: ReasonPollExists, Message: "a poll with this id exists"})
+		return apigw.Wrap(apigw.Conflict, ReasonPollExists, "a poll with this id exists", err)
 	case errors.Is(err, votes.ErrThrottled):
-		h.Log.WarnContext(ctx, "throttled", "route", req.RouteKey, "err", err)
-		return apigw.JSON(http.StatusServiceUnavailable, ErrorBody{Error: ReasonThrottled, Message: "busy, retry shortly"})
+		return apigw.Wrap(apigw.Unavailable, apigw.ReasonThrottled, "busy, retry shortly", err)
 	}
-	h.Log.ErrorContext(ctx, "request failed", "route", req.RouteKey, "err", err)
-	return apigw.JSON(http.StatusInternalServerError, ErrorBody{Error: ReasonInternal, Message: "internal error"})
+	return apigw.InternalError(err)
 }

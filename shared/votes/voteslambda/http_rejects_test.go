@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
@@ -58,7 +59,7 @@ func TestRejectsHTTP(t *testing.T) {
 				t.Fatalf("got %d %s, want %d", status, body, tt.status)
 			}
 			if tt.reason != "" {
-				var e ErrorBody
+				var e apigw.ErrorBody
 				if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error != tt.reason || e.Message == "" {
 					t.Errorf("error %s, want reason %s with a message", body, tt.reason)
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
 
@@ -114,7 +115,7 @@ func TestPollsHTTP(t *testing.T) {
 				t.Errorf("response is not JSON: %q", resp.Body)
 			}
 			if resp.StatusCode >= 400 {
-				var e ErrorBody
+				var e apigw.ErrorBody
 				if err := json.Unmarshal([]byte(resp.Body), &e); err != nil || e.Error != tt.reason || e.Message == "" {
 					t.Errorf("error body %s: want reason %q and a message", resp.Body, tt.reason)
 				}
