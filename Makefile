@@ -108,7 +108,8 @@ lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 # once for all packages (`ddbpipe local servers` exports their endpoints;
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
-# DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go).
+# DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go). The demo runs
+# in the gate too, as make demo runs it (cmd/ddbpipe TestDemoRunsAsMakeDemoDoes).
 test: install $(SIGV4NODE_PKG)/package.json $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint test-race fuzz
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe

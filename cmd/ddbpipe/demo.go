@@ -35,7 +35,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var u upFlags
 	u.register(fs)
-	votes := fs.Int("votes", 2000, "distinct votes to send (10 % more are re-sent as duplicates)")
+	nVotes := fs.Int("votes", 2000, "distinct votes to send (10 % more are re-sent as duplicates)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,6 +44,12 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer logf.Close()
+	return runDemo(ctx, o, *nVotes, stdout, stderr)
+}
+
+// runDemo is the demo on a stack of options o: the servers it starts, or
+// those of o.Servers (the gate's test runs it so, on its shared servers).
+func runDemo(ctx context.Context, o stack.Options, nVotes int, stdout, stderr io.Writer) error {
 	began := time.Now()
 	fmt.Fprintln(stdout, "== ddbpipe demo: the whole pipeline on this machine ==")
 	o.MovableClock = true // the archive's part moves every clock past the month
@@ -64,7 +70,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "\n-- workload: a smoke path through every event source")
 
 	// Flow 2: a poll, votes through SQS (10 % re-sent), counted exactly once.
-	counted, err := demoVotes(ctx, env, *votes, stdout)
+	counted, err := demoVotes(ctx, env, nVotes, stdout)
 	if err != nil {
 		return err
 	}
@@ -85,7 +91,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// The rotator subscribed this month's ledger table to the archiver:
 	// every counted vote reaches the archive through the table's stream.
-	want := map[string]int{"ObjectsReaperFunction": 1, "ArchiverFunction": *votes, "ObjectsFinalizeFunction": 1}
+	want := map[string]int{"ObjectsReaperFunction": 1, "ArchiverFunction": nVotes, "ObjectsFinalizeFunction": 1}
 	if err := waitRecords(ctx, env.Runner, want, 90*time.Second); err != nil {
 		return err
 	}
