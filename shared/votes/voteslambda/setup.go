@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
@@ -45,6 +46,8 @@ func SetupVotesAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	return h.Handle, nil
 }
 
+var _ votes.Retirements = (*archives3.Retirements)(nil)
+
 // SetupCounter wires the counter function: it validates the votes queue's
 // messages and writes each valid vote once into its month's ledger.
 func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
@@ -52,7 +55,8 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	sv := readStoreVars(v)
 	grace := v.Int("ARCHIVE_GRACE_DAYS", 1, 27)
 	rejectsURL := v.String("REJECTS_QUEUE_URL")
-	votesURL := env.Getenv("VOTES_QUEUE_URL") // optional: without it, given-back votes wait the queue's timeout
+	archiveBucket := v.String("ARCHIVE_BUCKET") // the rotator's record of retired months
+	votesURL := env.Getenv("VOTES_QUEUE_URL")   // optional: without it, given-back votes wait the queue's timeout
 	retryMax := v.Int("VOTES_VISIBILITY_TIMEOUT", 1, 43200)
 	maxReceives := v.Int("VOTES_MAX_RECEIVE_COUNT", 1, 1000)
 	if err := v.Err(); err != nil {
@@ -61,12 +65,13 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	client := sqs.NewFromConfig(env.AWS)
 	store := sv.store(env)
 	counter := &votes.Counter{
-		Store:   store,
-		Rejects: votessqs.NewRejects(client, rejectsURL),
-		Record:  store,
-		Fence:   votes.Fence{Grace: time.Duration(grace) * ledger.Day},
-		Now:     sv.now,
-		Log:     env.Log,
+		Store:       store,
+		Rejects:     votessqs.NewRejects(client, rejectsURL),
+		Record:      store,
+		Fence:       votes.Fence{Grace: time.Duration(grace) * ledger.Day},
+		Retirements: &archives3.Retirements{S3: awsenv.S3(env.AWS), Bucket: archiveBucket, Table: sv.prefix},
+		Now:         sv.now,
+		Log:         env.Log,
 	}
 	metrics := lambdafn.NewMetrics(env, "counter")
 	h := &SQS{Counter: counter, Metrics: metrics, Log: env.Log,
