@@ -17,6 +17,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votess3"
 )
 
 // retiredMonth is a ledger month the archive records as retired.
@@ -68,7 +69,7 @@ func openLedgerMonths(ctx context.Context, root, state string) (*ledgerMonths, e
 // tables again. It looks at t's month and the one before, up to the latest
 // of t and until.
 func (lm *ledgerMonths) retiredOpen(ctx context.Context, t, until time.Time) ([]retiredMonth, error) {
-	ret := &archives3.Retirements{S3: lm.s3, Bucket: lm.bucket, Table: lm.prefix}
+	ret := &votess3.Retirements{S3: lm.s3, Bucket: lm.bucket, Table: lm.prefix}
 	last := ledger.MonthOf(until)
 	if t.After(until) {
 		last = ledger.MonthOf(t)

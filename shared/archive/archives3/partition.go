@@ -110,21 +110,16 @@ func (a *Partitions) dataFiles(ctx context.Context, p archive.Partition) ([]arch
 
 // get reads one object's bytes.
 func (a *Partitions) get(ctx context.Context, key string) ([]byte, error) {
-	return getObject(ctx, a.S3, a.Bucket, key)
-}
-
-// getObject reads one object's bytes.
-func getObject(ctx context.Context, api GetObjectAPI, bucket, key string) ([]byte, error) {
-	out, err := api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	out, err := a.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(a.Bucket), Key: aws.String(key)})
 	if err != nil {
-		return nil, fmt.Errorf("archives3: get s3://%s/%s: %w", bucket, key, err)
+		return nil, fmt.Errorf("archives3: get s3://%s/%s: %w", a.Bucket, key, err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	b, err := io.ReadAll(out.Body)
 	if err != nil {
-		return nil, fmt.Errorf("archives3: read s3://%s/%s: %w", bucket, key, err)
+		return nil, fmt.Errorf("archives3: read s3://%s/%s: %w", a.Bucket, key, err)
 	}
-	return data, nil
+	return b, nil
 }
 
 // readFile reads a data file's rows, with its row count and checksum.

@@ -7,12 +7,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votess3"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
@@ -46,8 +46,6 @@ func SetupVotesAPI(_ context.Context, env lambdafn.Env) (any, error) {
 	return h.Handle, nil
 }
 
-var _ votes.Retirements = (*archives3.Retirements)(nil)
-
 // SetupCounter wires the counter function: it validates the votes queue's
 // messages and writes each valid vote once into its month's ledger.
 func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
@@ -69,7 +67,7 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 		Rejects:     votessqs.NewRejects(client, rejectsURL),
 		Record:      store,
 		Fence:       votes.Fence{Grace: time.Duration(grace) * ledger.Day},
-		Retirements: &archives3.Retirements{S3: awsenv.S3(env.AWS), Bucket: archiveBucket, Table: sv.prefix},
+		Retirements: &votess3.Retirements{S3: awsenv.S3(env.AWS), Bucket: archiveBucket, Table: sv.prefix},
 		Now:         sv.now,
 		Log:         env.Log,
 	}
