@@ -36,7 +36,7 @@ var docsPage = flag.String("docs.page", "", "TestDocs: run only this page (after
 // fresh stack first, then the readers' pages. A page added under docs/ and
 // not named here runs last.
 // docPages run in this order on one stack; docs/operators.md goes last,
-// as its month's-end walk-through retires the current month's table.
+// as its month's-end walk-through moves the clock and starts this month over.
 var docPages = []string{"README.md", "docs/producers.md", "docs/objects.md", "docs/search.md", "docs/analysts.md",
 	"docs/deploying.md", "docs/local.md", "docs/design.md", "docs/operators.md"}
 

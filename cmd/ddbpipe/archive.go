@@ -292,12 +292,14 @@ func indentSQL(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n    ") + "\n"
 }
 
-// progressTo prints a download's progress on one line of w.
+// progressTo shows a download's progress on w: one line rewritten in
+// place on a terminal, plain lines every few seconds in a log (progress).
 func progressTo(w io.Writer) func(archiveduckdb.SyncProgress) {
+	show := newProgress(w)
 	return func(p archiveduckdb.SyncProgress) {
-		fmt.Fprintf(w, "\rarchive: downloading %d/%d files, %s of %s", p.Done, p.Total, humanBytes(p.Bytes), humanBytes(p.TotalBytes))
+		show.update(fmt.Sprintf("archive: downloading %d/%d files, %s of %s", p.Done, p.Total, humanBytes(p.Bytes), humanBytes(p.TotalBytes)))
 		if p.Done == p.Total {
-			fmt.Fprintln(w)
+			show.done()
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -183,12 +182,14 @@ func (j backfillJob) run(ctx context.Context) (backfillResult, error) {
 	if err := j.watermark(ctx, now, &res); err != nil {
 		return res, err
 	}
+	var show *progress
 	if j.Progress != nil {
-		tables.Progress = scanProgress(j.Progress, j.Table)
+		show = newProgress(j.Progress)
+		tables.Progress = func(n int64) { show.update(fmt.Sprintf("scanning %s: %d items", j.Table, n)) }
 	}
 	scan, err := tables.Scan(ctx, j.Table, true)
-	if j.Progress != nil && err == nil {
-		fmt.Fprintf(j.Progress, "\rscanning %s: %d items, done\n", j.Table, len(scan.State))
+	if show != nil && err == nil {
+		show.finish(fmt.Sprintf("scanning %s: %d items, done", j.Table, len(scan.State)))
 	}
 	if err != nil {
 		return res, err
@@ -297,21 +298,6 @@ func (j backfillJob) archived(ctx context.Context, parts *archives3.Partitions, 
 		res.ArchiveRows += int64(len(rows))
 	}
 	return replay.State(), nil
-}
-
-// scanProgress prints a Scan's progress on one line, at most twice a second.
-func scanProgress(w io.Writer, table string) func(int64) {
-	var mu sync.Mutex
-	var last time.Time
-	return func(n int64) {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Since(last) < 500*time.Millisecond {
-			return
-		}
-		last = time.Now()
-		fmt.Fprintf(w, "\rscanning %s: %d items", table, n)
-	}
 }
 
 func (r backfillResult) print(w io.Writer, show int) {

@@ -40,12 +40,34 @@ func demoObjects(ctx context.Context, env *stack.Env, w io.Writer) error {
 		small: fmt.Sprintf("demo/%s/notes.txt", run), big: fmt.Sprintf("demo/%s/photo.bin", run),
 		copyKey: fmt.Sprintf("demo/%s/photo-copy.bin", run), uploadKey: fmt.Sprintf("demo/%s/photo-upload.bin", run),
 		video: fmt.Sprintf("demo/%s/video.bin", run), photo: bodies.Random(300<<10, 7)}
-	for _, step := range []func(context.Context) error{d.put, d.storeOnce, d.update, d.upload, d.refuseNUL, d.deletePhoto, d.search, d.check} {
-		if err := step(ctx); err != nil {
-			return err
-		}
+	return d.run(ctx)
+}
+
+// run takes the demo's steps in their order, stopping at the first that
+// fails.
+func (d *objectsDemo) run(ctx context.Context) error {
+	if err := d.put(ctx); err != nil {
+		return err
 	}
-	return nil
+	if err := d.storeOnce(ctx); err != nil {
+		return err
+	}
+	if err := d.update(ctx); err != nil {
+		return err
+	}
+	if err := d.upload(ctx); err != nil {
+		return err
+	}
+	if err := d.refuseNUL(ctx); err != nil {
+		return err
+	}
+	if err := d.deletePhoto(ctx); err != nil {
+		return err
+	}
+	if err := d.search(ctx); err != nil {
+		return err
+	}
+	return d.check(ctx)
 }
 
 // objectsDemo is demoObjects' state: its client and the keys it writes.

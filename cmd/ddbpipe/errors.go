@@ -17,7 +17,7 @@ import (
 // userMessage is the one place an error becomes what the user reads, by
 // the error's type: a local endpoint that does not answer says the stack
 // is not running; JSON errors name fields and JSON types; an error the
-// user's own request caused (userErrors) reads in its package's words,
+// user's own request caused (userError) reads in its package's words,
 // without that package's prefix ("votes: poll: votes: rejected" reads
 // "poll: rejected"). Any other error is a failure of the pipeline or of
 // its servers, shown whole: its package prefixes say where it arose,
@@ -30,40 +30,41 @@ func userMessage(err error) string {
 	if m := jsonerr.Describe(err); m != err.Error() {
 		return m
 	}
-	for _, match := range userErrors {
-		if e, ok := match(err); ok {
-			return withoutPrefix(err.Error(), e)
-		}
+	if e, ok := userError(err); ok {
+		return withoutPrefix(err.Error(), e)
 	}
 	return err.Error()
 }
 
-// userErrors find in an error's chain the errors a user's request causes:
+// userError finds in an error's chain the error a user's request caused:
 // input the packages refuse, and what the user asked for that does not
-// exist. Each returns the error it found, whose prefix names its package.
-var userErrors = []func(error) (error, bool){
-	as[*votes.RejectError],
-	as[*votes.PollError],
-	is(votes.ErrNoPoll),
-	is(votes.ErrPollExists),
-	as[*archive.NamedQueryError],
-	as[*archiveduckdb.QueryError],
-	is(archiveduckdb.ErrEmpty),
-	is(archiveduckdb.ErrUnknownTable),
-}
-
-// as matches an error of type T in the chain.
-func as[T error](err error) (error, bool) {
-	var target T
-	if errors.As(err, &target) {
-		return target, true
+// exist. It returns the error it found, whose prefix names its package.
+func userError(err error) (error, bool) {
+	var (
+		rejected *votes.RejectError
+		poll     *votes.PollError
+		named    *archive.NamedQueryError
+		query    *archiveduckdb.QueryError
+	)
+	switch { // the first in this order, as an error may hold two
+	case errors.As(err, &rejected):
+		return rejected, true
+	case errors.As(err, &poll):
+		return poll, true
+	case errors.Is(err, votes.ErrNoPoll):
+		return votes.ErrNoPoll, true
+	case errors.Is(err, votes.ErrPollExists):
+		return votes.ErrPollExists, true
+	case errors.As(err, &named):
+		return named, true
+	case errors.As(err, &query):
+		return query, true
+	case errors.Is(err, archiveduckdb.ErrEmpty):
+		return archiveduckdb.ErrEmpty, true
+	case errors.Is(err, archiveduckdb.ErrUnknownTable):
+		return archiveduckdb.ErrUnknownTable, true
 	}
 	return nil, false
-}
-
-// is matches a sentinel error in the chain.
-func is(sentinel error) func(error) (error, bool) {
-	return func(err error) (error, bool) { return sentinel, errors.Is(err, sentinel) }
 }
 
 // withoutPrefix drops from msg the package prefix found's text starts with

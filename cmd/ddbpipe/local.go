@@ -153,6 +153,7 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "  search       %s (OpenSearch's API, in front of ZincSearch)\n", env.SearchURL)
 	}
 	fmt.Fprintf(stdout, "  function logs %s\n", rel(o.Root, u.logFile))
+	fmt.Fprintf(stdout, "  DynamoDB     %s\n", u.dynamoDB())
 	for _, m := range env.Runner.Mappings() {
 		fmt.Fprintf(stdout, "  %s\n", m)
 	}
@@ -160,6 +161,33 @@ func localUp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping…")
 	return nil
+}
+
+// dynamoDB says how the local DynamoDB behaves, as the flags set it: what
+// a run's figures depend on (streams' shards and splits, transaction
+// conflicts, write limits).
+func (u *upFlags) dynamoDB() string {
+	var parts []string
+	switch {
+	case u.streamShards == 1:
+		parts = append(parts, "streams of 1 shard (-stream-shards)")
+	case u.splitAfter > 0:
+		parts = append(parts, fmt.Sprintf("streams of %d shards, each split in two after %d records", u.streamShards, u.splitAfter))
+	default:
+		parts = append(parts, fmt.Sprintf("streams of %d shards, never split (-stream-split-after)", u.streamShards))
+	}
+	if u.conflicts {
+		parts = append(parts, "overlapping transactions cancelled (TransactionConflict)")
+	} else {
+		parts = append(parts, "no transaction conflicts (-conflicts)")
+	}
+	if u.keyLimit > 0 {
+		parts = append(parts, fmt.Sprintf("%g writes/s per partition key", u.keyLimit))
+	}
+	if u.tableScale > 0 {
+		parts = append(parts, fmt.Sprintf("table writes at %g of on-demand's", u.tableScale))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func rel(root, path string) string {

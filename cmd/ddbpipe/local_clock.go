@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 )
 
@@ -18,13 +19,22 @@ import (
 // (the rotator's daily run fires when moved past it) and the commands'
 // that read local.env (tables, votes send). A month's end can so be
 // rehearsed as it happens on AWS.
-func localClock(_ context.Context, args []string, stdout, stderr io.Writer) error {
+//
+// A month the rotator retired stays retired whatever the clock says, so a
+// move back to before a retirement is refused, naming the months it would
+// leave retired but open by the clock, unless -force (they stay retired:
+// their votes are rejected month-closed) or -reopen (the local stack
+// starts them over, empty).
+func localClock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("local clock", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	stack := newStackFlags(fs)
+	force := fs.Bool("force", false, "move back before a month's retirement anyway: the month stays retired, its votes rejected month-closed")
+	reopen := fs.Bool("reopen", false, "start over the retired months the clock has open (local stack only): their archive and the tally's checkpoints are removed, their tables created again, empty")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ddbpipe local clock [TIME | +DURATION | -DURATION | now]\n"+
+		fmt.Fprintln(stderr, "usage: ddbpipe local clock [-force | -reopen] [TIME | month-end[+DURATION] | +DURATION | -DURATION | now]\n"+
 			"  TIME: RFC 3339 (2026-12-04T02:00:00Z) or a date (2026-12-04, midnight UTC)\n"+
+			"  month-end: the end of the clock's month (midnight UTC of the 1st of the next), +DURATION past it\n"+
 			"  DURATION: Go's (90m, 36h) or days (3d)\n"+
 			"  now: back to the real clock")
 		fs.PrintDefaults()
@@ -53,16 +63,63 @@ func localClock(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("local clock: %w (is the stack running? `ddbpipe local up`)", err)
 	}
+	if *force && *reopen {
+		return errors.New("local clock: -force or -reopen, not both")
+	}
+	moved := offset
 	if arg != "" {
-		if offset, err = newOffset(arg, offset, time.Now()); err != nil {
-			return fmt.Errorf("local clock: %w", err)
-		}
-		if err := lambdafn.WriteClockOffset(file, offset); err != nil {
+		if moved, err = newOffset(arg, offset, time.Now()); err != nil {
 			return fmt.Errorf("local clock: %w", err)
 		}
 	}
-	fmt.Fprintf(stdout, "%s (%s)\n", time.Now().Add(offset).UTC().Format(time.RFC3339), describeOffset(offset))
+	// Retired months the new clock has open: moving back, or when asked.
+	var lm *ledgerMonths
+	var left []retiredMonth
+	if moved < offset || *reopen {
+		if lm, err = openLedgerMonths(ctx, *stack.root, *stack.state); err != nil {
+			return fmt.Errorf("local clock: %w", err)
+		}
+		now := time.Now()
+		if left, err = lm.retiredOpen(ctx, now.Add(moved).UTC(), now.Add(offset).UTC()); err != nil {
+			return fmt.Errorf("local clock: %w", err)
+		}
+		if len(left) > 0 && !*force && !*reopen {
+			return leftRetired(arg, now.Add(moved).UTC(), left)
+		}
+	}
+	if moved != offset {
+		if err := lambdafn.WriteClockOffset(file, moved); err != nil {
+			return fmt.Errorf("local clock: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "%s (%s)\n", time.Now().Add(moved).UTC().Format(time.RFC3339), describeOffset(moved))
+	if *reopen {
+		return lm.reopen(ctx, left, stdout)
+	}
+	for _, r := range left {
+		fmt.Fprintf(stdout, "%s stays retired (archive verified %s): its votes are rejected month-closed\n", r.month, r.at.Format(time.RFC3339))
+	}
 	return nil
+}
+
+// leftRetired is the refusal of a move back to t that would leave months
+// retired although t has them open, with the two ways on.
+func leftRetired(arg string, t time.Time, months []retiredMonth) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "local clock: %s is before the retirement of", t.Format(time.RFC3339))
+	for i, r := range months {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %s (archive verified %s; by that clock it takes votes until %s)", r.month, r.at.Format(time.RFC3339), r.closes.Format(time.RFC3339))
+	}
+	if arg == "" {
+		arg = "TIME"
+	}
+	b.WriteString(".\nA retired month stays retired whatever the clock says: its table is gone, its votes are rejected month-closed, and the rotator does not create it again.\n")
+	fmt.Fprintf(&b, "  ddbpipe local clock -force %s    move back anyway; the month stays retired\n", arg)
+	fmt.Fprintf(&b, "  ddbpipe local clock -reopen %s   move back and start the month over (local stack only): its archive and the tally's checkpoints are removed, its table created again, empty; the polls' totals keep its votes", arg)
+	return errors.New(b.String())
 }
 
 // newOffset is the clock's offset from the real time after arg, given the
@@ -77,6 +134,20 @@ func newOffset(arg string, current time.Duration, now time.Time) (time.Duration,
 			return 0, err
 		}
 		return current + d, nil
+	case strings.HasPrefix(arg, "month-end"):
+		end := ledger.End(now.Add(current))
+		past := strings.TrimPrefix(arg, "month-end")
+		if past == "" {
+			return end.Sub(now), nil
+		}
+		if !isDuration(past) {
+			return 0, fmt.Errorf("%q: want month-end or month-end+DURATION, like month-end+50h", arg)
+		}
+		d, err := parseDays(past)
+		if err != nil {
+			return 0, err
+		}
+		return end.Add(d).Sub(now), nil
 	}
 	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
 		if t, err := time.Parse(layout, arg); err == nil {

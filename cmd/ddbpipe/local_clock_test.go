@@ -20,6 +20,10 @@ func TestLocalClockOffsets(t *testing.T) {
 		{"+3d", 0, 72 * time.Hour, ""},
 		{"2026-12-04T02:00:00Z", 9 * time.Hour, 6*24*time.Hour + 4*time.Hour, ""},
 		{"2026-12-01", 0, 3*24*time.Hour + 2*time.Hour, ""},
+		{"month-end", 0, 3*24*time.Hour + 2*time.Hour, ""},
+		{"month-end+50h", 0, 5*24*time.Hour + 4*time.Hour, ""},
+		{"month-end+2d", 5 * 24 * time.Hour, 3*24*time.Hour + 2*time.Hour + 31*24*time.Hour + 2*24*time.Hour, ""}, // the clock is in December
+		{"month-end50h", 0, 0, "want month-end or month-end+DURATION"},
 		{"+3x", 0, 0, "want a duration"},
 		{"+xd", 0, 0, "whole number of days"},
 		{"tomorrow", 0, 0, "want an RFC 3339 time"},

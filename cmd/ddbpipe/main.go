@@ -49,7 +49,7 @@ func commands() []command {
 		{"local down", "stop the stack started by `ddbpipe local up`", localDown},
 		{"local servers", "run a command with the local servers started for it and their endpoints exported: local servers -- CMD [ARG...]", localServers},
 		{"local invoke", "invoke a function of the running local stack: local invoke FUNCTION [-event FILE]", localInvoke},
-		{"local clock", "show or move every clock of the running local stack: local clock [TIME|+DURATION|now]", localClock},
+		{"local clock", "show or move every clock of the running local stack: local clock [-force|-reopen] [TIME|month-end+DURATION|+DURATION|now]", localClock},
 		{"polls create", "create a poll: polls create -poll P -options a,b,c [-shards N]", pollsCreate},
 		{"polls ls", "list the polls: polls ls [-json]", pollsLs},
 		{"polls get", "one poll's definition: polls get [-json] P", pollsGet},

@@ -222,16 +222,15 @@ func votesDLQRedrive(ctx context.Context, args []string, stdout, stderr io.Write
 		res = redriveResult{From: from, To: *to, DryRun: true, Would: &s}
 	} else {
 		o := votessqs.RedriveOptions{Max: *q.max, Hold: *q.hold}
+		show := newProgress(stderr)
 		if !*quiet {
 			o.Progress = func(r votessqs.RedriveResult) {
-				fmt.Fprintf(stderr, "\rmoved %d, not yet %d, retries %d", r.Moved, r.Failed, r.Retries)
+				show.update(fmt.Sprintf("moved %d, not yet %d, retries %d", r.Moved, r.Failed, r.Retries))
 			}
 		}
 		res = redriveResult{From: from, To: *to}
 		res.RedriveResult, err = votessqs.Redrive(ctx, c, from, *to, o)
-		if o.Progress != nil {
-			fmt.Fprintln(stderr)
-		}
+		show.done()
 	}
 	var perr error
 	switch {

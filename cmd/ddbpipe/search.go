@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
@@ -211,6 +212,7 @@ func printDrift(w io.Writer, d search.Drift, show int) {
 type progress struct {
 	w        io.Writer
 	terminal bool
+	mu       sync.Mutex // updates may come from a run's workers
 	last     time.Time
 	line     string
 }
@@ -218,6 +220,8 @@ type progress struct {
 func newProgress(w io.Writer) *progress { return &progress{w: w, terminal: votesIsTerminal(w)} }
 
 func (p *progress) update(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.line = line
 	every := 5 * time.Second
 	if p.terminal {
@@ -234,11 +238,25 @@ func (p *progress) update(line string) {
 	fmt.Fprintln(p.w, line)
 }
 
+// done ends the progress with its last line, when it showed any.
 func (p *progress) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case p.terminal && p.line != "":
 		fmt.Fprintf(p.w, "\r%s\n", p.line)
 	case p.line != "" && !p.last.IsZero():
 		fmt.Fprintln(p.w, p.line)
 	}
+}
+
+// finish ends the progress with line, whether it showed any before.
+func (p *progress) finish(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r%s\n", line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
 }

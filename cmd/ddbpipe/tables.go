@@ -208,8 +208,8 @@ func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "done in %s: %d created, %d subscribed, %d retired, %d alarms\n",
-			time.Since(start).Round(time.Millisecond), len(rep.Created), len(rep.Subscribed), rep.Retired(), rep.Alarms())
+		fmt.Fprintf(stdout, "done in %s: %d created, %d subscribed, %d retired, %d alarms, %d failed\n",
+			time.Since(start).Round(time.Millisecond), len(rep.Created), len(rep.Subscribed), rep.Retired(), rep.Alarms(), rep.FailedSteps())
 		for _, t := range rep.Retirements {
 			fmt.Fprintf(stdout, "  %s: %s\n", t.Table, t.Outcome)
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/platform/sigv4"
@@ -123,9 +124,22 @@ func orDash(s string) string {
 	return s
 }
 
-// printable is s with control characters escaped, as Go quotes them: a
-// detail may quote a producer's bytes, never sent raw to a terminal.
+// printable is s with control characters, backslashes and bytes that are
+// not UTF-8 escaped as Go quotes them: a detail may quote a producer's
+// bytes, never sent raw to a terminal. Double quotes stay as they are
+// (no option "hamster"): the detail is a column, not a Go string.
 func printable(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r != '\\' && strconv.IsPrint(r):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+	}
+	return b.String()
 }

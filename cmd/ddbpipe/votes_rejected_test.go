@@ -32,8 +32,10 @@ func TestPrintableDetail(t *testing.T) {
 		name, in, want string
 	}{
 		{"escape sequence", "a\x1b[2J", `a\x1b[2J`},
-		{"quotes", `"a"`, `\"a\"`},
+		{"quotes stay", `no option "hamster"`, `no option "hamster"`},
+		{"backslash", `a\b`, `a\\b`},
 		{"not UTF-8", "a\xff", `a\xff`},
+		{"replacement character", "a\uFFFDb", "a\uFFFDb"},
 		{"plain", "é ok", "é ok"},
 	}
 	for _, tt := range tests {

@@ -211,13 +211,11 @@ type Partition struct {
 }
 
 // Prefix is the partition's folder: "table=<base>/month=<YYYY-MM>/".
-func (p Partition) Prefix() string {
-	return "table=" + p.Table + "/month=" + p.Month + "/"
-}
+func (p Partition) Prefix() string { return ledger.ArchivePrefix(p.Table, p.Month) }
 
 // ManifestKey is where the partition's manifest lives. The leading
 // underscore keeps Athena from reading it as data.
-func (p Partition) ManifestKey() string { return p.Prefix() + "_manifest.json" }
+func (p Partition) ManifestKey() string { return ledger.ManifestKey(p.Table, p.Month) }
 
 // PartitionOf gives a record's partition. A monthly table's records all
 // belong to the table's month, whenever they were written (a vote cast on

@@ -394,6 +394,18 @@ func (r RotationReport) Retired() int { return r.count(Retired) }
 // Alarms counts retirements that alarmed.
 func (r RotationReport) Alarms() int { return r.count(Alarm) }
 
+// FailedSteps counts the steps that failed: a table's creation, warming
+// or subscription (Errors), and the step each failed retirement stopped at.
+func (r RotationReport) FailedSteps() int {
+	n := len(r.Errors)
+	for _, t := range r.Retirements {
+		if t.Err != nil {
+			n++
+		}
+	}
+	return n
+}
+
 func (r RotationReport) count(o Outcome) int {
 	n := 0
 	for _, t := range r.Retirements {

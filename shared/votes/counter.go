@@ -19,8 +19,10 @@ var ErrThrottled = errors.New("votes: throttled")
 
 // ErrNoLedger is a write into a month whose ledger table does not exist.
 // Only the rotator creates ledger tables (the current and the next month,
-// ahead of time), so within the fence this means the rotator has not run
-// yet: the vote is failed back and delivered again, never dropped.
+// ahead of time), and it never creates a month it retired again. So a
+// month the rotator retired (Counter.Retirements) rejects the vote
+// month-closed; any other has not been created yet: the vote is failed
+// back and delivered again, never dropped.
 var ErrNoLedger = errors.New("votes: the month's ledger table does not exist")
 
 // ExistsError is a conditional write refused because the key is taken:
@@ -43,6 +45,13 @@ type Store interface {
 	// poll's voter voted with voteID; *ExistsError names the vote that
 	// claimed the voter first (the same vote on a redelivery).
 	ClaimVoter(ctx context.Context, e Entry) error
+}
+
+// Retirements is the rotator's record of the months it retired.
+type Retirements interface {
+	// Retired reports whether month m (YYYY-MM) was retired, and when its
+	// archive was verified.
+	Retired(ctx context.Context, m string) (at time.Time, retired bool, err error)
 }
 
 // Rejected is a message that will never be counted, with its reason.
@@ -120,6 +129,13 @@ type Counter struct {
 	Record RejectRecorder
 	// Fence says which months take votes (the grace after a month's end).
 	Fence Fence
+	// Retirements, when set, tells a month the rotator retired (its table
+	// deleted for good) from one not created yet: a vote of a retired month
+	// is rejected month-closed, whatever Now says. It is asked afresh for
+	// each such vote (a backlog's late votes: rare), not remembered: a
+	// local stack's rehearsal may reopen a month (ddbpipe local clock
+	// -reopen), and a vote rejected stays rejected.
+	Retirements Retirements
 	// Now is the counter's clock: castAt's checks and the fence. A
 	// rehearsal may move it (lambdafn's clock file).
 	Now func() time.Time
@@ -474,62 +490,106 @@ func writeEndOf(ctx context.Context, err error) writeEnd {
 }
 
 // put writes one entry: the voter's claim first for a one-vote-per-voter
-// poll, then the ledger item. Throttling is retried until the deadline
-// margin (given back, the message would wait out the queue's visibility
-// timeout), anything else MaxAttempts times.
+// poll, then the ledger item.
 func (c *Counter) put(ctx context.Context, e Entry, st *putStats) (outcome, error) {
-	steps := []func(context.Context, Entry) error{c.Store.PutVote}
 	if e.OneVotePerVoter {
-		steps = []func(context.Context, Entry) error{c.Store.ClaimVoter, c.Store.PutVote}
-	}
-	for i, step := range steps {
-		claim := e.OneVotePerVoter && i == 0
-		for attempt := 1; ; attempt++ {
-			if !timeLeft(ctx, c.Wall) {
-				st.deadline = true
-				return failed, nil
-			}
-			if c.shed.acquire(ctx) != nil {
-				st.deadline = true
-				return failed, nil
-			}
-			err := step(ctx, e)
-			c.shed.release(writeEndOf(ctx, err))
-			var ex *ExistsError
-			st.puts++
-			switch {
-			case err == nil:
-			case errors.As(err, &ex) && claim:
-				if ex.StoredVoteID != e.VoteID {
-					return refused, duplicateVoter(e)
-				}
-				err = nil // this vote's own claim, from an earlier delivery
-			case errors.As(err, &ex):
-				if e.OneVotePerVoter && ex.StoredVoteID != e.VoteID {
-					return refused, duplicateVoter(e)
-				}
-				return duplicate, nil
-			case errors.Is(err, ErrNoLedger):
-				c.Log.WarnContext(ctx, "no ledger table for the vote's month (the rotator creates it); the vote will be retried",
-					"month", e.Month(), "voteId", e.VoteID)
-				return failed, nil
-			}
-			if err == nil {
-				break
-			}
-			st.lastErr = err
-			throttled := errors.Is(err, ErrThrottled)
-			if throttled {
-				st.throttles++
-			}
-			_, bounded := ctx.Deadline()
-			if attempt >= c.MaxAttempts && !(throttled && bounded) {
-				c.Log.WarnContext(ctx, "ledger write failed; the vote will be retried", "err", err, "voteId", e.VoteID, "attempts", attempt)
-				return failed, nil
-			}
-			st.retries++
-			_ = retry.Sleep(ctx, c.Backoff(attempt)) // the deadline check above reports a cut-off
+		if o, err := c.attempt(ctx, e, claimWrite, st); o != written {
+			return o, err
 		}
 	}
-	return written, nil
+	return c.attempt(ctx, e, ledgerWrite, st)
+}
+
+// write is one of the two writes a vote may take.
+type write int
+
+const (
+	claimWrite  write = iota // Store.ClaimVoter: a one-vote-per-voter poll's voter, once
+	ledgerWrite              // Store.PutVote: the vote into its month's ledger
+)
+
+// send makes the write w of e once.
+func (c *Counter) send(ctx context.Context, w write, e Entry) error {
+	if w == claimWrite {
+		return c.Store.ClaimVoter(ctx, e)
+	}
+	return c.Store.PutVote(ctx, e)
+}
+
+// attempt makes the write w of e until it lands. Throttling is retried
+// until the deadline margin (given back, the message would wait out the
+// queue's visibility timeout), anything else MaxAttempts times.
+func (c *Counter) attempt(ctx context.Context, e Entry, w write, st *putStats) (outcome, error) {
+	for attempt := 1; ; attempt++ {
+		if !timeLeft(ctx, c.Wall) {
+			st.deadline = true
+			return failed, nil
+		}
+		if c.shed.acquire(ctx) != nil {
+			st.deadline = true
+			return failed, nil
+		}
+		err := c.send(ctx, w, e)
+		c.shed.release(writeEndOf(ctx, err))
+		var ex *ExistsError
+		st.puts++
+		switch {
+		case err == nil:
+			return written, nil
+		case errors.As(err, &ex) && w == claimWrite:
+			if ex.StoredVoteID != e.VoteID {
+				return refused, duplicateVoter(e)
+			}
+			return written, nil // this vote's own claim, from an earlier delivery
+		case errors.As(err, &ex):
+			if e.OneVotePerVoter && ex.StoredVoteID != e.VoteID {
+				return refused, duplicateVoter(e)
+			}
+			return duplicate, nil
+		case errors.Is(err, ErrNoLedger):
+			return c.noLedger(ctx, e)
+		}
+		st.lastErr = err
+		throttled := errors.Is(err, ErrThrottled)
+		if throttled {
+			st.throttles++
+		}
+		_, bounded := ctx.Deadline()
+		if attempt >= c.MaxAttempts && !(throttled && bounded) {
+			c.Log.WarnContext(ctx, "ledger write failed; the vote will be retried", "err", err, "voteId", e.VoteID, "attempts", attempt)
+			return failed, nil
+		}
+		st.retries++
+		_ = retry.Sleep(ctx, c.Backoff(attempt)) // the deadline check above reports a cut-off
+	}
+}
+
+// noLedger is what a vote whose month has no ledger table comes to: a
+// month the rotator retired takes no vote again, whatever the counter's
+// clock says (month-closed); any other is not created yet, and the vote is
+// given back until the rotator creates it.
+func (c *Counter) noLedger(ctx context.Context, e Entry) (outcome, error) {
+	m := e.Month()
+	var at time.Time
+	var retired bool
+	var err error
+	if c.Retirements != nil {
+		at, retired, err = c.Retirements.Retired(ctx, m)
+	}
+	switch {
+	case err != nil:
+		c.Log.WarnContext(ctx, "no ledger table for the vote's month, and its retirement could not be read; the vote will be retried",
+			"month", m, "voteId", e.VoteID, "err", err)
+		return failed, nil
+	case retired:
+		return refused, monthRetired(e, at)
+	}
+	c.Log.WarnContext(ctx, "no ledger table for the vote's month (the rotator creates it); the vote will be retried",
+		"month", m, "voteId", e.VoteID)
+	return failed, nil
+}
+
+func monthRetired(e Entry, at time.Time) *RejectError {
+	return reject(ReasonMonthClosed, "castAt %s is in %s, which was retired (archived, verified and its ledger table deleted; archive verified %s): it takes no more votes",
+		e.CastAt.Format(time.RFC3339), e.Month(), at.UTC().Format(time.RFC3339))
 }

@@ -93,18 +93,14 @@ func RejectShard(messageID string) int {
 
 // named reads the ids a rejected body names, as far as it can be read: each
 // of pollId, voteId and optionId that is a JSON string whose raw bytes are
-// UTF-8 and that is a valid id ("" otherwise).
+// UTF-8 and that is a valid id ("" otherwise). A body that is not whole
+// JSON (malformed-json: cut short, a bad value) still names the fields that
+// come before the point where it breaks.
 func named(body []byte) (poll, vote, option string) {
 	if len(body) > maxNamedBody {
 		return "", "", ""
 	}
-	var raw map[string]json.RawMessage
-	if json.Unmarshal(body, &raw) != nil {
-		// Trailing data after the object: the object alone still names its poll.
-		if json.NewDecoder(bytes.NewReader(body)).Decode(&raw) != nil {
-			return "", "", ""
-		}
-	}
+	raw := leadingFields(body)
 	id := func(name string) string {
 		r, ok := raw[name]
 		var s string
@@ -114,6 +110,30 @@ func named(body []byte) (poll, vote, option string) {
 		return s
 	}
 	return id("pollId"), id("voteId"), id("optionId")
+}
+
+// leadingFields reads the fields of the JSON object body starts with, up to
+// the end of the object or the first thing that is not JSON; a repeated
+// name keeps its last value, as json.Unmarshal does.
+func leadingFields(body []byte) map[string]json.RawMessage {
+	raw := map[string]json.RawMessage{}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return raw
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		name, ok := t.(string)
+		if err != nil || !ok {
+			break
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			break
+		}
+		raw[name] = v
+	}
+	return raw
 }
 
 // RejectRecorder keeps a poll's rejects for its producers.

@@ -133,6 +133,11 @@ func TestNamed(t *testing.T) {
 		{"invalid UTF-8 in the id", "{\"pollId\":\"p\xff\"}", "", "", ""},
 		{"invalid UTF-8 elsewhere", "{\"pollId\":\"p\",\"x\":\"\xff\"}", "p", "", ""},
 		{"last of a repeated key", `{"pollId":"a","pollId":"b"}`, "b", "", ""},
+		{"cut short", `{"voteId":"v","pollId":"p","optionId":"o","castAt":"2026-`, "p", "v", "o"},
+		{"a bad value after the poll", `{"pollId":"p","voteId":"v","optionId":tru}`, "p", "v", ""},
+		{"the poll after the break", `{"voteId":"v",,"pollId":"p"}`, "", "v", ""},
+		{"a key that is not a string", `{"pollId":"p",7:"x","voteId":"v"}`, "p", "", ""},
+		{"not JSON", `pollId=p`, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -563,3 +563,65 @@ func TestDeckPicker(t *testing.T) {
 		t.Errorf("pick(1) = %d", got)
 	}
 }
+
+// memRetirements is the rotator's record of retired months, in memory.
+type memRetirements struct {
+	mu      sync.Mutex
+	retired map[string]time.Time
+	err     error
+}
+
+var _ Retirements = (*memRetirements)(nil)
+
+func (r *memRetirements) Retired(_ context.Context, m string) (time.Time, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return time.Time{}, false, r.err
+	}
+	at, ok := r.retired[m]
+	return at, ok, nil
+}
+
+// A vote for a month without a table is rejected month-closed at once when
+// the rotator retired that month, whatever the counter's clock says; one for
+// a month not created yet is given back.
+func TestCountRejectsRetiredMonth(t *testing.T) {
+	verified := time.Date(2026, 12, 3, 1, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name         string
+		retirements  *memRetirements
+		wantFailed   int
+		wantRejected map[Reason]int
+	}{
+		{"retired", &memRetirements{retired: map[string]time.Time{"2026-11": verified}}, 0, map[Reason]int{ReasonMonthClosed: 2}},
+		{"not created yet", &memRetirements{}, 2, map[Reason]int{}},
+		{"retirement unreadable", &memRetirements{err: errors.New("archive unavailable")}, 2, map[Reason]int{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := newMem(Poll{ID: "p", Options: []string{"a"}, Shards: 1}, Poll{ID: "one", Options: []string{"a"}, Shards: 1, OneVotePerVoter: true})
+			delete(store.months, "2026-11") // the clock says November is open; its table is gone
+			rej := &memRejects{}
+			counter := newCounter(store, rej)
+			counter.Retirements = c.retirements
+			res := counter.Count(context.Background(), []Message{
+				msg("m1", vote("v1", "p", "a", "u1")),
+				msg("m2", vote("v2", "one", "a", "u2")),
+			})
+			if len(res.Failed) != c.wantFailed || fmt.Sprint(res.Rejected) != fmt.Sprint(c.wantRejected) {
+				t.Fatalf("failed %v, rejected %v: want %d failed, rejected %v", res.Failed, res.Rejected, c.wantFailed, c.wantRejected)
+			}
+			if c.wantRejected[ReasonMonthClosed] > 0 {
+				if got := rej.got[0].Detail; !strings.Contains(got, "2026-11, which was retired") || !strings.Contains(got, "2026-12-03T01:00:00Z") {
+					t.Errorf("detail %q: want the month and when it was retired", got)
+				}
+				// The month reopened (a local rehearsal's way back): its votes count again.
+				store.months["2026-11"] = true
+				delete(c.retirements.retired, "2026-11")
+				if res := counter.Count(context.Background(), []Message{msg("m3", vote("v3", "p", "a", "u3"))}); res.Accepted != 1 {
+					t.Errorf("after the month reopened: %+v, want the vote accepted", res)
+				}
+			}
+		})
+	}
+}

@@ -191,7 +191,7 @@ func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, 
 		}
 	}
 	log.InfoContext(ctx, "rotation done", "now", rep.Now, "created", rep.Created, "warmed", rep.Warmed, "subscribed", rep.Subscribed,
-		"retired", rep.Retired(), "alarms", rep.Alarms(), "notDrained", notDrained, "errors", len(rep.Errors))
+		"retired", rep.Retired(), "alarms", rep.Alarms(), "failedSteps", rep.FailedSteps(), "notDrained", notDrained, "errors", len(rep.Errors))
 	if metrics == nil {
 		return
 	}

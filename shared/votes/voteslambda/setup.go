@@ -12,6 +12,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votess3"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
 )
 
@@ -52,7 +53,8 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	sv := readStoreVars(v)
 	grace := v.Int("ARCHIVE_GRACE_DAYS", 1, 27)
 	rejectsURL := v.String("REJECTS_QUEUE_URL")
-	votesURL := env.Getenv("VOTES_QUEUE_URL") // optional: without it, given-back votes wait the queue's timeout
+	archiveBucket := v.String("ARCHIVE_BUCKET") // the rotator's record of retired months
+	votesURL := env.Getenv("VOTES_QUEUE_URL")   // optional: without it, given-back votes wait the queue's timeout
 	retryMax := v.Int("VOTES_VISIBILITY_TIMEOUT", 1, 43200)
 	maxReceives := v.Int("VOTES_MAX_RECEIVE_COUNT", 1, 1000)
 	if err := v.Err(); err != nil {
@@ -61,12 +63,13 @@ func SetupCounter(_ context.Context, env lambdafn.Env) (any, error) {
 	client := sqs.NewFromConfig(env.AWS)
 	store := sv.store(env)
 	counter := &votes.Counter{
-		Store:   store,
-		Rejects: votessqs.NewRejects(client, rejectsURL),
-		Record:  store,
-		Fence:   votes.Fence{Grace: time.Duration(grace) * ledger.Day},
-		Now:     sv.now,
-		Log:     env.Log,
+		Store:       store,
+		Rejects:     votessqs.NewRejects(client, rejectsURL),
+		Record:      store,
+		Fence:       votes.Fence{Grace: time.Duration(grace) * ledger.Day},
+		Retirements: &votess3.Retirements{S3: awsenv.S3(env.AWS), Bucket: archiveBucket, Table: sv.prefix},
+		Now:         sv.now,
+		Log:         env.Log,
 	}
 	metrics := lambdafn.NewMetrics(env, "counter")
 	h := &SQS{Counter: counter, Metrics: metrics, Log: env.Log,

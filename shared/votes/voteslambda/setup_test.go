@@ -65,7 +65,7 @@ var (
 	counterVars = map[string]string{
 		"COUNTERS_TABLE": "counters", "LEDGER_TABLE_PREFIX": "ledger", "ARCHIVE_GRACE_DAYS": "2",
 		"REJECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/000000000000/rejects", "VOTES_VISIBILITY_TIMEOUT": "360", "VOTES_MAX_RECEIVE_COUNT": "20",
-		"VOTES_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/000000000000/votes",
+		"VOTES_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/000000000000/votes", "ARCHIVE_BUCKET": "archive",
 	}
 	tallyVars    = map[string]string{"COUNTERS_TABLE": "counters", "LEDGER_TABLE_PREFIX": "ledger"}
 	votesAPIVars = map[string]string{"COUNTERS_TABLE": "counters", "COUNTER_SHARDS": "8", "LEDGER_TABLE_PREFIX": "ledger"}
@@ -78,7 +78,8 @@ func TestSetupCounter(t *testing.T) {
 		want []string // variables the error must name; none: a handler
 	}{
 		{"valid", counterVars, nil},
-		{"nothing set", nil, []string{"COUNTERS_TABLE", "LEDGER_TABLE_PREFIX", "ARCHIVE_GRACE_DAYS", "REJECTS_QUEUE_URL", "VOTES_VISIBILITY_TIMEOUT", "VOTES_MAX_RECEIVE_COUNT"}},
+		{"nothing set", nil, []string{"COUNTERS_TABLE", "LEDGER_TABLE_PREFIX", "ARCHIVE_GRACE_DAYS", "REJECTS_QUEUE_URL", "VOTES_VISIBILITY_TIMEOUT", "VOTES_MAX_RECEIVE_COUNT", "ARCHIVE_BUCKET"}},
+		{"no archive bucket", with(counterVars, map[string]string{"ARCHIVE_BUCKET": ""}), []string{"ARCHIVE_BUCKET"}},
 		{"visibility of 0 s", with(counterVars, map[string]string{"VOTES_VISIBILITY_TIMEOUT": "0"}), []string{`VOTES_VISIBILITY_TIMEOUT="0"`}},
 		{"no table", with(counterVars, map[string]string{"COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE"}},
 		{"blank prefix", with(counterVars, map[string]string{"LEDGER_TABLE_PREFIX": "  "}), []string{"LEDGER_TABLE_PREFIX"}},
