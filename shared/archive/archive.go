@@ -156,6 +156,20 @@ type Row struct {
 	Replayed bool
 }
 
+// mainImage is the image of the record whose row's typed columns describe
+// it in a file (archiveparquet): the new image, else the old image (a
+// REMOVE), else the keys. A row's image is "" exactly when its record's is
+// nil, so the row picks the same one.
+func (r Record) mainImage() Item {
+	switch {
+	case r.NewImage != nil:
+		return r.NewImage
+	case r.OldImage != nil:
+		return r.OldImage
+	}
+	return r.Keys
+}
+
 // NewRow converts a record into its row. It fails with ErrInvalidRecord or
 // ErrUnsupportedValue (wrapped with the record's event id): the record is
 // then a poison record.

@@ -63,6 +63,11 @@ type Object struct {
 	FirstSequence string
 	LastSequence  string // the greatest sequence number in Rows
 	Rows          []Row
+	// Images are, for each of Rows, the image its typed columns describe
+	// (the new image, else the old one, else the keys) as its record held
+	// it, so that the file's encoder splits the record's values into
+	// columns rather than read them back from the row's JSON.
+	Images []Item
 }
 
 // ObjectWriter stores the archiver's objects: it writes an Object's rows
@@ -110,7 +115,7 @@ func Group(recs []Record) ([]Object, error) {
 		p := Partition{Table: row.Table, Month: row.Month}
 		if n := len(objs); n > 0 && objs[n-1].Partition == p && objs[n-1].Stream == r.Stream {
 			o := &objs[n-1]
-			o.Rows = append(o.Rows, row)
+			o.Rows, o.Images = append(o.Rows, row), append(o.Images, r.mainImage())
 			if ledger.CompareSeq(r.SequenceNumber, o.LastSequence) > 0 {
 				o.LastSequence = r.SequenceNumber
 			}
@@ -118,7 +123,7 @@ func Group(recs []Record) ([]Object, error) {
 		}
 		objs = append(objs, Object{
 			Key: ObjectKey(p, r.Stream, r.SequenceNumber), Partition: p, Stream: r.Stream,
-			FirstSequence: r.SequenceNumber, LastSequence: r.SequenceNumber, Rows: []Row{row},
+			FirstSequence: r.SequenceNumber, LastSequence: r.SequenceNumber, Rows: []Row{row}, Images: []Item{r.mainImage()},
 		})
 	}
 	return objs, nil

@@ -109,6 +109,31 @@ func isDigits(s string) bool {
 	return true
 }
 
+// Values makes an Item's attribute values (see Item), one method per
+// DynamoDB type; it keeps the slices and maps it is given. It is
+// the one mapping from DynamoDB's types to an Item's values: the archiver
+// reads a stream image with it (ddbstream.FromLambda, in archivelambda) and
+// the rotator a scanned item (archiveddb.Plain), so that both sides of the
+// verification read an item alike.
+type Values struct{}
+
+func (Values) S(s string) any         { return s }
+func (Values) N(text string) any      { return Number(text) }
+func (Values) B(b []byte) any         { return b }
+func (Values) BOOL(b bool) any        { return b }
+func (Values) NULL() any              { return nil }
+func (Values) SS(ss []string) any     { return ss }
+func (Values) BS(bs [][]byte) any     { return bs }
+func (Values) L(l []any) any          { return l }
+func (Values) M(m map[string]any) any { return m }
+func (Values) NS(texts []string) any {
+	ns := make([]Number, len(texts))
+	for i, t := range texts {
+		ns[i] = Number(t)
+	}
+	return ns
+}
+
 // ImageJSON encodes an image as the archive's JSON (see Item): compact, keys
 // sorted, sets sorted, no HTML escaping. A nil image gives "".
 func ImageJSON(img Item) (string, error) {

@@ -8,9 +8,9 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
-// Plain converts an item of the dynamodb SDK (from a Scan, or converted
-// from a stream image by ddbstream) into the archive's plain values (see
-// archive.Item). A nil item stays nil.
+// Plain converts an item read with the dynamodb SDK (a Scan's) into the
+// archive's plain values (archive.Values), as the archiver reads the same
+// item from the stream. A nil item stays nil.
 func Plain(item map[string]dynamotypes.AttributeValue) (archive.Item, error) {
 	if item == nil {
 		return nil, nil
@@ -27,31 +27,28 @@ func Plain(item map[string]dynamotypes.AttributeValue) (archive.Item, error) {
 }
 
 func plainValue(v dynamotypes.AttributeValue, path string) (any, error) {
+	var to archive.Values
 	switch v := v.(type) {
 	case *dynamotypes.AttributeValueMemberS:
-		return v.Value, nil
+		return to.S(v.Value), nil
 	case *dynamotypes.AttributeValueMemberN:
-		return archive.Number(v.Value), nil
+		return to.N(v.Value), nil
 	case *dynamotypes.AttributeValueMemberB:
-		return append([]byte{}, v.Value...), nil
+		return to.B(append([]byte{}, v.Value...)), nil
 	case *dynamotypes.AttributeValueMemberBOOL:
-		return v.Value, nil
+		return to.BOOL(v.Value), nil
 	case *dynamotypes.AttributeValueMemberNULL:
-		return nil, nil
+		return to.NULL(), nil
 	case *dynamotypes.AttributeValueMemberSS:
-		return append([]string{}, v.Value...), nil
+		return to.SS(append([]string{}, v.Value...)), nil
 	case *dynamotypes.AttributeValueMemberNS:
-		ns := make([]archive.Number, len(v.Value))
-		for i, n := range v.Value {
-			ns[i] = archive.Number(n)
-		}
-		return ns, nil
+		return to.NS(v.Value), nil
 	case *dynamotypes.AttributeValueMemberBS:
 		bs := make([][]byte, len(v.Value))
 		for i, b := range v.Value {
 			bs[i] = append([]byte{}, b...)
 		}
-		return bs, nil
+		return to.BS(bs), nil
 	case *dynamotypes.AttributeValueMemberL:
 		l := make([]any, len(v.Value))
 		for i, x := range v.Value {
@@ -61,7 +58,7 @@ func plainValue(v dynamotypes.AttributeValue, path string) (any, error) {
 			}
 			l[i] = p
 		}
-		return l, nil
+		return to.L(l), nil
 	case *dynamotypes.AttributeValueMemberM:
 		m := make(map[string]any, len(v.Value))
 		for k, x := range v.Value {
@@ -71,7 +68,7 @@ func plainValue(v dynamotypes.AttributeValue, path string) (any, error) {
 			}
 			m[k] = p
 		}
-		return m, nil
+		return to.M(m), nil
 	default:
 		return nil, fmt.Errorf("%w: attribute %q holds a %T", archive.ErrUnsupportedValue, path, v)
 	}

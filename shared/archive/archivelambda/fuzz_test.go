@@ -1,6 +1,7 @@
 package archivelambda_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -16,7 +17,8 @@ import (
 // FuzzStreamRecord: any stream record, as Lambda would deliver it, is
 // converted or refused (a poison record), never a panic; a converted
 // record's images round-trip through the archive's JSON, and its row
-// through a Parquet file, unchanged.
+// through a Parquet file, unchanged; and the file made of the record's
+// images is the file made of its row's JSON.
 func FuzzStreamRecord(f *testing.F) {
 	fixture, err := os.ReadFile("testdata/stream-event.json")
 	if err != nil {
@@ -60,9 +62,12 @@ func FuzzStreamRecord(f *testing.F) {
 					}
 				}
 			}
-			data, err := archiveparquet.Marshal(o.Rows)
+			data, err := archiveparquet.MarshalObject(o)
 			if err != nil {
 				t.Fatalf("encode %+v: %v", o.Rows, err)
+			}
+			if fromJSON, err := archiveparquet.Marshal(o.Rows); err != nil || !bytes.Equal(fromJSON, data) {
+				t.Fatalf("the file of %+v's images differs from the file of its JSON (%v)", o.Rows, err)
 			}
 			got, err := archiveparquet.Unmarshal(data)
 			if err != nil || !reflect.DeepEqual(got, o.Rows) {

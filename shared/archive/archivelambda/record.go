@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archiveddb"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
 )
@@ -22,10 +21,11 @@ var ErrBadARN = ledger.ErrBadStreamARN
 const ttlPrincipal = "dynamodb.amazonaws.com"
 
 // FromLambda converts a record of a Lambda DynamoDB stream event into the
-// archive's plain values. The images go through ddbstream.LambdaToDynamo,
-// which checks them as DynamoDB would (numbers, sets, NULL, nesting), and
-// then archiveddb.Plain, the conversion the rotator's Scan uses too, so
-// that both sides of the verification read an item alike. An error makes the record a poison record.
+// archive's plain values. Each image is converted once, by Image: checked
+// as DynamoDB would check it (numbers, sets, strings, NULL, nesting) and
+// made into the values archive.Values makes, as the rotator's Scan makes
+// them too (archiveddb.Plain), so that both sides of the verification read
+// an item alike. An error makes the record a poison record.
 func FromLambda(r events.DynamoDBEventRecord) (archive.Record, error) {
 	fail := func(err error) (archive.Record, error) {
 		return archive.Record{}, fmt.Errorf("archivelambda: record %q: %w", r.EventID, err)
@@ -52,11 +52,8 @@ func FromLambda(r events.DynamoDBEventRecord) (archive.Record, error) {
 	}
 	var poison PoisonError
 	for _, img := range images {
-		av, err := ddbstream.LambdaToDynamo(img.in)
-		if err == nil {
-			*img.out, err = archiveddb.Plain(av)
-		}
-		if err != nil {
+		var err error
+		if *img.out, err = Image(img.in); err != nil {
 			poison.add(img.name, img.in, err)
 		}
 	}
@@ -64,6 +61,13 @@ func FromLambda(r events.DynamoDBEventRecord) (archive.Record, error) {
 		return fail(&poison)
 	}
 	return out, nil
+}
+
+// Image converts one image of a Lambda stream record (Keys, NewImage or
+// OldImage) into the archive's plain values, refusing what DynamoDB never
+// stores (see ddbstream.FromLambda). A nil image gives nil.
+func Image(image map[string]events.DynamoDBAttributeValue) (archive.Item, error) {
+	return ddbstream.FromLambda[any](image, archive.Values{})
 }
 
 // PoisonError is every reason a record cannot be archived, in a stable
@@ -83,11 +87,7 @@ func (e *PoisonError) Unwrap() []error { return e.errs }
 func (e *PoisonError) add(image string, in map[string]events.DynamoDBAttributeValue, whole error) {
 	found := false
 	for _, name := range slices.Sorted(maps.Keys(in)) {
-		av, err := ddbstream.LambdaToDynamo(map[string]events.DynamoDBAttributeValue{name: in[name]})
-		if err == nil {
-			_, err = archiveddb.Plain(av)
-		}
-		if err != nil {
+		if _, err := Image(map[string]events.DynamoDBAttributeValue{name: in[name]}); err != nil {
 			found = true
 			e.Reasons = append(e.Reasons, fmt.Sprintf("%s.%s: %v", image, name, err))
 			e.errs = append(e.errs, err)

@@ -214,7 +214,20 @@ type encoded struct {
 // in the table's layout (archive.LayoutFor). Rows are written in order,
 // unless every row is replayed: the file is then sorted by the layout's
 // SortBy columns (and keys).
-func Encode(w io.Writer, rows []archive.Row) error {
+func Encode(w io.Writer, rows []archive.Row) error { return encode(w, rows, nil) }
+
+// EncodeObject writes the archiver's object as Encode writes its rows, byte
+// for byte, but splits the images its records held (o.Images) into the
+// typed columns rather than read them back from the rows' JSON.
+func EncodeObject(w io.Writer, o archive.Object) error {
+	if len(o.Images) != len(o.Rows) {
+		return fmt.Errorf("archiveparquet: object %s has %d rows and %d images", o.Key, len(o.Rows), len(o.Images))
+	}
+	return encode(w, o.Rows, o.Images)
+}
+
+// encode is Encode; images, when not nil, are the rows' main images.
+func encode(w io.Writer, rows []archive.Row, images []archive.Item) error {
 	l := archive.GenericLayout
 	if len(rows) > 0 {
 		l = archive.LayoutFor(rows[0].Table)
@@ -226,7 +239,11 @@ func Encode(w io.Writer, rows []archive.Row) error {
 		if r.Table != rows[0].Table {
 			return fmt.Errorf("archiveparquet: rows of tables %s and %s in one file", rows[0].Table, r.Table)
 		}
-		e, err := s.encode(r)
+		var img archive.Item
+		if images != nil {
+			img = images[i]
+		}
+		e, err := s.encode(r, img)
 		if err != nil {
 			return fmt.Errorf("archiveparquet: row at sequence %s: %w", r.SequenceNumber, err)
 		}
@@ -271,7 +288,9 @@ func Encode(w io.Writer, rows []archive.Row) error {
 	return nil
 }
 
-func (s *layoutSchema) encode(r archive.Row) (encoded, error) {
+// encode makes r's Parquet row. img is r's main image (the new image, else
+// the old one, else the keys) as values; nil reads it from r's JSON.
+func (s *layoutSchema) encode(r archive.Row, img archive.Item) (encoded, error) {
 	main, which := r.NewImage, imageNew
 	switch {
 	case r.NewImage != "":
@@ -280,9 +299,11 @@ func (s *layoutSchema) encode(r archive.Row) (encoded, error) {
 	default:
 		main, which = r.Keys, imageKeys
 	}
-	img, err := archive.ParseImage(main)
-	if err != nil {
-		return encoded{}, err
+	if img == nil {
+		var err error
+		if img, err = archive.ParseImage(main); err != nil {
+			return encoded{}, err
+		}
 	}
 	vals, extra := s.layout.Split(img)
 	row := make(parquet.Row, len(s.index))
@@ -401,6 +422,15 @@ func cmpOrdered[T int32 | int64](a, b T) int {
 func Marshal(rows []archive.Row) ([]byte, error) {
 	var b bytes.Buffer
 	if err := Encode(&b, rows); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// MarshalObject is EncodeObject into memory.
+func MarshalObject(o archive.Object) ([]byte, error) {
+	var b bytes.Buffer
+	if err := EncodeObject(&b, o); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil

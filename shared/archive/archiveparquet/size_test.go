@@ -13,7 +13,6 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
-	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveparquet"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivetest"
 )
@@ -38,20 +37,8 @@ func gzipLines(tb testing.TB, docs []any) int {
 
 func rowsOf(tb testing.TB, batch []events.DynamoDBEventRecord) []archive.Row {
 	tb.Helper()
-	recs := make([]archive.Record, len(batch))
-	for i, r := range batch {
-		rec, err := archivelambda.FromLambda(r)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		recs[i] = rec
-	}
-	objs, err := archive.Group(recs)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var rows []archive.Row
-	for _, o := range objs {
+	for _, o := range objectsOf(tb, batch) {
 		rows = append(rows, o.Rows...)
 	}
 	return rows

@@ -60,10 +60,15 @@ type Writer struct {
 
 var _ archive.ObjectWriter = Writer{}
 
-// WriteObject writes o's rows as one Parquet file at o.Key (PutRows),
-// replacing any object there, with o's sequence range in its metadata.
+// WriteObject writes o as one Parquet file at o.Key
+// (archiveparquet.EncodeObject), replacing any object there, with o's
+// sequence range in its metadata.
 func (w Writer) WriteObject(ctx context.Context, o archive.Object) (archive.File, error) {
-	return PutRows(ctx, w.S3, w.Bucket, o.Key, o.Rows, o.FirstSequence, o.LastSequence)
+	data, err := archiveparquet.MarshalObject(o)
+	if err != nil {
+		return archive.File{}, err
+	}
+	return put(ctx, w.S3, w.Bucket, o.Key, data, len(o.Rows), o.FirstSequence, o.LastSequence)
 }
 
 // PutRows encodes rows as Parquet and writes them to bucket/key, replacing
@@ -73,10 +78,15 @@ func PutRows(ctx context.Context, api PutObjectAPI, bucket, key string, rows []a
 	if err != nil {
 		return archive.File{}, err
 	}
+	return put(ctx, api, bucket, key, data, len(rows), first, last)
+}
+
+// put writes the archive file data, of rows rows, to bucket/key.
+func put(ctx context.Context, api PutObjectAPI, bucket, key string, data []byte, rows int, first, last string) (archive.File, error) {
 	sum := sha256.Sum256(data)
-	f := archive.File{Key: key, Rows: int64(len(rows)), Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:]),
+	f := archive.File{Key: key, Rows: int64(rows), Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:]),
 		MinSequence: first, MaxSequence: last}
-	_, err = api.PutObject(ctx, &s3.PutObjectInput{
+	_, err := api.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(bucket),
 		Key:           aws.String(key),
 		Body:          bytes.NewReader(data),
@@ -84,7 +94,7 @@ func PutRows(ctx context.Context, api PutObjectAPI, bucket, key string, rows []a
 		ContentType:   aws.String(archiveparquet.ContentType),
 		Metadata: map[string]string{
 			MetaFirstSequence: first, MetaLastSequence: last,
-			MetaRows: strconv.Itoa(len(rows)), MetaSHA256: f.SHA256, MetaSchema: archiveparquet.SchemaVersion,
+			MetaRows: strconv.Itoa(rows), MetaSHA256: f.SHA256, MetaSchema: archiveparquet.SchemaVersion,
 		},
 	})
 	if err != nil {

@@ -1,10 +1,14 @@
 package archivetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
@@ -165,4 +169,103 @@ func RandomLedgerItem(r *rand.Rand) archive.Item {
 		img["note"] = RandomValue(r, 3)
 	}
 	return img
+}
+
+// LambdaImage is img as a Lambda stream event carries it: its DynamoDB
+// JSON (archive.ImageJSON) decoded as aws-lambda-go decodes an event. A nil
+// image gives nil (an absent image).
+func LambdaImage(tb testing.TB, img archive.Item) map[string]events.DynamoDBAttributeValue {
+	tb.Helper()
+	if img == nil {
+		return nil
+	}
+	j, err := archive.ImageJSON(img)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var m map[string]events.DynamoDBAttributeValue
+	if err := json.Unmarshal([]byte(j), &m); err != nil {
+		tb.Fatalf("%s: %v", j, err)
+	}
+	return m
+}
+
+// RandomObjectsItem is an objects table item as objectsddb writes it, or,
+// one time in three per attribute, with a value the objects layout's typed
+// columns cannot hold exactly (a version of "07", a size beyond 64 bits, a
+// time with nanoseconds, a string for a boolean).
+func RandomObjectsItem(r *rand.Rand) archive.Item {
+	odd := func() bool { return r.IntN(3) == 0 }
+	version := r.IntN(20)
+	created := time.Date(2026, time.Month(1+r.IntN(12)), 1+r.IntN(28), r.IntN(24), 0, 0, r.IntN(1e6)*1000, time.UTC)
+	img := archive.Item{
+		"pk": fmt.Sprintf("docs/%s%d.txt", randomString(r), r.IntN(50)), "sk": fmt.Sprintf("v%d", version),
+		"version": archive.Number(fmt.Sprint(version)), "kind": []string{"inline", "compressed", "chunked", "s3"}[r.IntN(4)],
+		"size": archive.Number(fmt.Sprint(r.Int64N(1 << 40))), "sha256": fmt.Sprintf("%064x", r.Uint64()),
+		"contentType": "text/plain", "codec": "identity", "writeId": fmt.Sprintf("w%08x", r.Uint32()),
+		"createdAt": created.Format(time.RFC3339Nano), "deleted": r.IntN(4) == 0, "data": []byte(randomString(r)),
+	}
+	if odd() {
+		img["version"] = archive.Number(fmt.Sprintf("0%d", version))
+	}
+	if odd() {
+		img["size"] = archive.Number("99999999999999999999")
+	}
+	if odd() {
+		img["createdAt"] = created.Add(3 * time.Nanosecond).Format(time.RFC3339Nano)
+	}
+	if odd() {
+		img["deleted"] = "no"
+	}
+	if odd() {
+		img["meta"] = RandomValue(r, 3)
+	}
+	return img
+}
+
+// RandomRecord is a random stream record of table, as Lambda delivers it,
+// at sequence number Seq(i): an INSERT, a MODIFY with or without its old
+// image, or a REMOVE with its old image (a TTL delete at times) or its keys
+// alone. Its image suits the table (RandomLedgerItem for a ledger,
+// RandomObjectsItem for an objects table, RandomItem for another) three
+// times in four, and is RandomItem otherwise.
+func RandomRecord(tb testing.TB, r *rand.Rand, table string, i int) events.DynamoDBEventRecord {
+	tb.Helper()
+	img := RandomItem(r, 8)
+	if r.IntN(4) > 0 {
+		switch archive.LayoutFor(archive.PartitionOf(table, voteTime).Table).Name {
+		case archive.LedgerLayout.Name:
+			img = RandomLedgerItem(r)
+		case archive.ObjectsLayout.Name:
+			img = RandomObjectsItem(r)
+		}
+	}
+	change := events.DynamoDBStreamRecord{
+		ApproximateCreationDateTime: events.SecondsEpochTime{Time: voteTime.Add(time.Duration(i) * time.Minute)},
+		SequenceNumber:              Seq(i),
+		StreamViewType:              "NEW_AND_OLD_IMAGES",
+		Keys:                        LambdaImage(tb, archive.Item{"pk": img["pk"], "sk": img["sk"]}),
+	}
+	rec := events.DynamoDBEventRecord{
+		AWSRegion: "us-east-1", EventSource: "aws:dynamodb", EventVersion: "1.1",
+		EventSourceArn: "arn:aws:dynamodb:us-east-1:000000000000:table/" + table + "/stream/2026-01-01T00:00:00.000",
+		EventID:        fmt.Sprintf("%016x", r.Uint64()),
+	}
+	switch r.IntN(5) {
+	case 0:
+		rec.EventName, change.NewImage = archive.EventInsert, LambdaImage(tb, img)
+	case 1:
+		rec.EventName, change.NewImage, change.OldImage = archive.EventModify, LambdaImage(tb, img), LambdaImage(tb, RandomItem(r, 3))
+	case 2:
+		rec.EventName, change.NewImage = archive.EventModify, LambdaImage(tb, img)
+	case 3:
+		rec.EventName, change.OldImage = archive.EventRemove, LambdaImage(tb, img)
+		if r.IntN(2) == 0 {
+			rec.UserIdentity = &events.DynamoDBUserIdentity{Type: "Service", PrincipalID: "dynamodb.amazonaws.com"}
+		}
+	default:
+		rec.EventName = archive.EventRemove // keys only
+	}
+	rec.Change = change
+	return rec
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
+	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream/ddbstreamtest"
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
@@ -153,11 +154,7 @@ func TestHistoryRecordFromAStreamImage(t *testing.T) {
 	sum := objects.SumOf([]byte("x"))
 	rec := objects.Record{Key: "k", Version: 7, Kind: objects.InS3, Size: 1, SHA256: sum, ContentType: "a/b", Codec: objects.Identity, WriteID: "w7",
 		CreatedAt: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), Blob: &objects.BlobRef{Bucket: "b", Key: "blobs/x/w7", VersionID: "v", Size: 1, SHA256: sum, ContentType: "a/b", Codec: objects.Identity}}
-	image, err := ddbstream.DynamoToLambda(encode(rec, objects.SortKey(7)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := ddbstream.LambdaToDynamo(image)
+	back, err := ddbstream.LambdaToDynamo(ddbstreamtest.Image(t, encode(rec, objects.SortKey(7))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -14,38 +15,54 @@ import (
 // maxDepth is DynamoDB's limit on nested lists and maps.
 const maxDepth = 32
 
+// Two readers check every value as DynamoDB would and refuse, with an
+// *AttributeError, what DynamoDB never stores: empty or duplicate sets,
+// malformed numbers, strings and attribute names that are not UTF-8, NULL
+// false, nesting deeper than 32, and values of no DynamoDB type. Numbers
+// keep their exact strings; binaries and sets are copied.
+//
+//	StreamToLambda  an image read with the dynamodbstreams SDK → Lambda's values (LambdaRecord)
+//	FromLambda      an image of a Lambda event → any family's values, through a Builder:
+//	                the dynamodb SDK's (LambdaToDynamo), the archive's plain values
+
 // StreamToLambda converts an item image read with the dynamodbstreams SDK
 // (Keys, NewImage or OldImage) into aws-lambda-go's attribute values, whose
-// JSON is the image Lambda receives. Numbers keep their exact strings. A nil
-// map gives nil (an absent image); nested empty lists and maps stay empty,
-// never nil, so they marshal as [] and {} rather than null.
-//
-// It fails, with an *AttributeError, on values DynamoDB never stores: empty or
-// duplicate sets, malformed numbers, NULL false, nesting deeper than 32, nil
-// values and union members the SDK does not know.
+// JSON is the image Lambda receives. A nil map gives nil (an absent image);
+// nested empty lists and maps stay empty, never nil, so they marshal as []
+// and {} rather than null.
 func StreamToLambda(m map[string]streamtypes.AttributeValue) (map[string]events.DynamoDBAttributeValue, error) {
 	return convertMap(m, "", 0, streamToLambda)
 }
 
+// A Builder makes one family's attribute values, one method per DynamoDB
+// type, from the parts FromLambda has checked and copied: it may keep the
+// slices and maps it is given, none of which is nil.
+type Builder[V any] interface {
+	S(s string) V
+	N(text string) V // the number as DynamoDB wrote it
+	B(b []byte) V
+	BOOL(b bool) V
+	NULL() V
+	SS(ss []string) V
+	NS(texts []string) V
+	BS(bs [][]byte) V
+	L(l []V) V
+	M(m map[string]V) V
+}
+
+// FromLambda converts an image from a Lambda DynamoDB event (Keys, NewImage
+// or OldImage) into the values to builds, checking it as DynamoDB would. A
+// nil image gives nil (an absent image). The zero
+// events.DynamoDBAttributeValue, which holds no value, is refused.
+func FromLambda[V any](image map[string]events.DynamoDBAttributeValue, to Builder[V]) (map[string]V, error) {
+	return convertMap(image, "", 0, lambdaReader[V]{to}.value)
+}
+
 // LambdaToDynamo converts an image from a Lambda DynamoDB event into the
-// dynamodb SDK's attribute values, to write it back with PutItem and friends
-// (aws-lambda-go issue #58). It fails as StreamToLambda does, and also on the
-// zero events.DynamoDBAttributeValue, which holds no value.
-func LambdaToDynamo(m map[string]events.DynamoDBAttributeValue) (map[string]dynamotypes.AttributeValue, error) {
-	return convertMap(m, "", 0, lambdaToDynamo)
-}
-
-// DynamoToLambda converts an item read with the dynamodb SDK into
-// aws-lambda-go's attribute values: the reverse of LambdaToDynamo.
-func DynamoToLambda(m map[string]dynamotypes.AttributeValue) (map[string]events.DynamoDBAttributeValue, error) {
-	return convertMap(m, "", 0, dynamoToLambda)
-}
-
-// StreamToDynamo converts an image read with the dynamodbstreams SDK into
-// the dynamodb SDK's attribute values: the two packages declare identical but
-// distinct types.
-func StreamToDynamo(m map[string]streamtypes.AttributeValue) (map[string]dynamotypes.AttributeValue, error) {
-	return convertMap(m, "", 0, streamToDynamo)
+// dynamodb SDK's attribute values, to write it back with PutItem or read it
+// with a table's item decoder (aws-lambda-go issue #58).
+func LambdaToDynamo(image map[string]events.DynamoDBAttributeValue) (map[string]dynamotypes.AttributeValue, error) {
+	return FromLambda[dynamotypes.AttributeValue](image, dynamoValues{})
 }
 
 // convertMap converts every value of m. At the top level (depth 0) a nil map
@@ -62,6 +79,9 @@ func convertMap[In, Out any](m map[string]In, path string, depth int, conv func(
 		child := k
 		if path != "" {
 			child = path + "." + k
+		}
+		if !utf8.ValidString(k) {
+			return nil, attrErr(child, ErrInvalidString, "attribute name")
 		}
 		c, err := conv(v, child, depth+1)
 		if err != nil {
@@ -91,12 +111,9 @@ func streamToLambda(v streamtypes.AttributeValue, path string, depth int) (event
 	var none events.DynamoDBAttributeValue
 	switch v := v.(type) {
 	case *streamtypes.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value), nil
+		return events.NewStringAttribute(v.Value), checkString(v.Value, path)
 	case *streamtypes.AttributeValueMemberN:
-		if err := checkNumber(v.Value, path); err != nil {
-			return none, err
-		}
-		return events.NewNumberAttribute(v.Value), nil
+		return events.NewNumberAttribute(v.Value), checkNumber(v.Value, path)
 	case *streamtypes.AttributeValueMemberB:
 		return events.NewBinaryAttribute(cloneBytes(v.Value)), nil
 	case *streamtypes.AttributeValueMemberBOOL:
@@ -128,125 +145,95 @@ func streamToLambda(v streamtypes.AttributeValue, path string, depth int) (event
 	}
 }
 
-func streamToDynamo(v streamtypes.AttributeValue, path string, depth int) (dynamotypes.AttributeValue, error) {
-	switch v := v.(type) {
-	case *streamtypes.AttributeValueMemberS:
-		return &dynamotypes.AttributeValueMemberS{Value: v.Value}, nil
-	case *streamtypes.AttributeValueMemberN:
-		if err := checkNumber(v.Value, path); err != nil {
-			return nil, err
-		}
-		return &dynamotypes.AttributeValueMemberN{Value: v.Value}, nil
-	case *streamtypes.AttributeValueMemberB:
-		return &dynamotypes.AttributeValueMemberB{Value: cloneBytes(v.Value)}, nil
-	case *streamtypes.AttributeValueMemberBOOL:
-		return &dynamotypes.AttributeValueMemberBOOL{Value: v.Value}, nil
-	case *streamtypes.AttributeValueMemberNULL:
-		if !v.Value {
-			return nil, attrErr(path, ErrInvalidNull, "")
-		}
-		return &dynamotypes.AttributeValueMemberNULL{Value: true}, nil
-	case *streamtypes.AttributeValueMemberSS:
-		ss, err := stringSet(v.Value, path)
-		return &dynamotypes.AttributeValueMemberSS{Value: ss}, err
-	case *streamtypes.AttributeValueMemberNS:
-		ns, err := numberSet(v.Value, path)
-		return &dynamotypes.AttributeValueMemberNS{Value: ns}, err
-	case *streamtypes.AttributeValueMemberBS:
-		bs, err := binarySet(v.Value, path)
-		return &dynamotypes.AttributeValueMemberBS{Value: bs}, err
-	case *streamtypes.AttributeValueMemberL:
-		l, err := convertList(v.Value, path, depth, streamToDynamo)
-		return &dynamotypes.AttributeValueMemberL{Value: l}, err
-	case *streamtypes.AttributeValueMemberM:
-		m, err := convertMap(v.Value, path, depth, streamToDynamo)
-		return &dynamotypes.AttributeValueMemberM{Value: m}, err
-	case *streamtypes.UnknownUnionMember:
-		return nil, attrErr(path, ErrUnsupportedType, "unknown member "+v.Tag)
-	default:
-		return nil, attrErr(path, ErrUnsupportedType, fmt.Sprintf("%T", v))
-	}
-}
+// lambdaReader reads a Lambda image's values into its Builder's.
+type lambdaReader[V any] struct{ to Builder[V] }
 
-func dynamoToLambda(v dynamotypes.AttributeValue, path string, depth int) (events.DynamoDBAttributeValue, error) {
-	var none events.DynamoDBAttributeValue
-	switch v := v.(type) {
-	case *dynamotypes.AttributeValueMemberS:
-		return events.NewStringAttribute(v.Value), nil
-	case *dynamotypes.AttributeValueMemberN:
-		if err := checkNumber(v.Value, path); err != nil {
-			return none, err
-		}
-		return events.NewNumberAttribute(v.Value), nil
-	case *dynamotypes.AttributeValueMemberB:
-		return events.NewBinaryAttribute(cloneBytes(v.Value)), nil
-	case *dynamotypes.AttributeValueMemberBOOL:
-		return events.NewBooleanAttribute(v.Value), nil
-	case *dynamotypes.AttributeValueMemberNULL:
-		if !v.Value {
-			return none, attrErr(path, ErrInvalidNull, "")
-		}
-		return events.NewNullAttribute(), nil
-	case *dynamotypes.AttributeValueMemberSS:
-		ss, err := stringSet(v.Value, path)
-		return events.NewStringSetAttribute(ss), err
-	case *dynamotypes.AttributeValueMemberNS:
-		ns, err := numberSet(v.Value, path)
-		return events.NewNumberSetAttribute(ns), err
-	case *dynamotypes.AttributeValueMemberBS:
-		bs, err := binarySet(v.Value, path)
-		return events.NewBinarySetAttribute(bs), err
-	case *dynamotypes.AttributeValueMemberL:
-		l, err := convertList(v.Value, path, depth, dynamoToLambda)
-		return events.NewListAttribute(l), err
-	case *dynamotypes.AttributeValueMemberM:
-		m, err := convertMap(v.Value, path, depth, dynamoToLambda)
-		return events.NewMapAttribute(m), err
-	case *dynamotypes.UnknownUnionMember:
-		return none, attrErr(path, ErrUnsupportedType, "unknown member "+v.Tag)
-	default:
-		return none, attrErr(path, ErrUnsupportedType, fmt.Sprintf("%T", v))
-	}
-}
-
-func lambdaToDynamo(v events.DynamoDBAttributeValue, path string, depth int) (dynamotypes.AttributeValue, error) {
+func (r lambdaReader[V]) value(v events.DynamoDBAttributeValue, path string, depth int) (V, error) {
+	var none V
 	// The zero DynamoDBAttributeValue claims to be Binary but holds nothing;
 	// its accessors panic, so catch it before calling them.
 	if v.IsNull() && v.DataType() != events.DataTypeNull {
-		return nil, attrErr(path, ErrUnsupportedType, "zero events.DynamoDBAttributeValue")
+		return none, attrErr(path, ErrUnsupportedType, "zero events.DynamoDBAttributeValue")
 	}
 	switch v.DataType() {
 	case events.DataTypeString:
-		return &dynamotypes.AttributeValueMemberS{Value: v.String()}, nil
+		return build(r.to.S, v.String(), checkString(v.String(), path))
 	case events.DataTypeNumber:
-		if err := checkNumber(v.Number(), path); err != nil {
-			return nil, err
-		}
-		return &dynamotypes.AttributeValueMemberN{Value: v.Number()}, nil
+		return build(r.to.N, v.Number(), checkNumber(v.Number(), path))
 	case events.DataTypeBinary:
-		return &dynamotypes.AttributeValueMemberB{Value: cloneBytes(v.Binary())}, nil
+		return r.to.B(cloneBytes(v.Binary())), nil
 	case events.DataTypeBoolean:
-		return &dynamotypes.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
+		return r.to.BOOL(v.Boolean()), nil
 	case events.DataTypeNull:
-		return &dynamotypes.AttributeValueMemberNULL{Value: true}, nil
+		return r.to.NULL(), nil
 	case events.DataTypeStringSet:
 		ss, err := stringSet(v.StringSet(), path)
-		return &dynamotypes.AttributeValueMemberSS{Value: ss}, err
+		return build(r.to.SS, ss, err)
 	case events.DataTypeNumberSet:
 		ns, err := numberSet(v.NumberSet(), path)
-		return &dynamotypes.AttributeValueMemberNS{Value: ns}, err
+		return build(r.to.NS, ns, err)
 	case events.DataTypeBinarySet:
 		bs, err := binarySet(v.BinarySet(), path)
-		return &dynamotypes.AttributeValueMemberBS{Value: bs}, err
+		return build(r.to.BS, bs, err)
 	case events.DataTypeList:
-		l, err := convertList(v.List(), path, depth, lambdaToDynamo)
-		return &dynamotypes.AttributeValueMemberL{Value: l}, err
+		l, err := convertList(v.List(), path, depth, r.value)
+		return build(r.to.L, l, err)
 	case events.DataTypeMap:
-		m, err := convertMap(v.Map(), path, depth, lambdaToDynamo)
-		return &dynamotypes.AttributeValueMemberM{Value: m}, err
+		m, err := convertMap(v.Map(), path, depth, r.value)
+		return build(r.to.M, m, err)
 	default:
-		return nil, attrErr(path, ErrUnsupportedType, fmt.Sprintf("data type %d", v.DataType()))
+		return none, attrErr(path, ErrUnsupportedType, fmt.Sprintf("data type %d", v.DataType()))
 	}
+}
+
+// build is to(parts), or err when the parts did not pass their checks.
+func build[P, V any](to func(P) V, parts P, err error) (V, error) {
+	if err != nil {
+		var none V
+		return none, err
+	}
+	return to(parts), nil
+}
+
+// dynamoValues builds the dynamodb SDK's attribute values.
+type dynamoValues struct{}
+
+func (dynamoValues) S(s string) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberS{Value: s}
+}
+func (dynamoValues) N(text string) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberN{Value: text}
+}
+func (dynamoValues) B(b []byte) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberB{Value: b}
+}
+func (dynamoValues) BOOL(b bool) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberBOOL{Value: b}
+}
+func (dynamoValues) NULL() dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberNULL{Value: true}
+}
+func (dynamoValues) SS(ss []string) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberSS{Value: ss}
+}
+func (dynamoValues) NS(texts []string) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberNS{Value: texts}
+}
+func (dynamoValues) BS(bs [][]byte) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberBS{Value: bs}
+}
+func (dynamoValues) L(l []dynamotypes.AttributeValue) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberL{Value: l}
+}
+func (dynamoValues) M(m map[string]dynamotypes.AttributeValue) dynamotypes.AttributeValue {
+	return &dynamotypes.AttributeValueMemberM{Value: m}
+}
+
+func checkString(s, path string) error {
+	if !utf8.ValidString(s) {
+		return attrErr(path, ErrInvalidString, "")
+	}
+	return nil
 }
 
 func checkNumber(s, path string) error {
@@ -263,6 +250,9 @@ func stringSet(ss []string, path string) ([]string, error) {
 	}
 	seen := make(map[string]struct{}, len(ss))
 	for _, s := range ss {
+		if err := checkString(s, path); err != nil {
+			return nil, err
+		}
 		if _, dup := seen[s]; dup {
 			return nil, attrErr(path, ErrDuplicateInSet, fmt.Sprintf("string %q", s))
 		}

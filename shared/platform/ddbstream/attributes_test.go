@@ -1,7 +1,6 @@
 package ddbstream
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	dynamotypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 )
@@ -122,12 +122,14 @@ func nested(depth int) map[string]streamtypes.AttributeValue {
 	return map[string]streamtypes.AttributeValue{"a": v}
 }
 
-// TestRoundTrips checks, over random images of every kind, that the four
-// conversions and Lambda's JSON agree with one another:
+// TestRoundTrips checks, over random images of every kind, that the two
+// readers and Lambda's JSON carry every value unchanged: an image read from
+// a stream, delivered to Lambda and read back into the dynamodb SDK's values
+// is the image the SDK's own conversion gives (attributevalue's
+// FromDynamoDBStreamsMap, which checks nothing):
 //
-//	StreamToDynamo(x) == LambdaToDynamo(StreamToLambda(x))
-//	                  == LambdaToDynamo(json round trip of StreamToLambda(x))
-//	StreamToLambda(x) == DynamoToLambda(StreamToDynamo(x))
+//	LambdaToDynamo(StreamToLambda(x))                 == FromDynamoDBStreamsMap(x)
+//	LambdaToDynamo(json round trip of StreamToLambda(x)) == FromDynamoDBStreamsMap(x)
 func TestRoundTrips(t *testing.T) {
 	items := map[string]map[string]streamtypes.AttributeValue{
 		"nested depth 10": nested(10),
@@ -135,7 +137,7 @@ func TestRoundTrips(t *testing.T) {
 		"empty item":      {},
 		"all kinds": {
 			"s": &streamtypes.AttributeValueMemberS{Value: ""}, "n": &streamtypes.AttributeValueMemberN{Value: "-1E-130"},
-			"b": &streamtypes.AttributeValueMemberB{Value: nil}, "bool": &streamtypes.AttributeValueMemberBOOL{},
+			"b": &streamtypes.AttributeValueMemberB{Value: []byte{}}, "bool": &streamtypes.AttributeValueMemberBOOL{},
 			"null": &streamtypes.AttributeValueMemberNULL{Value: true}, "ss": &streamtypes.AttributeValueMemberSS{Value: []string{""}},
 			"ns": &streamtypes.AttributeValueMemberNS{Value: []string{"1", "2"}}, "bs": &streamtypes.AttributeValueMemberBS{Value: [][]byte{{}, {0}}},
 			"l": &streamtypes.AttributeValueMemberL{}, "m": &streamtypes.AttributeValueMemberM{},
@@ -147,9 +149,9 @@ func TestRoundTrips(t *testing.T) {
 	}
 	for name, x := range items {
 		t.Run(name, func(t *testing.T) {
-			s2d, err := StreamToDynamo(x)
+			want, err := attributevalue.FromDynamoDBStreamsMap(x)
 			if err != nil {
-				t.Fatalf("StreamToDynamo: %v", err)
+				t.Fatalf("FromDynamoDBStreamsMap: %v", err)
 			}
 			s2l, err := StreamToLambda(x)
 			if err != nil {
@@ -159,8 +161,8 @@ func TestRoundTrips(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LambdaToDynamo: %v", err)
 			}
-			if !reflect.DeepEqual(l2d, s2d) {
-				t.Errorf("LambdaToDynamo(StreamToLambda(x)) = %v, want StreamToDynamo(x) = %v", l2d, s2d)
+			if !reflect.DeepEqual(l2d, want) {
+				t.Errorf("LambdaToDynamo(StreamToLambda(x)) = %v, want %v", l2d, want)
 			}
 
 			wire, err := json.Marshal(s2l)
@@ -176,16 +178,8 @@ func TestRoundTrips(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LambdaToDynamo after JSON: %v", err)
 			}
-			if !reflect.DeepEqual(j2d, s2d) {
-				t.Errorf("after Lambda JSON %s\n got %v\nwant %v", wire, j2d, s2d)
-			}
-
-			d2l, err := DynamoToLambda(s2d)
-			if err != nil {
-				t.Fatalf("DynamoToLambda: %v", err)
-			}
-			if got, want := mustMarshal(t, d2l), wire; !bytes.Equal(got, want) {
-				t.Errorf("DynamoToLambda(StreamToDynamo(x)) JSON\n got %s\nwant %s", got, want)
+			if !reflect.DeepEqual(j2d, want) {
+				t.Errorf("after Lambda JSON %s\n got %v\nwant %v", wire, j2d, want)
 			}
 		})
 	}
@@ -252,12 +246,6 @@ func TestNilImageStaysNil(t *testing.T) {
 	if got, err := LambdaToDynamo(nil); got != nil || err != nil {
 		t.Errorf("LambdaToDynamo(nil) = %v, %v, want nil, nil", got, err)
 	}
-	if got, err := DynamoToLambda(nil); got != nil || err != nil {
-		t.Errorf("DynamoToLambda(nil) = %v, %v, want nil, nil", got, err)
-	}
-	if got, err := StreamToDynamo(nil); got != nil || err != nil {
-		t.Errorf("StreamToDynamo(nil) = %v, %v, want nil, nil", got, err)
-	}
 }
 
 func TestConversionsCopy(t *testing.T) {
@@ -269,6 +257,25 @@ func TestConversionsCopy(t *testing.T) {
 	b[0] = 9
 	if got := l["b"].Binary()[0]; got != 1 {
 		t.Errorf("Lambda value changed with its source: got %d, want 1", got)
+	}
+
+	ss, bs := []string{"x"}, [][]byte{{1}}
+	image := map[string]events.DynamoDBAttributeValue{
+		"b": events.NewBinaryAttribute(b), "ss": events.NewStringSetAttribute(ss), "bs": events.NewBinarySetAttribute(bs),
+	}
+	d, err := LambdaToDynamo(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[0], ss[0], bs[0][0] = 7, "y", 7
+	if got := d["b"].(*dynamotypes.AttributeValueMemberB).Value[0]; got != 9 {
+		t.Errorf("binary changed with its source: got %d, want 9", got)
+	}
+	if got := d["ss"].(*dynamotypes.AttributeValueMemberSS).Value[0]; got != "x" {
+		t.Errorf("string set changed with its source: got %q, want x", got)
+	}
+	if got := d["bs"].(*dynamotypes.AttributeValueMemberBS).Value[0][0]; got != 1 {
+		t.Errorf("binary set changed with its source: got %d, want 1", got)
 	}
 }
 
@@ -288,6 +295,10 @@ func TestStreamConversionErrors(t *testing.T) {
 		{"bad number", &streamtypes.AttributeValueMemberN{Value: "12a"}, "v", ErrInvalidNumber},
 		{"bad number in set", &streamtypes.AttributeValueMemberNS{Value: []string{"1", "NaN"}}, "v", ErrInvalidNumber},
 		{"NULL false", &streamtypes.AttributeValueMemberNULL{}, "v", ErrInvalidNull},
+		{"string not UTF-8", &streamtypes.AttributeValueMemberS{Value: "a\xffb"}, "v", ErrInvalidString},
+		{"string set member not UTF-8", &streamtypes.AttributeValueMemberSS{Value: []string{"a", "\xc3"}}, "v", ErrInvalidString},
+		{"attribute name not UTF-8", &streamtypes.AttributeValueMemberM{Value: map[string]streamtypes.AttributeValue{
+			"\xff": &streamtypes.AttributeValueMemberS{}}}, "v.\xff", ErrInvalidString},
 		{"nil value", nil, "v", ErrUnsupportedType},
 		{"unknown member", &streamtypes.UnknownUnionMember{Tag: "VECTOR"}, "v", ErrUnsupportedType},
 		{"error deep in a map", &streamtypes.AttributeValueMemberM{Value: map[string]streamtypes.AttributeValue{
@@ -297,12 +308,8 @@ func TestStreamConversionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := map[string]streamtypes.AttributeValue{"v": tt.in}
-			_, errL := StreamToLambda(in)
-			_, errD := StreamToDynamo(in)
-			for fn, err := range map[string]error{"StreamToLambda": errL, "StreamToDynamo": errD} {
-				assertAttributeError(t, fn, err, tt.path, tt.want)
-			}
+			_, err := StreamToLambda(map[string]streamtypes.AttributeValue{"v": tt.in})
+			assertAttributeError(t, "StreamToLambda", err, tt.path, tt.want)
 		})
 	}
 }
@@ -352,6 +359,16 @@ func TestLambdaConversionErrors(t *testing.T) {
 		{"bad number", events.NewNumberAttribute("1,5"), "v", ErrInvalidNumber},
 		{"zero value", events.DynamoDBAttributeValue{}, "v", ErrUnsupportedType},
 		{"zero value in a list", events.NewListAttribute([]events.DynamoDBAttributeValue{{}}), "v[0]", ErrUnsupportedType},
+		{"numerically equal numbers", events.NewNumberSetAttribute([]string{"1.50", "+15E-1"}), "v", ErrDuplicateInSet},
+		{"39 digits", events.NewNumberAttribute("123456789012345678901234567890123456789"), "v", ErrInvalidNumber},
+		{"too large", events.NewNumberAttribute("1E126"), "v", ErrInvalidNumber},
+		{"bad number in a set", events.NewNumberSetAttribute([]string{"1", "Infinity"}), "v", ErrInvalidNumber},
+		{"string not UTF-8", events.NewStringAttribute("\xed\xa0\x80"), "v", ErrInvalidString},
+		{"string set member not UTF-8", events.NewStringSetAttribute([]string{"\xff"}), "v", ErrInvalidString},
+		{"attribute name not UTF-8", events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{
+			"ok": events.NewListAttribute([]events.DynamoDBAttributeValue{events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{
+				"\xfe": events.NewNullAttribute()})})}), "v.ok[0].\xfe", ErrInvalidString},
+		{"nested 40 deep", lambdaNested(t, 40), "v" + nestedPath(32), ErrTooDeep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -361,26 +378,22 @@ func TestLambdaConversionErrors(t *testing.T) {
 	}
 }
 
-func TestDynamoConversionErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		in   dynamotypes.AttributeValue
-		path string
-		want error
-	}{
-		{"empty string set", &dynamotypes.AttributeValueMemberSS{}, "v", ErrEmptySet},
-		{"NULL false", &dynamotypes.AttributeValueMemberNULL{}, "v", ErrInvalidNull},
-		{"nil value", nil, "v", ErrUnsupportedType},
-		{"unknown member", &dynamotypes.UnknownUnionMember{Tag: "X"}, "v", ErrUnsupportedType},
-		{"bad number in a map", &dynamotypes.AttributeValueMemberM{Value: map[string]dynamotypes.AttributeValue{
-			"n": &dynamotypes.AttributeValueMemberN{Value: ""}}}, "v.n", ErrInvalidNumber},
+// lambdaNested is nested(depth)'s "a" as Lambda's JSON delivers it.
+func lambdaNested(tb testing.TB, depth int) events.DynamoDBAttributeValue {
+	tb.Helper()
+	j := `{"N":"12345678901234567890.123456789"}`
+	for i := range depth {
+		if i%2 == 0 {
+			j = `{"L":[` + j + `,{"B":"AAA="}]}`
+		} else {
+			j = `{"M":{"k":` + j + `}}`
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := DynamoToLambda(map[string]dynamotypes.AttributeValue{"v": tt.in})
-			assertAttributeError(t, "DynamoToLambda", err, tt.path, tt.want)
-		})
+	var v events.DynamoDBAttributeValue
+	if err := json.Unmarshal([]byte(j), &v); err != nil {
+		tb.Fatal(err)
 	}
+	return v
 }
 
 func TestCanonicalNumber(t *testing.T) {

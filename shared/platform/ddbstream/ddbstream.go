@@ -1,8 +1,9 @@
 // Package ddbstream turns DynamoDB Streams records read with aws-sdk-go-v2
-// into the events Lambda hands stream handlers, and converts item images
-// between aws-lambda-go's events.DynamoDBAttributeValue and the two SDK
-// attribute value families (service/dynamodbstreams/types and
-// service/dynamodb/types).
+// into the events Lambda hands stream handlers (LambdaRecord, through
+// StreamToLambda), and reads the item images of those events into other
+// attribute values with one checking reader, FromLambda: the dynamodb
+// SDK's (LambdaToDynamo) or any family a Builder makes (the archive's plain
+// values).
 //
 // A Lambda DynamoDB event record is the GetRecords record plus
 // eventSourceARN. aws-lambda-go's events.DynamoDBEventRecord marshals to the
@@ -16,7 +17,7 @@
 //   - ApproximateCreationDateTime is set: its field is a struct, so omitempty
 //     never drops it, and the zero time marshals as a meaningless number.
 //
-// The converters here guarantee the first two, and LambdaRecord refuses
+// StreamToLambda guarantees the first two, and LambdaRecord refuses
 // records without a creation time. Numbers keep their exact strings in every
 // direction ("12345678901234567890.123456789" stays as it is).
 package ddbstream
@@ -36,6 +37,7 @@ var (
 	ErrDuplicateInSet  = errors.New("ddbstream: duplicate in set")
 	ErrInvalidNumber   = errors.New("ddbstream: invalid number")
 	ErrInvalidNull     = errors.New("ddbstream: NULL must be true")
+	ErrInvalidString   = errors.New("ddbstream: not UTF-8")
 	ErrTooDeep         = errors.New("ddbstream: nested deeper than 32 levels")
 	ErrUnsupportedType = errors.New("ddbstream: unsupported attribute value")
 	ErrMissingField    = errors.New("ddbstream: missing record field")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
-	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
+	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream/ddbstreamtest"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 )
 
@@ -41,11 +41,7 @@ func (inline) Fetch(_ context.Context, r objects.Record, _ int64) (objects.Objec
 
 func image(t *testing.T, item map[string]types.AttributeValue) map[string]events.DynamoDBAttributeValue {
 	t.Helper()
-	m, err := ddbstream.DynamoToLambda(item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return ddbstreamtest.Image(t, item)
 }
 
 func record(name, seq string, newImage, oldImage map[string]events.DynamoDBAttributeValue) events.DynamoDBEventRecord {
