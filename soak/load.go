@@ -154,21 +154,23 @@ func (s *soak) produceVotes(ctx context.Context) {
 	var sent []votes.Vote    // a sample to duplicate from
 	seq := 0
 	owed := 0.0 // votes due and not yet sent, fractions carried to the next tick
-	burst := -1
+	var last time.Duration
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
+		// What is due since the last tick, bursts included, so a tick
+		// that comes late (a Send held up by the faults) loses no burst.
 		into := time.Since(s.loadStart)
-		if b := s.burstAt(into); b != burst {
-			burst = b
-			if b >= 0 {
+		for b := range s.burstStarts() {
+			if at := s.burstStart(b); at > last && at <= into {
 				s.faults.add("burst", fmt.Sprintf("votes at %.0f/s for %s (%.2f × the store's ceiling)", s.sizing.Burst, s.cfg.BurstFor, s.cfg.BurstShare))
 				s.progress("burst %d: votes at %.0f/s for %s", b+1, s.sizing.Burst, s.cfg.BurstFor)
 			}
 		}
-		owed += s.rateAt(into) / 10
+		owed += s.votesDue(last, into)
+		last = into
 		perTick := int(owed)
 		owed -= float64(perTick)
 		batch := pending

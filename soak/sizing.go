@@ -124,25 +124,30 @@ func (s *soak) measureCeiling(ctx context.Context, writers int) (float64, error)
 	return l.Run(ctx, ceilingFor)
 }
 
-// rateAt is the producers' votes a second at d into the load: Burst
-// during one of the bursts (Bursts of them, evenly spaced), else Steady.
-func (s *soak) rateAt(d time.Duration) float64 {
-	if s.burstAt(d) >= 0 {
-		return s.sizing.Burst
+// votesDue is the votes the producers owe from d0 to d1 into the load:
+// Steady a second, and Burst a second over the part of [d0, d1) that
+// falls in a burst. A producer late by more than a burst's length still
+// sends that burst's votes, at once.
+func (s *soak) votesDue(d0, d1 time.Duration) float64 {
+	due := s.sizing.Steady * (d1 - d0).Seconds()
+	for k := range s.burstStarts() {
+		from, to := max(d0, s.burstStart(k)), min(d1, s.burstStart(k)+s.cfg.BurstFor)
+		if to > from {
+			due += (s.sizing.Burst - s.sizing.Steady) * (to - from).Seconds()
+		}
 	}
-	return s.sizing.Steady
+	return due
 }
 
-// burstAt is the burst under way at d into the load (0, 1, ...), or -1.
-func (s *soak) burstAt(d time.Duration) int {
-	c := s.cfg
-	if s.sizing.Ceiling == 0 || c.Bursts <= 0 {
-		return -1 // a fixed -rate: no bursts
+// burstStarts is how many bursts the load has.
+func (s *soak) burstStarts() int {
+	if s.sizing.Ceiling == 0 || s.cfg.Bursts <= 0 {
+		return 0 // a fixed -rate: no bursts
 	}
-	every := c.Duration / time.Duration(c.Bursts+1)
-	k := int(d / every)
-	if k >= 1 && k <= c.Bursts && d-time.Duration(k)*every < c.BurstFor {
-		return k - 1
-	}
-	return -1
+	return s.cfg.Bursts
+}
+
+// burstStart is when burst k (0, 1, ...) begins, into the load.
+func (s *soak) burstStart(k int) time.Duration {
+	return time.Duration(k+1) * (s.cfg.Duration / time.Duration(s.cfg.Bursts+1))
 }
