@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -186,6 +188,7 @@ func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	r.Now = func() time.Time { return now }
 	r.Policy.DrainWait = *drainWait
+	r.Holder = operatorRun()
 	if !*asJSON {
 		days := "days"
 		if rc.GraceDays == 1 {
@@ -220,6 +223,19 @@ func tablesRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return rep.Err()
 }
 
+// operatorRun names this run in the month's leases: another run that
+// finds a month held prints it.
+func operatorRun() string {
+	who := "an operator"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		who = u.Username
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		who += "@" + h
+	}
+	return fmt.Sprintf("ddbpipe tables rotate (%s, pid %d)", who, os.Getpid())
+}
+
 type stepJSON struct {
 	Step   string `json:"step"`
 	Detail string `json:"detail,omitempty"`
@@ -239,7 +255,26 @@ type retirementJSON struct {
 	// Counters: the votes the tally counted of the month and how many
 	// more than the month's items (negative: fewer); absent when not compared.
 	Counters *countersJSON `json:"counters,omitempty"`
-	Error    string        `json:"error,omitempty"`
+	// HeldBy: the run that holds the month (outcome held-by-another-run);
+	// TookOver: the stopped run whose lapsed lease this one took over.
+	HeldBy   *leaseJSON `json:"heldBy,omitempty"`
+	TookOver *leaseJSON `json:"tookOver,omitempty"`
+	Error    string     `json:"error,omitempty"`
+}
+
+// leaseJSON is another run's lease of a month.
+type leaseJSON struct {
+	Holder  string    `json:"holder"`
+	Since   time.Time `json:"since"`
+	Step    string    `json:"step,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+func leaseOf(l archive.Lease) *leaseJSON {
+	if l.IsZero() {
+		return nil
+	}
+	return &leaseJSON{Holder: l.Holder, Since: l.Since, Step: string(l.Step), Expires: l.Expires}
 }
 
 type countersJSON struct {
@@ -298,6 +333,7 @@ func reportJSON(rep archive.RotationReport) any {
 		if c := t.Counters; c != nil {
 			rj.Counters = &countersJSON{Tallied: c.Tallied, Items: c.Items, Differ: c.Differ()}
 		}
+		rj.HeldBy, rj.TookOver = leaseOf(t.HeldBy), leaseOf(t.TookOver)
 		if t.Err != nil {
 			rj.Error = t.Err.Error()
 		}

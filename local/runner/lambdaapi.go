@@ -106,6 +106,19 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 		if w.Streams == nil {
 			return ESM{}, errors.New("runner: no streams client for run-time mappings")
 		}
+		// Lambda keeps one mapping of a function and a stream: a second
+		// is refused (two rotations at once both subscribing a new month).
+		if !r.reserveMapping(e) {
+			return ESM{}, fmt.Errorf("%w: the event source arn (%s) and function (%s) provided mapping already exists", ErrMappingExists, e.EventSourceArn, f.Name)
+		}
+		reserved := true
+		defer func() {
+			if reserved {
+				r.mu.Lock()
+				delete(r.esms, e.UUID)
+				r.mu.Unlock()
+			}
+		}()
 		m := StreamMapping{
 			ID: e.UUID, Function: f.LogicalID, StreamARN: e.EventSourceArn, StartingPosition: e.StartingPosition,
 			BatchSize: e.BatchSize, Window: time.Duration(e.MaximumBatchingWindowInSeconds) * time.Second,
@@ -132,6 +145,7 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 		if _, err := r.AddStream(w.Streams, w.SQS, m); err != nil {
 			return ESM{}, err
 		}
+		reserved = false
 	case strings.Contains(e.EventSourceArn, ":sqs:"):
 		url, ok := w.QueueURL(e.EventSourceArn)
 		if !ok || w.SQS == nil {
@@ -150,6 +164,24 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 	r.esms[e.UUID] = e
 	r.mu.Unlock()
 	return e, nil
+}
+
+// ErrMappingExists: the function has a mapping of the stream already
+// (Lambda's ResourceConflictException).
+var ErrMappingExists = errors.New("runner: mapping exists")
+
+// reserveMapping records e unless its function has a mapping of its
+// stream already; false when it has.
+func (r *Runner) reserveMapping(e ESM) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.esms {
+		if o.FunctionArn == e.FunctionArn && o.EventSourceArn == e.EventSourceArn {
+			return false
+		}
+	}
+	r.esms[e.UUID] = e
+	return true
 }
 
 // MappingFunction returns the function ARN of a mapping created through the
@@ -174,8 +206,11 @@ func (r *Runner) LambdaAPI() http.Handler {
 		e, err := r.CreateMapping(req.Context(), in)
 		if err != nil {
 			status, code := http.StatusBadRequest, "InvalidParameterValueException"
-			if errors.Is(err, ErrUnknownFunction) {
+			switch {
+			case errors.Is(err, ErrUnknownFunction):
 				status, code = http.StatusNotFound, "ResourceNotFoundException"
+			case errors.Is(err, ErrMappingExists):
+				status, code = http.StatusConflict, "ResourceConflictException"
 			}
 			lambdaError(w, status, code, err.Error())
 			return

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -53,5 +54,66 @@ func TestLambdaAPIRejectsBadRequests(t *testing.T) {
 				t.Errorf("X-Amz-Function-Error = %q, want %q", resp.Header.Get("X-Amz-Function-Error"), tt.wantHeader)
 			}
 		})
+	}
+}
+
+// Lambda keeps one mapping of a function and a stream: of several created
+// at once (two rotations subscribing a new month), one is made and the
+// others are refused with ResourceConflictException; once it is deleted, a
+// new one can be made.
+func TestLambdaAPIOneMappingPerFunctionAndStream(t *testing.T) {
+	r := New()
+	_ = r.AddFunction(Function{LogicalID: "Echo", Handler: lambda.NewHandler(func(ctx context.Context, in map[string]any) (map[string]any, error) { return in, nil })})
+	r.SetWiring(Wiring{Streams: &fakeStream{}})
+	srv := httptest.NewServer(r.LambdaAPI())
+	defer srv.Close()
+	create := func() (int, string) {
+		resp, err := http.Post(srv.URL+"/2015-03-31/event-source-mappings/", "application/json",
+			strings.NewReader(`{"FunctionName":"Echo","EventSourceArn":"arn:aws:dynamodb:us-east-1:0:table/t/stream/x","StartingPosition":"TRIM_HORIZON"}`))
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType") + " " + string(raw)
+	}
+	const n = 4
+	statuses := make(chan int, n)
+	bodies := make(chan string, n)
+	for range n {
+		go func() {
+			s, b := create()
+			statuses <- s
+			bodies <- b
+		}()
+	}
+	made := 0
+	var uuid string
+	for range n {
+		s, b := <-statuses, <-bodies
+		switch {
+		case s == http.StatusAccepted:
+			made++
+			var e ESM
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(b, " ")), &e); err != nil {
+				t.Fatal(err)
+			}
+			uuid = e.UUID
+		case s != http.StatusConflict || !strings.Contains(b, "ResourceConflictException"):
+			t.Errorf("got %d %s, want 202 or 409 ResourceConflictException", s, b)
+		}
+	}
+	if made != 1 {
+		t.Fatalf("%d mappings made, want 1", made)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/2015-03-31/event-source-mappings/"+uuid, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s, b := create(); s != http.StatusAccepted {
+		t.Errorf("after the delete: %d %s, want the mapping made", s, b)
 	}
 }

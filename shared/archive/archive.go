@@ -52,13 +52,15 @@
 //
 // Month arithmetic, the retirement state machine and its decisions are
 // plain values; the ports it needs (Tables, Streams, Subscriptions,
-// Partitions) are declared here and implemented by archiveddb, archiveesm
-// and archives3.
+// Partitions, Leases) are declared here and implemented by archiveddb,
+// archiveesm and archives3.
 //
 // A table is retired in steps, each idempotent, so a run that stops
 // anywhere (timeout, crash, a refused call) is simply run again the next
 // day:
 //
+//	lease        the month's lease taken (or taken over from a run that
+//	             stopped), the table described anew under it
 //	ensure       the table keeps its subscription (a table the counter created
 //	             has none); a provisioned table's capacity is lowered
 //	drain        the stream is turned off (no record can come after this) and
@@ -84,6 +86,17 @@
 //	unprotect    deletion protection turned off: only here, after a verification
 //	             that passed without a snapshot and the compaction recording it
 //	delete       the table deleted
+//
+// Runs may overlap (the daily schedule and an operator's `tables rotate`):
+// a month's retirement is held by one run at a time, through the month's
+// Lease. A run takes it before the first step (a conditional write that
+// fails while another run's lease is live), renews it before each step
+// and, while a step works, every third of RotationPolicy.LeaseFor, and
+// releases it at the end. A run that finds the lease held leaves the month
+// to its holder (HeldByAnother: not a failure) and says who holds it and
+// since when. A run that stopped leaves its lease to lapse; the next run
+// takes it over and resumes from the table as it is now (Tables.Describe,
+// not the listing), each step done already saying so.
 //
 // A table is never deleted in a run that did not verify it. The rotator
 // touches only the tables its policy owns (RotationPolicy.Owns: exactly

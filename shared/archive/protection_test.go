@@ -121,7 +121,7 @@ func TestProtectionLiftedAfterVerificationAndCompaction(t *testing.T) {
 	if m := ret.Compaction.Manifest.Verification; m == nil || !m.OK || m.Snapshot || m.TableItems != 50 {
 		t.Errorf("manifest verification %+v, want OK over 50 items without a snapshot", m)
 	}
-	want := []Step{StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
+	want := []Step{StepLease, StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
 	if !slices.Equal(seen, want) {
 		t.Errorf("steps %v, want %v", seen, want)
 	}

@@ -39,11 +39,27 @@ func (rt *retirement) ensure(ctx context.Context) (string, error) {
 // again.
 func (rt *retirement) drain(ctx context.Context) (string, error) {
 	t := rt.t
-	if t.StreamARN != "" && t.StreamEnabled {
+	off := "stream off: already; "
+	switch {
+	case t.StreamARN == "":
+		off = "no stream; "
+	case t.StreamEnabled:
 		if err := rt.r.Tables.DisableStream(ctx, t.Name); err != nil {
 			return "", err
 		}
+		off = "stream off; "
 	}
+	detail, err := rt.drained(ctx)
+	if detail != "" {
+		detail = off + detail
+	}
+	return detail, err
+}
+
+// drained waits until the archive and the counters hold the last record of
+// every shard, or DrainWait passes (stop NotDrained).
+func (rt *retirement) drained(ctx context.Context) (string, error) {
+	t := rt.t
 	// Bounded by the pauses taken and by the elapsed time, whichever is
 	// further along: a stalled archive never holds the run past DrainWait.
 	start, waited := time.Now(), time.Duration(0)
@@ -218,6 +234,9 @@ func (rt *retirement) unsubscribe(ctx context.Context) (string, error) {
 		return "no stream", nil
 	}
 	n, err := rt.r.Subscriptions.Remove(ctx, rt.t.StreamARN)
+	if err == nil && n == 0 {
+		return "no mappings: removed already", nil
+	}
 	return fmt.Sprintf("%d mappings removed", n), err
 }
 
@@ -227,6 +246,9 @@ func (rt *retirement) unsubscribe(ctx context.Context) (string, error) {
 func (rt *retirement) unprotect(ctx context.Context) (string, error) {
 	if v := rt.verification; !v.OK || v.Snapshot || rt.ret.Compaction == nil {
 		return "", errors.New("refused: the month is not verified archived and compacted")
+	}
+	if !rt.t.DeletionProtection {
+		return "deletion protection off: already", nil
 	}
 	return "deletion protection off", rt.r.Tables.Protect(ctx, rt.t.Name, false)
 }

@@ -57,8 +57,11 @@ func TestRetireFailsSafeWhenTheArchiveIsUnreadable(t *testing.T) {
 			w.fail["read"] = boom
 			calls := len(w.calls)
 			ret := w.rotator(date(2026, 12, 4, 0)).Retire(context.Background(), w.table(table).Table)
-			if ret.Outcome != Failed || !errors.Is(ret.Err, boom) || len(ret.Steps) != 0 {
-				t.Errorf("outcome %s, err %v, steps %v; want Failed on the read before any step", ret.Outcome, ret.Err, ret.Steps)
+			if ret.Outcome != Failed || !errors.Is(ret.Err, boom) || len(ret.Steps) != 1 || ret.Steps[0].Step != StepLease {
+				t.Errorf("outcome %s, err %v, steps %v; want Failed on the read before any step but the lease", ret.Outcome, ret.Err, ret.Steps)
+			}
+			if l := w.lease(table); !l.IsZero() {
+				t.Errorf("lease %+v kept, want it released", l)
 			}
 			if got := w.calls[calls:]; len(got) != 0 {
 				t.Errorf("the retirement touched the table: %v", got)

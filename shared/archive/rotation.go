@@ -47,6 +47,10 @@ type RotationPolicy struct {
 	// (default DefaultWarm: no more than a new table has) and at most
 	// WarmCeiling (default DefaultWarmCeiling; never below the floor).
 	WarmFloor, WarmCeiling Warm
+	// LeaseFor is how long a month's lease lasts unless renewed (default
+	// DefaultLeaseFor): how long after a run stopped another may resume
+	// the month's retirement.
+	LeaseFor time.Duration
 }
 
 // DefaultWarmCeiling is the most warm throughput a month's table is given
@@ -69,6 +73,9 @@ func (p RotationPolicy) withDefaults() RotationPolicy {
 	}
 	if p.DrainPoll <= 0 {
 		p.DrainPoll = 2 * time.Second
+	}
+	if p.LeaseFor <= 0 {
+		p.LeaseFor = DefaultLeaseFor
 	}
 	if p.ColdCapacity.Read <= 0 || p.ColdCapacity.Write <= 0 {
 		p.ColdCapacity = Capacity{Read: 1, Write: 1}
@@ -260,6 +267,17 @@ type Rotator struct {
 	// Counted, when set, is the tally's progress: the drain waits for it.
 	Counted Counted
 	Archive Partitions
+	// Leases holds each month's retirement for one run at a time: a run
+	// that finds another's lease live leaves the month to it (Held).
+	Leases Leases
+	// Holder says who runs, in words, in the leases it takes (another run
+	// that finds one held prints it); RunID is the run's id, unique (random
+	// when empty: set by the first Run or Retire).
+	Holder, RunID string
+	// LeaseClock is the time leases are taken and lapse by (time.Now when
+	// nil): elapsed time, the same for every run, not Now or Clock, which
+	// `tables rotate -now` and `local clock` move.
+	LeaseClock func() time.Time
 	// Now is the run's time: which months to ensure and which are cold.
 	Now func() time.Time
 	// Clock is the time the counters fence months by (time.Now, or Now
@@ -279,6 +297,9 @@ type Step string
 
 // The steps, in order (see the package documentation).
 const (
+	// StepLease is the month's lease: taken, taken over from a run that
+	// stopped, or found held by another run (which the run leaves it to).
+	StepLease       Step = "lease"
 	StepCreate      Step = "create"
 	StepWarm        Step = "warm"
 	StepSubscribe   Step = "subscribe"
@@ -316,6 +337,12 @@ const (
 	Alarm Outcome = "alarm"
 	// Failed: a step failed; the next run resumes (every step is idempotent).
 	Failed Outcome = "failed"
+	// HeldByAnother: another run holds the month's lease and is retiring
+	// it; this run touched nothing of the month. Not a failure.
+	HeldByAnother Outcome = "held-by-another-run"
+	// RetiredByAnother: another run retired the month before this one got
+	// to it (the table gone, the archive verified). Not a failure.
+	RetiredByAnother Outcome = "retired-by-another-run"
 )
 
 // Retirement is what happened to one cold table.
@@ -341,7 +368,12 @@ type Retirement struct {
 	// Counters compares what the stream's other reader counted of the
 	// month with the items verified archived (nil when not compared).
 	Counters *CountersCheck
-	Err      error
+	// Lease is the month's lease as this run last held it (zero when it
+	// took none); HeldBy, when HeldByAnother, is the lease of the run that holds
+	// the month; TookOver is a stopped run's lapsed lease this run took
+	// over, resuming where it stopped (zero when none).
+	Lease, HeldBy, TookOver Lease
+	Err                     error
 }
 
 // CountersCheck is a verified month's items against the votes the tally
@@ -441,6 +473,28 @@ func (r *Rotator) clock() time.Time {
 	return r.now()
 }
 
+func (r *Rotator) leaseNow() time.Time {
+	if r.LeaseClock != nil {
+		return r.LeaseClock().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// runID returns the run's id, making one the first time.
+func (r *Rotator) runID() string {
+	if r.RunID == "" {
+		r.RunID = newRunID()
+	}
+	return r.RunID
+}
+
+func (r *Rotator) holder() string {
+	if r.Holder != "" {
+		return r.Holder
+	}
+	return "a rotation run"
+}
+
 func (r *Rotator) log() *slog.Logger {
 	if r.Log != nil {
 		return r.Log
@@ -462,6 +516,7 @@ func (r *Rotator) sleep(ctx context.Context, d time.Duration) error {
 func (r *Rotator) Run(ctx context.Context) RotationReport {
 	pol := r.Policy.withDefaults()
 	now := r.now()
+	r.runID()
 	rep := RotationReport{Now: now}
 	tables, err := r.Tables.List(ctx, pol.Prefix)
 	if err != nil {

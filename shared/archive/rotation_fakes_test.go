@@ -35,6 +35,12 @@ type world struct {
 	// asked at creation, it is ignored; none is reported; a raise is
 	// skipped.
 	noWarm bool
+	// leases are the months' leases by table; leaseCalls the lease
+	// operations, apart from calls; leaseAt, when set, is the time the
+	// rotators' leases go by (else the run's time).
+	leases     map[string]Lease
+	leaseCalls []string
+	leaseAt    time.Time
 }
 
 type memTable struct {
@@ -50,7 +56,7 @@ type streamRec struct {
 
 func newWorld() *world {
 	return &world{tables: map[string]*memTable{}, streams: map[string][]streamRec{}, subs: map[string]int{}, files: map[string][]Row{},
-		manifests: map[string]*Manifest{}, deliver: true, fail: map[string]error{}}
+		manifests: map[string]*Manifest{}, deliver: true, fail: map[string]error{}, leases: map[string]Lease{}}
 }
 
 func (w *world) call(format string, a ...any) {
@@ -145,6 +151,19 @@ func (m memTables) List(_ context.Context, base string) ([]Table, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+func (m memTables) Describe(_ context.Context, name string) (Table, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	if err := m.w.fail["describe"]; err != nil {
+		return Table{}, err
+	}
+	t, ok := m.w.tables[name]
+	if !ok {
+		return Table{}, fmt.Errorf("describe %s: %w", name, ErrNotFound)
+	}
+	return t.Table, nil
 }
 
 func (m memTables) Ensure(_ context.Context, s Spec) (Table, bool, error) {
@@ -398,13 +417,92 @@ func (m memArchive) Write(_ context.Context, key string, rows []Row) (File, erro
 	return File{Key: key, Rows: int64(len(rows))}, nil
 }
 
+// Leases.
+
+// memLeases keeps the leases as the conditional writes of the DynamoDB
+// adapter do: a live lease of another run is never overwritten, a renewal
+// or a release of a lease the run no longer holds changes nothing.
+type memLeases struct{ w *world }
+
+var _ Leases = memLeases{}
+
+func (m memLeases) Take(_ context.Context, l Lease, now time.Time) (Lease, bool, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	if err := m.w.fail["take"]; err != nil {
+		return Lease{}, false, err
+	}
+	cur, ok := m.w.leases[l.Table]
+	if ok && cur.Run != l.Run && cur.Expires.After(now) {
+		m.w.leaseCalls = append(m.w.leaseCalls, fmt.Sprintf("held %s %s by %s", l.Table, l.Run, cur.Run))
+		return cur, false, nil
+	}
+	m.w.leaseCalls = append(m.w.leaseCalls, fmt.Sprintf("take %s %s", l.Table, l.Run))
+	m.w.leases[l.Table] = l
+	if ok && cur.Run != l.Run {
+		return cur, true, nil
+	}
+	return Lease{}, true, nil
+}
+
+func (m memLeases) Renew(_ context.Context, l Lease) (Lease, bool, error) {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	if err := m.w.fail["renew"]; err != nil {
+		return Lease{}, false, err
+	}
+	cur, ok := m.w.leases[l.Table]
+	if !ok || cur.Run != l.Run {
+		m.w.leaseCalls = append(m.w.leaseCalls, fmt.Sprintf("lost %s %s", l.Table, l.Run))
+		return cur, false, nil
+	}
+	m.w.leaseCalls = append(m.w.leaseCalls, fmt.Sprintf("renew %s %s %s", l.Table, l.Run, l.Step))
+	m.w.leases[l.Table] = l
+	return Lease{}, true, nil
+}
+
+func (m memLeases) Release(_ context.Context, l Lease) error {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	if err := m.w.fail["release"]; err != nil {
+		return err
+	}
+	if cur, ok := m.w.leases[l.Table]; ok && cur.Run == l.Run {
+		m.w.leaseCalls = append(m.w.leaseCalls, fmt.Sprintf("release %s %s", l.Table, l.Run))
+		delete(m.w.leases, l.Table)
+	}
+	return nil
+}
+
+// lease returns table's lease (zero when none).
+func (w *world) lease(table string) Lease {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.leases[table]
+}
+
+// setLeaseClock moves the leases' time (the rotators' LeaseClock).
+func (w *world) setLeaseClock(at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.leaseAt = at
+}
+
 // rotator builds a rotator over the world with a pinned clock and no real
 // sleeping (each pause pumps the world, as time passing would).
 func (w *world) rotator(now time.Time) *Rotator {
 	return &Rotator{
 		Policy: RotationPolicy{Prefix: "app-votes", GraceDays: 2, DrainWait: time.Minute, DrainPoll: time.Second},
-		Tables: memTables{w}, Streams: memStreams{w}, Subscriptions: memSubs{w}, Archive: memArchive{w},
+		Tables: memTables{w}, Streams: memStreams{w}, Subscriptions: memSubs{w}, Archive: memArchive{w}, Leases: memLeases{w},
 		Now:   func() time.Time { return now },
 		Sleep: func(ctx context.Context, d time.Duration) error { w.pump(); return ctx.Err() },
+		LeaseClock: func() time.Time {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.leaseAt.IsZero() {
+				return w.leaseAt
+			}
+			return now
+		},
 	}
 }

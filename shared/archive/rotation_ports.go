@@ -88,6 +88,10 @@ type Tables interface {
 	// List returns the monthly tables of base: those named base-YYYY-MM
 	// (ledger.SplitTable), and no other.
 	List(ctx context.Context, base string) ([]Table, error)
+	// Describe describes one table as it is now (ErrNotFound when it does
+	// not exist): a retirement works from this, not from a listing another
+	// run may have changed since.
+	Describe(ctx context.Context, name string) (Table, error)
 	// Ensure creates the table if it is absent (key schema of the ledger,
 	// stream NEW_AND_OLD_IMAGES) and brings an existing one up to date:
 	// PITR, deletion protection, tags. It waits until the table is active.
@@ -100,9 +104,11 @@ type Tables interface {
 	// the skip.
 	RaiseWarm(ctx context.Context, name string, w Warm) (raised bool, err error)
 	// DisableStream turns the table's stream off: its shards close, and
-	// what they hold stays readable for 24 hours.
+	// what they hold stays readable for 24 hours. A stream off already is
+	// left so, without an error.
 	DisableStream(ctx context.Context, name string) error
-	// Protect turns deletion protection on or off.
+	// Protect turns deletion protection on or off (a table that has it so
+	// already is left as it is).
 	Protect(ctx context.Context, name string, on bool) error
 	// Delete deletes the table (ErrNotFound when it is gone already).
 	Delete(ctx context.Context, name string) error

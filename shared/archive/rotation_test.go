@@ -78,7 +78,7 @@ func TestRunRetiresAColdMonth(t *testing.T) {
 	if len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != Retired {
 		t.Fatalf("retirements %+v, want November retired", rep.Retirements)
 	}
-	want := []Step{StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
+	want := []Step{StepLease, StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}
 	if !reflect.DeepEqual(steps, want) {
 		t.Errorf("steps %v, want %v", steps, want)
 	}
@@ -132,42 +132,62 @@ func TestRunTwiceChangesNothing(t *testing.T) {
 }
 
 // Two runs retire the same month at once (the schedule's and an
-// operator's): the one that finds the table gone at a later step reports
-// the month retired, not failed.
-func TestRunsRacingToRetireAMonthBothSucceed(t *testing.T) {
-	for _, tt := range []struct {
-		at, last Step // the other run goes when the first has taken step at
-		gone     bool // whether the first's last step fails on the table being gone
-	}{
-		{StepUnsubscribe, StepUnprotect, true},
-		{StepUnprotect, StepDelete, false}, // "gone already"
-	} {
-		at := tt.at
-		t.Run("the other deletes the table after "+string(at), func(t *testing.T) {
+// operator's): the one that comes while the other works finds the month's
+// lease held, says by whom and since when, touches nothing and does not
+// fail; the first retires the month, once.
+func TestRunsRacingForAMonthOneRetiresIt(t *testing.T) {
+	for _, at := range []Step{StepLease, StepEnsure, StepDrain, StepVerify, StepCompact, StepUnsubscribe, StepUnprotect} {
+		t.Run("the other comes after "+string(at), func(t *testing.T) {
 			w := novemberWorld(t)
 			first, other := w.rotator(date(2026, 12, 3, 1)), w.rotator(date(2026, 12, 3, 1))
+			first.Holder, other.Holder = "the scheduled rotator", "ddbpipe tables rotate"
 			var otherRep RotationReport
+			var otherCalls []string
 			first.OnStep = func(table string, s StepResult) {
 				if table == "app-votes-2026-11" && s.Step == at && otherRep.Retirements == nil {
+					before := len(w.calls)
 					otherRep = other.Run(context.Background())
+					otherCalls = w.calls[before:]
 				}
 			}
 			rep := first.Run(context.Background())
-			if err := otherRep.Err(); err != nil || len(otherRep.Retirements) != 1 || otherRep.Retirements[0].Outcome != Retired {
-				t.Fatalf("the other run: %+v, %v", otherRep.Retirements, err)
+			if err := otherRep.Err(); err != nil || len(otherRep.Retirements) != 1 || otherRep.Retirements[0].Outcome != HeldByAnother {
+				t.Fatalf("the other run: %+v, %v; want November held by another run", otherRep.Retirements, err)
+			}
+			held := otherRep.Retirements[0]
+			if len(held.Steps) != 1 || !strings.Contains(held.Steps[0].Detail, "held by the scheduled rotator since 2026-12-03T01:00:00Z") ||
+				held.HeldBy.Holder != "the scheduled rotator" {
+				t.Errorf("the other run's steps %+v, want one lease step saying who holds it and since when", held.Steps)
+			}
+			for _, c := range otherCalls {
+				if strings.Contains(c, "2026-11") {
+					t.Errorf("the other run touched November: %s", c)
+				}
 			}
 			if err := rep.Err(); err != nil || len(rep.Retirements) != 1 || rep.Retirements[0].Outcome != Retired {
 				t.Fatalf("the first run: %+v, %v; want November retired", rep.Retirements, err)
 			}
-			steps := rep.Retirements[0].Steps
-			if last := steps[len(steps)-1]; last.Step != tt.last || errors.Is(last.Err, ErrNotFound) != tt.gone {
-				t.Errorf("last step %+v, want %s failing on the table being gone: %t", last, tt.last, tt.gone)
+			if n := countCalls(w, "delete app-votes-2026-11"); n != 1 {
+				t.Errorf("%d deletes of November, want 1", n)
 			}
-			if w.table("app-votes-2026-11") != nil {
-				t.Error("November's table is still there")
+			if !w.lease("app-votes-2026-11").IsZero() {
+				t.Errorf("lease %+v left after the retirement, want it released", w.lease("app-votes-2026-11"))
 			}
 		})
 	}
+}
+
+// countCalls counts the world's calls that begin with prefix.
+func countCalls(w *world, prefix string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestNotDrainedKeepsTheTable(t *testing.T) {
@@ -352,8 +372,8 @@ func TestRetiredMonthCreatedAgainIsLeftAlone(t *testing.T) {
 		t.Fatalf("retirements %+v, want November's", rep.Retirements)
 	}
 	ret := rep.Retirements[0]
-	if ret.Outcome != Alarm || ret.Err == nil || !strings.Contains(ret.Err.Error(), "exists again") || len(ret.Steps) != 0 {
-		t.Errorf("outcome %s, err %v, steps %v; want an alarm before any step", ret.Outcome, ret.Err, ret.Steps)
+	if ret.Outcome != Alarm || ret.Err == nil || !strings.Contains(ret.Err.Error(), "exists again") || len(ret.Steps) != 1 || ret.Steps[0].Step != StepLease {
+		t.Errorf("outcome %s, err %v, steps %v; want an alarm before any step but the lease", ret.Outcome, ret.Err, ret.Steps)
 	}
 	if got := w.fileKeys("table=app-votes/month=2026-11/"); !reflect.DeepEqual(got, files) {
 		t.Errorf("the archive changed: %v → %v", files, got)
@@ -476,7 +496,7 @@ func TestRetirementComparesTheCounters(t *testing.T) {
 			if !strings.Contains(detail, tt.detail) {
 				t.Errorf("step detail %q, want it to say %q", detail, tt.detail)
 			}
-			if want := []Step{StepEnsure, StepDrain, StepVerify, StepCounters, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}; !reflect.DeepEqual(steps, want) {
+			if want := []Step{StepLease, StepEnsure, StepDrain, StepVerify, StepCounters, StepCompact, StepUnsubscribe, StepUnprotect, StepDelete}; !reflect.DeepEqual(steps, want) {
 				t.Errorf("steps %v, want %v", steps, want)
 			}
 		})

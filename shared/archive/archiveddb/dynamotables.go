@@ -431,8 +431,17 @@ func (t *Tables) RaiseWarm(ctx context.Context, name string, w archive.Warm) (bo
 	return true, nil
 }
 
-// DisableStream turns the table's stream off.
+// DisableStream turns the table's stream off. A stream off already is
+// left so: DynamoDB refuses to turn it off twice (ValidationException
+// "Table has no stream to disable" locally).
 func (t *Tables) DisableStream(ctx context.Context, name string) error {
+	d, err := t.waitActive(ctx, name)
+	if err != nil {
+		return err
+	}
+	if d.StreamSpecification == nil || !aws.ToBool(d.StreamSpecification.StreamEnabled) {
+		return nil
+	}
 	return t.update(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name),
 		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(false)}}, "stream off")
 }

@@ -76,6 +76,7 @@ func (noSubs) Remove(context.Context, string) (int, error)  { return 0, nil }
 // noted, as on AWS they would be on).
 func TestRotatorUnprotectsOnlyVerifiedOwnMonths(t *testing.T) {
 	tables, streams, db := localTables(t)
+	leases, _ := leaseTable(t)
 	ctx := context.Background()
 	prefix := fmt.Sprintf("rp-%d-%d-votes", time.Now().UnixNano()%1e7, seq.Add(1))
 	verified, incomplete := prefix+"-2026-09", prefix+"-2026-10"
@@ -137,7 +138,7 @@ func TestRotatorUnprotectsOnlyVerifiedOwnMonths(t *testing.T) {
 	r := &archive.Rotator{
 		Policy: archive.RotationPolicy{Prefix: prefix, GraceDays: 1, DrainWait: 10 * time.Second, DrainPoll: 100 * time.Millisecond,
 			WarmFloor: archive.Warm{Write: 10000}},
-		Tables: tables, Streams: streams, Subscriptions: noSubs{}, Archive: parts,
+		Tables: tables, Streams: streams, Subscriptions: noSubs{}, Archive: parts, Leases: leases,
 		Now: func() time.Time { return time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC) },
 	}
 	rep := r.Run(ctx)

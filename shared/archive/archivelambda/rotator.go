@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -107,8 +108,23 @@ func NewRotation(cfg aws.Config, c RotatorConfig, log *slog.Logger) *archive.Rot
 		},
 		Counted: &archiveddb.TallyCheckpoints{DB: awsenv.DynamoDB(cfg), Table: c.CountersTable},
 		Archive: &archives3.Partitions{S3: awsenv.S3(cfg), Bucket: c.Bucket, Log: log},
-		Log:     log,
+		// A month's retirement is held by one run at a time, whichever
+		// runs it: the scheduled function or an operator's CLI.
+		Leases: &archiveddb.Leases{DB: awsenv.DynamoDB(cfg), Table: c.CountersTable},
+		Log:    log,
 	}
+}
+
+// holder names a run of the rotator function in its leases: the function
+// and the invocation's request id.
+func holder(ctx context.Context, function string) string {
+	if function == "" {
+		function = "the rotator function"
+	}
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return fmt.Sprintf("%s (request %s)", function, lc.AwsRequestID)
+	}
+	return function
 }
 
 // SetupRotator wires the rotator function, which creates the coming months' ledger tables, keeps them subscribed to
@@ -123,8 +139,10 @@ func SetupRotator(_ context.Context, env lambdafn.Env) (any, error) {
 	r.Now = lambdafn.NewVars(env.Getenv).Clock() // DDBPIPE_CLOCK_FILE, for rehearsals
 	r.Clock = r.Now
 	metrics := lambdafn.NewMetrics(env, "rotator")
+	function := env.Getenv("AWS_LAMBDA_FUNCTION_NAME")
 	return func(ctx context.Context, ev events.EventBridgeEvent) error {
-		run := *r
+		run := *r // its own run id, made by Run
+		run.Holder = holder(ctx, function)
 		if dl, ok := ctx.Deadline(); ok {
 			// Leave time for verification and compaction after the waits.
 			run.Policy.DrainWait = min(5*time.Minute, time.Until(dl)/3)
@@ -173,6 +191,9 @@ func ReportRotation(ctx context.Context, log *slog.Logger, metrics *emf.Writer, 
 		}
 		if t.Compaction != nil {
 			attrs = append(attrs, "filesBefore", t.Compaction.FilesBefore, "filesAfter", t.Compaction.FilesAfter)
+		}
+		if !t.HeldBy.IsZero() {
+			attrs = append(attrs, "heldBy", t.HeldBy.String())
 		}
 		if c := t.Counters; c != nil {
 			attrs = append(attrs, "tallied", c.Tallied, "countersDiffer", c.Differ())
