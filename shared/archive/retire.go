@@ -142,7 +142,7 @@ func (r *Rotator) startRetirement(ctx context.Context, t Table) (rt *retirement,
 	gone := errors.Is(err, ErrNotFound) || err == nil && fresh.Status == "DELETING"
 	if err != nil && !gone {
 		rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("archive: %s: describe before retiring: %w; left alone", t.Name, err)
-		lease.record(rt, "", rt.ret.Err)
+		lease.record(rt, "")
 		return rt, false
 	}
 	c, err := r.Archive.Read(ctx, rt.p)
@@ -151,21 +151,21 @@ func (r *Rotator) startRetirement(ctx context.Context, t Table) (rt *retirement,
 		// and the next run looks again.
 		rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("archive: %s: read the archive of %s before retiring: %w; left alone", t.Name, rt.p.Prefix(), err)
 		r.log().Error("rotation: the archive could not be read; table left alone", "table", t.Name, "err", err)
-		lease.record(rt, "", rt.ret.Err)
+		lease.record(rt, "")
 		return rt, false
 	}
 	if gone {
 		if !c.AlreadyRetired() {
 			rt.ret.Outcome, rt.ret.Err = Failed, fmt.Errorf("archive: %s is gone, but the archive of %s records no retirement", t.Name, rt.p.Prefix())
-			lease.record(rt, "", rt.ret.Err)
+			lease.record(rt, "")
 			return rt, false
 		}
 		rt.ret.Outcome = RetiredByAnother
-		lease.record(rt, fmt.Sprintf("the table is gone: another run retired the month (archive verified %s)", c.Manifest.Verification.At.Format(time.RFC3339)), nil)
+		lease.record(rt, fmt.Sprintf("the table is gone: another run retired the month (archive verified %s)", c.Manifest.Verification.At.Format(time.RFC3339)))
 		return rt, false
 	}
 	rt.t = fresh
-	lease.record(rt, "", nil)
+	lease.record(rt, "")
 	// A month verified, compacted and retired whose table exists again with
 	// its stream on: a writer created it anew (a retirement turns the stream
 	// off before it verifies, and a kept table stays so). It holds late
@@ -226,14 +226,15 @@ func (rt *retirement) lease(ctx context.Context, start time.Time) leaseTaken {
 	return leaseTaken{ok: true, start: start, detail: detail}
 }
 
-// record reports the lease step, with what the start found (more) or the
-// error that ended it.
-func (lt leaseTaken) record(rt *retirement, more string, err error) {
+// record reports the lease step, taken, with what the start found (more).
+// An error that ended the start is the retirement's (rt.ret.Err), not the
+// lease's: the step says the lease was taken, and it was.
+func (lt leaseTaken) record(rt *retirement, more string) {
 	d := lt.detail
 	if more != "" {
 		d += "; " + more
 	}
-	rt.recordStep(StepResult{Step: StepLease, Detail: d, Took: time.Since(lt.start), Err: err})
+	rt.recordStep(StepResult{Step: StepLease, Detail: d, Took: time.Since(lt.start)})
 }
 
 // renew renews the lease before step; false when the retirement ends
