@@ -141,7 +141,7 @@ iam: install
 	@$(MAKE) --no-print-directory iam-check IAM_RUN=iam
 
 iam-check:
-	$(GO) run ./tools/iamcheck -records $(IAM_RECORDS)/$(IAM_RUN) -out $(IAM_RECORDS)/$(IAM_RUN)/report.txt -q
+	$(GO) run ./local/iam/iamcheck -records $(IAM_RECORDS)/$(IAM_RUN) -out $(IAM_RECORDS)/$(IAM_RUN)/report.txt -q
 
 test-race: deps
 	$(GO) test -count=1 -race -short $(RACE_PKGS)

@@ -18,13 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archives3"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // benchArchive measures the cold tier on one month of vote ledger records:

@@ -12,8 +12,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
-	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // goalCeilingRatio: the counter's steady rate against the store's ceiling

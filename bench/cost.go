@@ -10,15 +10,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/bodies"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
-	"github.com/ddbpipe/ddbpipe/tools/bodies"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // List prices, us-east-1, USD, as of this code's writing (late 2025): check

@@ -16,10 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // benchSQS: messages per second the runner delivers from a queue to a

@@ -139,7 +139,7 @@ func linkedFlows(ctx context.Context, pkg string) (flow string, linked int, othe
 		if !ok || strings.HasPrefix(rel, "functions/") {
 			continue
 		}
-		if strings.HasPrefix(rel, "local/") || strings.HasPrefix(rel, "tools/") {
+		if strings.HasPrefix(rel, "local/") || strings.HasPrefix(rel, "internal/") || strings.HasPrefix(rel, "tools/") {
 			others = append(others, rel)
 		}
 		linked++

@@ -11,11 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // benchListing: listing by prefix over the write-sharded index, against a

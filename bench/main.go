@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/stack"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // section is one part of the report.

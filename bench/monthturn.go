@@ -15,8 +15,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
-	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // goalTurnShare: votes of the new month failed back or delayed at the turn

@@ -17,13 +17,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/bodies"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
-	"github.com/ddbpipe/ddbpipe/tools/bodies"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // wire counts one client's requests and the bytes they move both ways.

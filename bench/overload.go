@@ -9,8 +9,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
-	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // benchOverload sends votes for a while at twice what the month's ledger

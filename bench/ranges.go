@@ -13,12 +13,12 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/bodies"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
-	"github.com/ddbpipe/ddbpipe/tools/bodies"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // chunkReads counts the chunk items a DynamoDB client asks for: every key

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/shared/search"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // report writes the section from what the steps measured.

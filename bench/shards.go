@@ -19,8 +19,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/voteslambda"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
-	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // The goals of the stream shards benchmark (issue 26).

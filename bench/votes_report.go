@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // reportAtAWS writes the runs at AWS's 1,000 units per key (the naive

@@ -16,8 +16,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
-	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // flood is one way of spreading a poll's votes over its options.

@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
+	"github.com/ddbpipe/ddbpipe/shared/objects/bodies"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
-	"github.com/ddbpipe/ddbpipe/tools/bodies"
 )
 
 // The polls of the soak: one with a hot option, one spread over ten.

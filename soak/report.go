@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
-	"github.com/ddbpipe/ddbpipe/tools/pngchart"
 )
 
 // timeline holds one sample a second: cumulative votes counted and sent,

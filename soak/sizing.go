@@ -14,7 +14,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
-	"github.com/ddbpipe/ddbpipe/tools/votesload"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
 )
 
 // The votes' load, when -rate does not fix it, is sized from the store's

@@ -42,3 +42,74 @@ func TestProductLinksNoTestTools(t *testing.T) {
 		}
 	}
 }
+
+// Every arrow points down. Below the module's top, a folder links only
+// what lies beneath it:
+//
+//	shared/     only shared/ (the product)
+//	functions/  shared/
+//	local/      shared/ and local/ (the local AWS; never deployed)
+//	cmd/        shared/, and of local/ only the packages cliLocal names:
+//	            the CLI's `local` commands and its demo run the local stack
+//
+// internal/ (the bench's and the soak's charts) and tools/ (pinned
+// third-party tools, no package of this module) are linked by neither.
+func TestLayoutArrowsPointDown(t *testing.T) {
+	// cliLocal is every local/ package the CLI links, directly or not.
+	cliLocal := map[string]bool{
+		"local/cfn":         true,
+		"local/faultproxy":  true,
+		"local/httpapi":     true,
+		"local/iam":         true,
+		"local/provision":   true,
+		"local/registry":    true,
+		"local/runner":      true,
+		"local/schedule":    true,
+		"local/searchproxy": true,
+		"local/servers":     true,
+		"local/stack":       true,
+	}
+	rules := []struct {
+		pattern string
+		allowed func(rel string) bool
+	}{
+		{"../shared/...", func(rel string) bool { return under(rel, "shared") }},
+		{"../functions/...", func(rel string) bool { return under(rel, "shared") || under(rel, "functions") }},
+		{"../local/...", func(rel string) bool { return under(rel, "shared") || under(rel, "local") }},
+		{"../cmd/...", func(rel string) bool { return under(rel, "shared") || under(rel, "cmd") || cliLocal[rel] }},
+	}
+	for _, r := range rules {
+		t.Run(strings.Trim(r.pattern, "./"), func(t *testing.T) {
+			for _, rel := range moduleDeps(t, r.pattern) {
+				if !r.allowed(rel) {
+					t.Errorf("%s links %s", r.pattern, rel)
+				}
+			}
+		})
+	}
+}
+
+// moduleDeps lists, relative to the module, every package of the module
+// that the packages matching pattern link (test files aside).
+func moduleDeps(t *testing.T, pattern string) []string {
+	t.Helper()
+	const module = "github.com/ddbpipe/ddbpipe/"
+	out, err := exec.Command("go", "list", "-deps", pattern).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pattern, err, out)
+	}
+	var rels []string
+	for _, pkg := range strings.Fields(string(out)) {
+		if rel, ok := strings.CutPrefix(pkg, module); ok {
+			rels = append(rels, rel)
+		}
+	}
+	if len(rels) == 0 {
+		t.Fatalf("go list -deps %s named no package of the module:\n%s", pattern, out)
+	}
+	return rels
+}
+
+func under(rel, folder string) bool {
+	return rel == folder || strings.HasPrefix(rel, folder+"/")
+}

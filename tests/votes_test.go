@@ -18,8 +18,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/runner"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
-	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // ledgerStream is the stream of this month's ledger table.

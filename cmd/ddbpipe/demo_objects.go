@@ -15,13 +15,13 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/objects"
+	"github.com/ddbpipe/ddbpipe/shared/objects/bodies"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsclient"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectss3"
 	"github.com/ddbpipe/ddbpipe/shared/platform/apigw"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
 	"github.com/ddbpipe/ddbpipe/shared/search/searchos"
-	"github.com/ddbpipe/ddbpipe/tools/bodies"
 )
 
 // demoObjects drives the large-object store through its HTTP API: a small

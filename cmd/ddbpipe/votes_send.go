@@ -21,8 +21,8 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
+	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
-	"github.com/ddbpipe/ddbpipe/tools/votesload"
 )
 
 // votesSend sends votes to the votes queue: a generated workload on one

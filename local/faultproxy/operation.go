@@ -265,37 +265,45 @@ func S3Action(method, bucket, key string, q url.Values, h http.Header) string {
 			return "ListBuckets"
 		}
 		return ""
-
 	case key == "":
-		if op, ok := subresource(s3BucketSubresources, q, method); ok {
-			return op
-		}
-		switch method {
-		case http.MethodGet:
-			switch {
-			case q.Get("list-type") == "2":
-				return "ListObjectsV2"
-			case q.Has("versions"):
-				return "ListObjectVersions"
-			case q.Has("uploads"):
-				return "ListMultipartUploads"
-			}
-			return "ListObjects"
-		case http.MethodPut:
-			return "CreateBucket"
-		case http.MethodDelete:
-			return "DeleteBucket"
-		case http.MethodHead:
-			return "HeadBucket"
-		case http.MethodPost:
-			if q.Has("delete") {
-				return "DeleteObjects"
-			}
-			return "PostObject"
-		}
-		return ""
+		return s3BucketAction(method, q)
 	}
+	return s3ObjectAction(method, q, h)
+}
 
+// s3BucketAction names the S3 operation of a request to a bucket.
+func s3BucketAction(method string, q url.Values) string {
+	if op, ok := subresource(s3BucketSubresources, q, method); ok {
+		return op
+	}
+	switch method {
+	case http.MethodGet:
+		switch {
+		case q.Get("list-type") == "2":
+			return "ListObjectsV2"
+		case q.Has("versions"):
+			return "ListObjectVersions"
+		case q.Has("uploads"):
+			return "ListMultipartUploads"
+		}
+		return "ListObjects"
+	case http.MethodPut:
+		return "CreateBucket"
+	case http.MethodDelete:
+		return "DeleteBucket"
+	case http.MethodHead:
+		return "HeadBucket"
+	case http.MethodPost:
+		if q.Has("delete") {
+			return "DeleteObjects"
+		}
+		return "PostObject"
+	}
+	return ""
+}
+
+// s3ObjectAction names the S3 operation of a request to an object.
+func s3ObjectAction(method string, q url.Values, h http.Header) string {
 	multipart := q.Has("uploadId")
 	switch method {
 	case http.MethodPut:

@@ -182,7 +182,17 @@ func (p *Proxy) search(w http.ResponseWriter, r *http.Request, name string) *api
 	}
 	hits, _ := out["hits"].(map[string]any)
 	list, _ := hits["hits"].([]any)
-	var last []any
+	if last := p.decorateHits(list, keys, trim, version); last != nil {
+		p.pages.put(pageKey(path, req, normalize(last)), from+len(list))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// decorateHits gives each hit of a search answer its sort values (and
+// trims the source fields only they asked for) and, when version, its
+// _version. It returns the last hit's sort values, nil without sort keys.
+func (p *Proxy) decorateHits(list []any, keys []sortKey, trim func(map[string]any), version bool) (last []any) {
 	for _, h := range list {
 		hm, ok := h.(map[string]any)
 		if !ok {
@@ -202,11 +212,7 @@ func (p *Proxy) search(w http.ResponseWriter, r *http.Request, name string) *api
 			}
 		}
 	}
-	if last != nil {
-		p.pages.put(pageKey(path, req, normalize(last)), from+len(list))
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return last
 }
 
 // count serves /{index}/_count from a search's total.

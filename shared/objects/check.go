@@ -72,106 +72,149 @@ func (r Report) DanglingErr() error {
 // item read before its removal, whose payload the reaper deleted before
 // the listing).
 func Check(ctx context.Context, table RefScanner, bucket VersionLister) (Report, error) {
-	var r Report
-	var refs, latest []ItemRef
-	chunks := map[string]bool{}
-	history := map[ItemKey]string{}    // history item → its write id
-	sharedRefs := map[SharedRef]bool{} // by blob key, key and write id (Version zero)
-	writes := map[[2]string]bool{}     // version items: key, write id
-	err := table.Scan(ctx, func(e ItemRef) {
-		r.Items++
-		switch {
-		case e.SharedRef != nil:
-			sr := *e.SharedRef
-			sr.Version = 0
-			sharedRefs[sr] = true
-		case e.Chunk != nil:
-			r.Chunks++
-			chunks[e.PK] = false
-		case e.BlobKey != "" || e.Manifest != nil:
-			refs = append(refs, e)
-		}
-		if v, err := ParseSortKey(e.SK); err == nil {
-			r.Versions++
-			if v == 0 {
-				latest = append(latest, e)
-			} else {
-				history[ItemKey{PK: e.PK, SK: e.SK}] = e.WriteID
-			}
-			writes[[2]string{e.PK, e.WriteID}] = true
-		}
-	})
-	if err != nil {
+	c := checkState{
+		chunks:     map[string]bool{},
+		history:    map[ItemKey]string{},
+		sharedRefs: map[SharedRef]bool{},
+		writes:     map[[2]string]bool{},
+		live:       map[string]bool{},
+		versions:   map[string][]BlobVersion{},
+		referenced: map[string]bool{},
+	}
+	if err := table.Scan(ctx, c.addItem); err != nil {
 		return Report{}, fmt.Errorf("objects: check: %w", err)
 	}
-	live := map[string]bool{} // keys whose latest version is not a delete marker
-	versions := map[string][]BlobVersion{}
-	for _, prefix := range PayloadPrefixes {
-		for page, err := range bucket.Versions(ctx, prefix) {
-			if err != nil {
-				return Report{}, fmt.Errorf("objects: check: %w", err)
-			}
-			for _, v := range page {
-				versions[v.Key] = append(versions[v.Key], v)
-				if v.Latest && !v.DeleteMarker {
-					live[v.Key] = true
-				}
-			}
-		}
+	if err := c.list(ctx, bucket); err != nil {
+		return Report{}, fmt.Errorf("objects: check: %w", err)
 	}
-	r.Blobs = len(live)
-	for _, e := range latest {
-		if w, ok := history[ItemKey{PK: e.PK, SK: SortKey(e.Version)}]; !e.Deleted && (!ok || w != e.WriteID) {
-			r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: version %d (write %s) has no history item", e.PK, e.SK, e.Version, e.WriteID))
-		}
-	}
-	referenced := map[string]bool{}
-	for _, e := range refs {
-		isVersion := false
-		if _, err := ParseSortKey(e.SK); err == nil && !e.Deleted {
-			isVersion = true
-			r.References++
-		}
-		if e.BlobKey != "" {
-			referenced[e.BlobKey] = true
-			if isVersion && !live[e.BlobKey] {
-				r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: blob %s", e.PK, e.SK, e.BlobKey))
-			}
-			if isVersion && IsShared(e.BlobKey) && !sharedRefs[SharedRef{BlobKey: e.BlobKey, Key: e.PK, WriteID: e.WriteID}] {
-				r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: shared blob %s without a reference record", e.PK, e.SK, e.BlobKey))
-			}
-			continue
-		}
-		m := *e.Manifest
-		for _, k := range m.ChunkKeys(e.PK) {
-			if _, ok := chunks[k.PK]; !ok {
-				if isVersion {
-					r.Dangling = append(r.Dangling, fmt.Sprintf("%s %s: chunk %s", e.PK, e.SK, k.PK))
-				}
-				continue
-			}
-			chunks[k.PK] = true
-		}
-	}
-	for sr := range sharedRefs {
-		referenced[sr.BlobKey] = true
-		if !writes[[2]string{sr.Key, sr.WriteID}] {
-			r.OrphanRefs = append(r.OrphanRefs, fmt.Sprintf("%s: %s write %s", sr.BlobKey, sr.Key, sr.WriteID))
-		}
-	}
-	for k, vs := range versions {
-		if !referenced[k] {
-			r.OrphanBlobs = append(r.OrphanBlobs, vs...)
-		}
-	}
-	for pk, named := range chunks {
-		if !named {
-			r.OrphanChunks = append(r.OrphanChunks, pk)
-		}
-	}
+	c.r.Blobs = len(c.live)
+	c.checkHistory()
+	c.checkReferences()
+	c.findOrphans()
+	r := c.r
 	slices.Sort(r.Dangling)
 	slices.SortFunc(r.OrphanBlobs, func(a, b BlobVersion) int { return strings.Compare(a.Key, b.Key) })
 	slices.Sort(r.OrphanChunks)
 	slices.Sort(r.OrphanRefs)
 	return r, nil
+}
+
+// checkState is what Check has read of the table and the bucket, and the
+// report it builds from them.
+type checkState struct {
+	r            Report
+	refs, latest []ItemRef
+	chunks       map[string]bool    // chunk item → named by a manifest
+	history      map[ItemKey]string // history item → its write id
+	sharedRefs   map[SharedRef]bool // by blob key, key and write id (Version zero)
+	writes       map[[2]string]bool // version items: key, write id
+	live         map[string]bool    // keys whose latest version is not a delete marker
+	versions     map[string][]BlobVersion
+	referenced   map[string]bool // blob keys some item or reference record names
+}
+
+// addItem sorts one item of the table's scan.
+func (c *checkState) addItem(e ItemRef) {
+	c.r.Items++
+	switch {
+	case e.SharedRef != nil:
+		sr := *e.SharedRef
+		sr.Version = 0
+		c.sharedRefs[sr] = true
+	case e.Chunk != nil:
+		c.r.Chunks++
+		c.chunks[e.PK] = false
+	case e.BlobKey != "" || e.Manifest != nil:
+		c.refs = append(c.refs, e)
+	}
+	if v, err := ParseSortKey(e.SK); err == nil {
+		c.r.Versions++
+		if v == 0 {
+			c.latest = append(c.latest, e)
+		} else {
+			c.history[ItemKey{PK: e.PK, SK: e.SK}] = e.WriteID
+		}
+		c.writes[[2]string{e.PK, e.WriteID}] = true
+	}
+}
+
+// list reads every version under the bucket's payload prefixes.
+func (c *checkState) list(ctx context.Context, bucket VersionLister) error {
+	for _, prefix := range PayloadPrefixes {
+		for page, err := range bucket.Versions(ctx, prefix) {
+			if err != nil {
+				return err
+			}
+			for _, v := range page {
+				c.versions[v.Key] = append(c.versions[v.Key], v)
+				if v.Latest && !v.DeleteMarker {
+					c.live[v.Key] = true
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkHistory reports a latest version whose history item is missing or
+// of another write.
+func (c *checkState) checkHistory() {
+	for _, e := range c.latest {
+		if w, ok := c.history[ItemKey{PK: e.PK, SK: SortKey(e.Version)}]; !e.Deleted && (!ok || w != e.WriteID) {
+			c.r.Dangling = append(c.r.Dangling, fmt.Sprintf("%s %s: version %d (write %s) has no history item", e.PK, e.SK, e.Version, e.WriteID))
+		}
+	}
+}
+
+// checkReferences reports a version naming a missing blob, chunk or
+// reference record, and notes every blob and chunk that is named.
+func (c *checkState) checkReferences() {
+	for _, e := range c.refs {
+		isVersion := false
+		if _, err := ParseSortKey(e.SK); err == nil && !e.Deleted {
+			isVersion = true
+			c.r.References++
+		}
+		if e.BlobKey != "" {
+			c.referenced[e.BlobKey] = true
+			if isVersion && !c.live[e.BlobKey] {
+				c.r.Dangling = append(c.r.Dangling, fmt.Sprintf("%s %s: blob %s", e.PK, e.SK, e.BlobKey))
+			}
+			if isVersion && IsShared(e.BlobKey) && !c.sharedRefs[SharedRef{BlobKey: e.BlobKey, Key: e.PK, WriteID: e.WriteID}] {
+				c.r.Dangling = append(c.r.Dangling, fmt.Sprintf("%s %s: shared blob %s without a reference record", e.PK, e.SK, e.BlobKey))
+			}
+			continue
+		}
+		m := *e.Manifest
+		for _, k := range m.ChunkKeys(e.PK) {
+			if _, ok := c.chunks[k.PK]; !ok {
+				if isVersion {
+					c.r.Dangling = append(c.r.Dangling, fmt.Sprintf("%s %s: chunk %s", e.PK, e.SK, k.PK))
+				}
+				continue
+			}
+			c.chunks[k.PK] = true
+		}
+	}
+}
+
+// findOrphans reports reference records of no version item, and the blobs
+// and chunks nothing names.
+func (c *checkState) findOrphans() {
+	for sr := range c.sharedRefs {
+		c.referenced[sr.BlobKey] = true
+		if !c.writes[[2]string{sr.Key, sr.WriteID}] {
+			c.r.OrphanRefs = append(c.r.OrphanRefs, fmt.Sprintf("%s: %s write %s", sr.BlobKey, sr.Key, sr.WriteID))
+		}
+	}
+	for k, vs := range c.versions {
+		if !c.referenced[k] {
+			c.r.OrphanBlobs = append(c.r.OrphanBlobs, vs...)
+		}
+	}
+	for pk, named := range c.chunks {
+		if !named {
+			c.r.OrphanChunks = append(c.r.OrphanChunks, pk)
+		}
+	}
 }

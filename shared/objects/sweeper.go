@@ -160,7 +160,9 @@ type SweepResult struct {
 	Took time.Duration
 }
 
-// Sweep runs one sweep.
+// Sweep runs one sweep: it reads every reference (the mark), sweeps the
+// orphan chunks and the shared blobs, then lists the bucket's payloads and
+// deletes the orphans among them.
 func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 	now := s.Now
 	if now == nil {
@@ -179,68 +181,77 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 	res := SweepResult{MarkedAt: now()}
 	p := s.progress(ctx, &res, start)
 
-	// Mark, then read every reference.
-	referenced := map[string]struct{}{}
-	manifests := map[string]int{} // <key>#<writeID> → chunk count
-	var chunks []ItemRef
-	var sharedRefs []SharedRef
-	var heads []BlobHead
-	writes := map[[2]string]struct{}{} // version items: key, write id
-	err := s.Table.Scan(ctx, func(e ItemRef) {
-		res.Items++
-		switch {
-		case e.Chunk != nil:
-			chunks = append(chunks, e)
-		case e.SharedRef != nil:
-			sharedRefs = append(sharedRefs, *e.SharedRef)
-		case e.SharedHead != nil:
-			heads = append(heads, *e.SharedHead)
-		case e.BlobKey != "":
-			referenced[e.BlobKey] = struct{}{}
-		case e.Manifest != nil:
-			id := e.PK + "#" + e.Manifest.WriteID
-			manifests[id] = max(manifests[id], e.Manifest.Count)
-		}
-		if e.WriteID != "" && e.Chunk == nil {
-			writes[[2]string{e.PK, e.WriteID}] = struct{}{}
-		}
-		p.tick("scan")
-	})
-	res.References, res.Manifests = len(referenced), len(manifests)
+	sc, err := s.scan(ctx, &res, p)
 	if err != nil {
 		res.Err = fmt.Errorf("objects: sweep: read references: %w", err)
 		res.Took = time.Since(start)
 		return res
 	}
-	isReferenced := func(k string) bool { _, ok := referenced[k]; return ok }
-
 	var deleteErrs []error
-	s.sweepChunks(ctx, &res, chunks, manifests, now, &deleteErrs)
+	s.sweepChunks(ctx, &res, sc.chunks, sc.manifests, now, &deleteErrs)
 	if s.Shared != nil {
-		for _, k := range s.sweepShared(ctx, &res, sharedRefs, heads, writes, &deleteErrs) {
-			referenced[k] = struct{}{}
+		for _, k := range s.sweepShared(ctx, &res, sc.sharedRefs, sc.heads, sc.writes, &deleteErrs) {
+			sc.referenced[k] = struct{}{}
 		}
 	}
+	s.sweepPayloads(ctx, &res, sc.referenced, p, &deleteErrs)
+	res.DeleteErr = errors.Join(deleteErrs...)
+	res.Took = time.Since(start)
+	return res
+}
 
-	graces := map[string]time.Duration{BlobPrefix: s.Grace, UploadPrefix: s.uploadGrace()}
-	del := func(orphans []BlobVersion) {
-		deleted, err := s.Blobs.Delete(ctx, orphans)
-		for _, v := range deleted {
-			if !v.DeleteMarker {
-				res.Swept++
-				res.SweptBytes += v.Size
-			}
-		}
-		if err != nil {
-			res.Failures += len(orphans) - len(deleted)
-			deleteErrs = append(deleteErrs, err)
-		}
+// sweepScan is what a sweep's read of the table found.
+type sweepScan struct {
+	referenced map[string]struct{}
+	manifests  map[string]int // <key>#<writeID> → chunk count
+	chunks     []ItemRef
+	sharedRefs []SharedRef
+	heads      []BlobHead
+	writes     map[[2]string]struct{} // version items: key, write id
+}
+
+// scan reads every item of the table once and sorts what it references.
+func (s *Sweeper) scan(ctx context.Context, res *SweepResult, p *progress) (sweepScan, error) {
+	sc := sweepScan{
+		referenced: map[string]struct{}{},
+		manifests:  map[string]int{},
+		writes:     map[[2]string]struct{}{},
 	}
+	err := s.Table.Scan(ctx, func(e ItemRef) {
+		res.Items++
+		switch {
+		case e.Chunk != nil:
+			sc.chunks = append(sc.chunks, e)
+		case e.SharedRef != nil:
+			sc.sharedRefs = append(sc.sharedRefs, *e.SharedRef)
+		case e.SharedHead != nil:
+			sc.heads = append(sc.heads, *e.SharedHead)
+		case e.BlobKey != "":
+			sc.referenced[e.BlobKey] = struct{}{}
+		case e.Manifest != nil:
+			id := e.PK + "#" + e.Manifest.WriteID
+			sc.manifests[id] = max(sc.manifests[id], e.Manifest.Count)
+		}
+		if e.WriteID != "" && e.Chunk == nil {
+			sc.writes[[2]string{e.PK, e.WriteID}] = struct{}{}
+		}
+		p.tick("scan")
+	})
+	res.References, res.Manifests = len(sc.referenced), len(sc.manifests)
+	return sc, err
+}
+
+// sweepPayloads lists the versions under each payload prefix and deletes
+// the orphans among them, page by page; a shared blob's current object is
+// released instead. It stops at a failed listing or at the deadline.
+func (s *Sweeper) sweepPayloads(ctx context.Context, res *SweepResult, referenced map[string]struct{}, p *progress, deleteErrs *[]error) {
+	isReferenced := func(k string) bool { _, ok := referenced[k]; return ok }
+	graces := map[string]time.Duration{BlobPrefix: s.Grace, UploadPrefix: s.uploadGrace()}
 	for _, prefix := range PayloadPrefixes {
 		for page, err := range s.Blobs.Versions(ctx, prefix) {
 			if err != nil {
 				res.Err = fmt.Errorf("objects: sweep: %w", err)
-				break
+				return
 			}
 			res.Listed += len(page)
 			var orphans []BlobVersion
@@ -250,7 +261,7 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 				}
 				if IsShared(v.Key) {
 					if v.Latest && !v.DeleteMarker && s.Shared != nil {
-						s.release(ctx, &res, v, &deleteErrs)
+						s.release(ctx, res, v, deleteErrs)
 					}
 					if v.Latest || v.DeleteMarker || s.Shared == nil {
 						continue // an older version goes as an orphan: none is ever read
@@ -259,21 +270,30 @@ func (s *Sweeper) Sweep(ctx context.Context) SweepResult {
 				orphans = append(orphans, v)
 			}
 			if len(orphans) > 0 {
-				del(orphans)
+				s.deleteOrphans(ctx, res, orphans, deleteErrs)
 			}
 			p.tick("list " + prefix)
 			if err := ctx.Err(); err != nil {
 				res.Err = fmt.Errorf("objects: sweep stopped in %s: %w", prefix, err)
-				break
+				return
 			}
 		}
-		if res.Err != nil {
-			break
+	}
+}
+
+// deleteOrphans deletes orphan blob versions and counts what went.
+func (s *Sweeper) deleteOrphans(ctx context.Context, res *SweepResult, orphans []BlobVersion, deleteErrs *[]error) {
+	deleted, err := s.Blobs.Delete(ctx, orphans)
+	for _, v := range deleted {
+		if !v.DeleteMarker {
+			res.Swept++
+			res.SweptBytes += v.Size
 		}
 	}
-	res.DeleteErr = errors.Join(deleteErrs...)
-	res.Took = time.Since(start)
-	return res
+	if err != nil {
+		res.Failures += len(orphans) - len(deleted)
+		*deleteErrs = append(*deleteErrs, err)
+	}
 }
 
 // sweepShared drops the reference records the scan found stale and

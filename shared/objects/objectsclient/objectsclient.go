@@ -288,16 +288,9 @@ type Part struct {
 // document served as a presigned download is read from the bucket with the
 // same Range.
 func (c *Client) GetRange(ctx context.Context, key string, version, off, n int64) (Part, error) {
-	var spec string
-	switch {
-	case off >= 0 && n > 0:
-		spec = fmt.Sprintf("bytes=%d-%d", off, off+n-1)
-	case off >= 0 && n == ToEnd:
-		spec = fmt.Sprintf("bytes=%d-", off)
-	case off < 0 && n == ToEnd:
-		spec = fmt.Sprintf("bytes=-%d", -off)
-	default:
-		return Part{}, fmt.Errorf("objects API: range of %d bytes from %d: want n > 0, or ToEnd (from off, or the last -off bytes)", n, off)
+	spec, err := rangeSpec(off, n)
+	if err != nil {
+		return Part{}, err
 	}
 	u := c.path(key)
 	if version > 0 {
@@ -328,30 +321,7 @@ func (c *Client) GetRange(ctx context.Context, key string, version, off, n int64
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 	case http.StatusOK:
-		// The whole document: verify it, then cut the range from it.
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		if err != nil {
-			return Part{}, fmt.Errorf("objects API: read %s: %w", key, err)
-		}
-		if got := sha256Hex(body); got != meta.SHA256 {
-			return Part{}, fmt.Errorf("objects API: %s: got sha256 %s, the API says %s", key, got, meta.SHA256)
-		}
-		p := Part{Meta: meta, Body: body, Whole: true}
-		if size := int64(len(body)); size > 0 {
-			from := off
-			switch {
-			case off < 0:
-				from = max(0, size+off)
-			case off >= size:
-				return Part{}, fmt.Errorf("objects API: %s: the range starts at %d, the document has %d bytes", key, off, size)
-			}
-			to := size
-			if n > 0 {
-				to = min(size, from+n)
-			}
-			p.Off, p.Body, p.Whole = from, body[from:to], false
-		}
-		return p, nil
+		return wholeAsRange(key, meta, resp.Body, off, n)
 	default:
 		return Part{}, decode(resp, nil)
 	}
@@ -372,6 +342,48 @@ func (c *Client) GetRange(ctx context.Context, key string, version, off, n int64
 	}
 	meta.Size = size
 	return Part{Meta: meta, Off: start, Body: body}, nil
+}
+
+// rangeSpec is the Range header of n bytes from off (see GetRange).
+func rangeSpec(off, n int64) (string, error) {
+	switch {
+	case off >= 0 && n > 0:
+		return fmt.Sprintf("bytes=%d-%d", off, off+n-1), nil
+	case off >= 0 && n == ToEnd:
+		return fmt.Sprintf("bytes=%d-", off), nil
+	case off < 0 && n == ToEnd:
+		return fmt.Sprintf("bytes=-%d", -off), nil
+	default:
+		return "", fmt.Errorf("objects API: range of %d bytes from %d: want n > 0, or ToEnd (from off, or the last -off bytes)", n, off)
+	}
+}
+
+// wholeAsRange reads a whole document sent in answer to a range, verifies
+// it against its SHA-256, then cuts the range from it.
+func wholeAsRange(key string, meta Meta, r io.Reader, off, n int64) (Part, error) {
+	body, err := io.ReadAll(io.LimitReader(r, 64<<20))
+	if err != nil {
+		return Part{}, fmt.Errorf("objects API: read %s: %w", key, err)
+	}
+	if got := sha256Hex(body); got != meta.SHA256 {
+		return Part{}, fmt.Errorf("objects API: %s: got sha256 %s, the API says %s", key, got, meta.SHA256)
+	}
+	p := Part{Meta: meta, Body: body, Whole: true}
+	if size := int64(len(body)); size > 0 {
+		from := off
+		switch {
+		case off < 0:
+			from = max(0, size+off)
+		case off >= size:
+			return Part{}, fmt.Errorf("objects API: %s: the range starts at %d, the document has %d bytes", key, off, size)
+		}
+		to := size
+		if n > 0 {
+			to = min(size, from+n)
+		}
+		p.Off, p.Body, p.Whole = from, body[from:to], false
+	}
+	return p, nil
 }
 
 // ListOptions shape a listing.

@@ -2,7 +2,7 @@ package objectstest
 
 import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
-	"github.com/ddbpipe/ddbpipe/tools/bodies"
+	"github.com/ddbpipe/ddbpipe/shared/objects/bodies"
 )
 
 // Sizes used by the proofs.

@@ -81,26 +81,7 @@ func RoundTripKeys(t *testing.T, c KeyClient, keys, delimiters []string, workers
 		return nil
 	})
 
-	// The listing index follows the table within moments.
-	all := listUntil(t, c, func(listed []string) bool { return subset(keys, listed) })
-	if !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != len(all) {
-		t.Fatal("the listing of everything is not in strictly increasing byte order")
-	}
-	listings := 0
-	for _, prefix := range samplePrefixes(keys) {
-		for _, d := range delimiters {
-			gotKeys, gotPrefixes, err := c.List(ctx, prefix, d)
-			if err != nil {
-				t.Fatalf("list prefix %q delimiter %q: %v", prefix, d, err)
-			}
-			wantKeys, wantPrefixes := S3Listing(all, prefix, d)
-			if !slices.Equal(gotKeys, wantKeys) || !slices.Equal(gotPrefixes, wantPrefixes) {
-				t.Errorf("list prefix %q delimiter %q: %d keys and %d prefixes, want %d and %d (S3's listing of the %d keys listed)",
-					prefix, d, len(gotKeys), len(gotPrefixes), len(wantKeys), len(wantPrefixes), len(all))
-			}
-			listings++
-		}
-	}
+	all, listings := checkListings(t, c, keys, delimiters)
 	t.Logf("%d keys: put twice, read, versions; %d listings checked against %d listed keys", len(keys), listings, len(all))
 
 	each("delete", func(k string) error {
@@ -127,6 +108,35 @@ func RoundTripKeys(t *testing.T, c KeyClient, keys, delimiters []string, workers
 		}
 		return true
 	})
+}
+
+// checkListings waits for the listing index to hold every key (it follows
+// the table within moments), then checks the API's listings, under
+// prefixes cut from the keys and with each delimiter, against S3's listing
+// of everything listed. It returns everything listed and how many
+// listings it checked.
+func checkListings(t *testing.T, c KeyClient, keys, delimiters []string) (all []string, listings int) {
+	t.Helper()
+	ctx := context.Background()
+	all = listUntil(t, c, func(listed []string) bool { return subset(keys, listed) })
+	if !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != len(all) {
+		t.Fatal("the listing of everything is not in strictly increasing byte order")
+	}
+	for _, prefix := range samplePrefixes(keys) {
+		for _, d := range delimiters {
+			gotKeys, gotPrefixes, err := c.List(ctx, prefix, d)
+			if err != nil {
+				t.Fatalf("list prefix %q delimiter %q: %v", prefix, d, err)
+			}
+			wantKeys, wantPrefixes := S3Listing(all, prefix, d)
+			if !slices.Equal(gotKeys, wantKeys) || !slices.Equal(gotPrefixes, wantPrefixes) {
+				t.Errorf("list prefix %q delimiter %q: %d keys and %d prefixes, want %d and %d (S3's listing of the %d keys listed)",
+					prefix, d, len(gotKeys), len(gotPrefixes), len(wantKeys), len(wantPrefixes), len(all))
+			}
+			listings++
+		}
+	}
+	return all, listings
 }
 
 // forEachKey runs fn for every key, workers at once, and fails the test

@@ -3,7 +3,7 @@
 // the messages the counter will never count on the rejects queue, and what
 // an operator runs on the queues (Depth, Peek, Inspect, Redrive), which the
 // CLI, the soak and the bench share. (The load generator that drives the
-// Producer is tools/votesload.)
+// Producer is shared/votes/votesload.)
 //
 // Both send with SendMessageBatch: at most 10 entries and MaxBatchBytes per
 // call, and only the entries SQS reports as failed through no fault of the

@@ -4,7 +4,7 @@
 // It fails on any denied call and on any granted action that no call used
 // unless the template's Metadata ddbpipe-iam-unused says why.
 //
-//	go run ./tools/iamcheck -records build/iam      (make iam, make test)
+//	go run ./local/iam/iamcheck -records build/iam      (make iam, make test)
 package main
 
 import (
