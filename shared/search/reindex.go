@@ -49,7 +49,8 @@ type ChangeScanner interface {
 //  5. point the search alias at the new index and take the old ones out
 //     of both aliases, in one atomic update: a search sees the old index
 //     or the new one, whole, never an empty or half one;
-//  6. delete the old indexes (unless KeepOld).
+//  6. wait Linger, so searches sent to the old indexes just before the
+//     switch finish, then delete them (unless KeepOld).
 //
 // The same run gives a stack that turns search on over an existing table
 // its first full index.
@@ -59,8 +60,11 @@ type Reindex struct {
 	Payloads Payloads
 	// Name names the new index (the alias and the time, e.g.
 	// "ddbpipe-objects-20261128T221500").
-	Name    string
-	Settle  time.Duration
+	Name   string
+	Settle time.Duration
+	// Linger is how long the old indexes stay after the switch, for the
+	// searches already on their way to them (default 2 s; negative: none).
+	Linger  time.Duration
 	KeepOld bool
 	// Batch is how many changes one bulk request carries (default 500).
 	Batch int
@@ -124,6 +128,16 @@ func (r *Reindex) Run(ctx context.Context) (ReindexResult, error) {
 	}
 	res.Replaced = old
 	if !r.KeepOld {
+		linger := r.Linger
+		if linger == 0 {
+			linger = 2 * time.Second
+		}
+		// A search that resolved the alias before the switch may still
+		// reach an old index: deleted under it, it would come back empty
+		// (the bench saw one such search at the switch).
+		if err := retry.Sleep(ctx, linger); err != nil {
+			return res, fmt.Errorf("search: reindex: switched to %s; the old indexes %v are left: %w", r.Name, old, err)
+		}
 		for _, o := range old {
 			if err := r.Indexes.DeleteIndex(ctx, o); err != nil {
 				return res, fmt.Errorf("search: reindex: switched to %s; the old index %s is left: %w", r.Name, o, err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // memIndexes is an engine of memIndexes behind a search alias and a
@@ -107,7 +108,7 @@ func TestReindexSwapsInAWholeIndexWhileTheStreamWrites(t *testing.T) {
 	table := []Change{put("a", 1, "", 0), put("b", 1, "", 0), del("gone", 3)}
 	stream := &Indexer{Index: x, Payloads: memPayloads{}, Target: "write"}
 	r := &Reindex{
-		Indexes: x, Payloads: memPayloads{}, Name: "new",
+		Indexes: x, Payloads: memPayloads{}, Name: "new", Linger: time.Millisecond,
 		Table: scanner{changes: table, during: func() {
 			// the stream writes a newer "a" after the scan read the table
 			if res := stream.Apply(context.Background(), []Change{put("a", 2, "", 0)}); res.Err != nil {
