@@ -1,16 +1,12 @@
 package runner
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
@@ -139,31 +135,7 @@ func TestStreamDeliversOnlyFilteredRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var got []string
-	r := New()
-	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, rec := range ev.Records {
-			got = append(got, rec.Change.SequenceNumber)
-		}
-		return nil
-	})})
-	if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: "arn:aws:dynamodb:us-east-1:0:table/t/stream/s",
-		BatchSize: 2, PollInterval: time.Millisecond, Filter: f}); err != nil {
-		t.Fatal(err)
-	}
-	stop, err := r.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(10*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) >= 3
-	})
-	stop()
+	r, got := deliver(t, fs, StreamMapping{BatchSize: 2, Filter: f}, 3)
 	if want := "[1 4 6]"; fmt.Sprint(got) != want {
 		t.Errorf("delivered %v, want %s", got, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,41 @@ func (q *fakeQueue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _
 
 var _ SQSAPI = (*fakeQueue)(nil)
 
+// deliver runs function F on the fake stream through mapping m (its
+// function and stream set here) until n records reached it, and returns
+// the runner and their sequence numbers in the order F saw them.
+func deliver(t *testing.T, fs *fakeStream, m StreamMapping, n int) (*Runner, []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	r := New()
+	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rec := range ev.Records {
+			got = append(got, rec.Change.SequenceNumber)
+		}
+		return nil
+	})})
+	m.Function, m.StreamARN, m.PollInterval = "F", "arn:aws:dynamodb:us-east-1:0:table/t/stream/s", time.Millisecond
+	if _, err := r.AddStream(fs, &fakeQueue{}, m); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= n
+	})
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	return r, slices.Clone(got)
+}
+
 // A child shard is read only after its parent was read to its end, even
 // when the listing names the child first.
 func TestStreamLineageParentsFirst(t *testing.T) {
@@ -100,30 +136,7 @@ func TestStreamLineageParentsFirst(t *testing.T) {
 			"child":  {record("400", now), record("500", now)},
 		},
 	}
-	var mu sync.Mutex
-	var got []string
-	r := New()
-	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, rec := range ev.Records {
-			got = append(got, rec.Change.SequenceNumber)
-		}
-		return nil
-	})})
-	if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: "arn:aws:dynamodb:us-east-1:0:table/t/stream/s", BatchSize: 10, PollInterval: time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	stop, err := r.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(10*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) >= 5
-	})
-	stop()
+	_, got := deliver(t, fs, StreamMapping{BatchSize: 10}, 5)
 	if want := "[100 200 300 400 500]"; fmt.Sprint(got) != want {
 		t.Errorf("records in order %v, want %s", got, want)
 	}
