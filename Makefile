@@ -208,9 +208,15 @@ SOAK_DURATION ?= 10m
 SOAK_FUZZTIME ?= 2m
 SOAK_RATE     ?= 0
 
+# Before them, the load proofs make test runs smaller (DDBPIPE_SOAK=1):
+# the short soak with every fault and the exactly-once proof at 3,000 votes.
+SOAK_PROOFS := ^(TestSoakHoldsUnderFaults|TestVotesExactlyOnceUnderFaults)$$
+
 soak: install
 	@mkdir -p soak/out
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(SOAK_FUZZTIME) > soak/out/fuzz.txt 2>&1; st=$$?; cat soak/out/fuzz.txt; exit $$st
+	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
+	DDBPIPE_SOAK=1 DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- $(GO) test -count=1 -timeout 30m -run '$(SOAK_PROOFS)' ./soak ./tests
 	$(GO) run ./soak -duration $(SOAK_DURATION) -rate $(SOAK_RATE) -out soak/out -fuzz-log soak/out/fuzz.txt
 
 up: install

@@ -75,7 +75,10 @@ type Config struct {
 	// LeakBurst is the burst of load after the checks whose idle state is
 	// compared with the soak's (default 15 s).
 	LeakBurst time.Duration
-	Seed      uint64
+	// NoLeakCheck leaves out the leak check and its two bursts (minutes
+	// of waiting for idle): for a test that proves another invariant.
+	NoLeakCheck bool
+	Seed        uint64
 	// StreamShards presents every stream as this many shards, split after
 	// StreamSplitAfter records (stack.Options); Conflicts cancels
 	// overlapping transactions as DynamoDB does. make soak runs with both.

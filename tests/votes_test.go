@@ -16,6 +16,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/runner"
+	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesload"
@@ -90,25 +91,27 @@ func queueDepth(t *testing.T, c *sqs.Client, url string) int {
 	return visible + inFlight
 }
 
-// The proof of the votes flow: 3,000 distinct votes plus 10 % re-sent,
-// written once to the ledger and counted by the tally while DynamoDB throttles, the runner
-// delivers batches twice and handlers crash mid-batch. The totals equal
-// the distinct votes exactly, option by option, and the counter writes are
-// spread over the shards.
+// The proof of the votes flow: distinct votes plus 10 % re-sent, written
+// once to the ledger and counted by the tally while DynamoDB throttles,
+// the runner delivers batches twice, handlers crash mid-batch and the
+// stream's shards split. The totals equal the distinct votes exactly,
+// option by option, and the counter writes are spread over the shards.
+// make test sends 1,000 votes (every fault still happens, and 4 shards
+// split twice); make soak sends 3,000 (stacktest.SoakVar).
 func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	t.Parallel() // waits on the pipeline: see TestMain
-	if testing.Short() {
-		t.Skip("3,000 votes")
-	}
-	// As on AWS: the ledger's stream in 4 shards that split after 250
+	// As on AWS: the ledger's stream in 4 shards that split after n/12
 	// records (up to 16 shards by the end: 4 × 2²), one tally per shard at once,
 	// and transactions that overlap cancelled with TransactionConflict.
 	// The same proof at size (20,000 votes and more, 16 shards) runs in
 	// the bench (votes-shards) and in make soak.
-	const n = 3000
+	n := 1000
+	if stacktest.Soak() {
+		n = 3000
+	}
 	env := upLocalAlone(t, map[string]string{
 		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
-	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, 250, true })
+	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, n/12, true })
 	ctx := context.Background()
 	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
 	createPoll(t, env, `{"pollId":"big","options":["o0","o1","o2","o3","o4","o5","o6","o7","o8","o9"],"shards":8}`)
@@ -128,11 +131,11 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	// and no counter invocation running, not even a slow first delivery of
 	// a message whose redelivery was already deleted. Then the total is final.
 	eventually(t, 8*time.Minute, "every vote counted, the queue drained and no invocation running", func() bool {
-		return getResults(t, env, "big").Total >= n && queueDepth(t, sqsc, env.Vars["VOTES_QUEUE_URL"]) == 0 &&
+		return getResults(t, env, "big").Total >= int64(n) && queueDepth(t, sqsc, env.Vars["VOTES_QUEUE_URL"]) == 0 &&
 			inFlight(env.Runner, "CounterFunction") == 0
 	})
 	got := getResults(t, env, "big")
-	if got.Total != n {
+	if got.Total != int64(n) {
 		t.Errorf("total %d, want exactly %d", got.Total, n)
 	}
 	for o, want := range load.PerOption {

@@ -163,3 +163,21 @@ func NeedSearch(tb testing.TB) string {
 	}
 	return searchEngine.get(tb, "the search engine", nil, servers.StartSearch).Search
 }
+
+// SoakVar set to 1 (make soak sets it) runs the load proofs: the tests
+// that need minutes of load to prove their rule at size. Unset (make
+// test), each runs at a size that proves the same rule in seconds, or
+// skips where a faster test in the gate proves it.
+const SoakVar = "DDBPIPE_SOAK"
+
+// Soak reports whether make soak runs the tests (SoakVar).
+func Soak() bool { return os.Getenv(SoakVar) == "1" }
+
+// SoakOnly skips tb unless make soak runs it; fast names the gate's
+// test of the same rule.
+func SoakOnly(tb testing.TB, fast string) {
+	tb.Helper()
+	if !Soak() {
+		tb.Skipf("a load proof of minutes: make soak runs it (%s=1); make test proves the rule with %s", SoakVar, fast)
+	}
+}
