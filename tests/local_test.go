@@ -37,28 +37,6 @@ func upLocalWith(t *testing.T, params map[string]string) *stack.Env {
 	return upLocalOn(t, stacktest.Need(t), params, 0) // the servers every stack of the tests shares
 }
 
-// upLocalAlone runs the template on servers of its own, started for the
-// test and stopped after it. For the load proofs: DynamoDB Local slows down
-// with the many stream-enabled tables the other tests leave on the shared
-// servers (the 20,000-vote proof took 72 s alone, 151 s after the package's
-// other tests, and stalled past its 8-minute limit after every package's).
-func upLocalAlone(t *testing.T, params map[string]string, tune ...func(*stack.Options)) *stack.Env {
-	t.Helper()
-	stacktest.Need(t) // skips, or fails under DDBPIPE_REQUIRE_STACK, as the others do
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	st, err := servers.Start(ctx, servers.Options{Root: repoRoot(t), Log: testWriter{t}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return upLocalOn(t, st, params, 0, tune...)
-}
-
 // upLocalAt runs the template on the shared servers with every function's
 // clock at `at` when the stack starts (it runs on from there). Its tests
 // wait on the archive, so the archiver gathers records for 1 s (the

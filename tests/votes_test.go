@@ -109,9 +109,9 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	if stacktest.Soak() {
 		n = 3000
 	}
-	env := upLocalAlone(t, map[string]string{
+	env := upLocalOn(t, stacktest.Need(t), map[string]string{
 		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
-	}, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, n/12, true })
+	}, 0, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, n/12, true })
 	ctx := context.Background()
 	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
 	createPoll(t, env, `{"pollId":"big","options":["o0","o1","o2","o3","o4","o5","o6","o7","o8","o9"],"shards":8}`)

@@ -5,6 +5,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -120,6 +121,10 @@ type Options struct {
 	// SearchOff turns features of the search proxy off (see
 	// local/searchproxy); zero keeps them all, as OpenSearch behaves.
 	SearchOff searchproxy.Feature
+	// KeepTables keeps the stack's tables on Servers after Close. By
+	// default Close drops them from servers it was given (a test's shared
+	// servers), as deleting the stack would.
+	KeepTables bool
 }
 
 // dynamoDBOptions are the DynamoDB proxy's emulations of AWS.
@@ -152,6 +157,10 @@ type Env struct {
 	Servers *servers.Stack
 	// ownServers reports that Up started Servers, so Close stops them.
 	ownServers bool
+	// stackName prefixes the stack's tables: Close drops them from servers
+	// it did not start, unless Options.KeepTables.
+	stackName  string
+	keepTables bool
 	Proxies    map[faultproxy.Service]*faultproxy.Proxy
 	// ProxyURLs are the proxies' base URLs: what clients use as endpoints.
 	ProxyURLs map[faultproxy.Service]string
@@ -246,7 +255,8 @@ func newUp(o Options) *up {
 		flog = io.Discard
 	}
 	u.e = &Env{flog: flog, Proxies: map[faultproxy.Service]*faultproxy.Proxy{}, ProxyURLs: map[faultproxy.Service]string{},
-		log: slog.New(slog.NewJSONHandler(flog, &slog.HandlerOptions{Level: o.LogLevel}))}
+		log:       slog.New(slog.NewJSONHandler(flog, &slog.HandlerOptions{Level: o.LogLevel})),
+		stackName: cmp.Or(o.StackName, "ddbpipe"), keepTables: o.KeepTables}
 	return u
 }
 
@@ -802,6 +812,11 @@ func (e *Env) Close() error {
 	if e.iamLog != nil {
 		errs = append(errs, e.iamLog.Close())
 		e.iamLog = nil
+	}
+	if e.Servers != nil && !e.ownServers && !e.keepTables {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		errs = append(errs, e.dropTables(ctx))
+		cancel()
 	}
 	if e.Servers != nil && e.ownServers {
 		errs = append(errs, e.Servers.Stop())
