@@ -20,22 +20,32 @@ import (
 // `sam deploy` would create it: the roles SAM generates, its policy
 // templates expanded. The transform runs tools/cfncheck/transform.py with
 // python3 (aws-sam-translator, as `make lint` uses it) once per template
-// content; the result is cached in cacheDir under the template's hash.
+// content; the result is cached in cacheDir under the hash of the
+// template, the script and the python command.
 func Transformed(ctx context.Context, root, template, cacheDir string) ([]byte, error) {
 	src, err := os.ReadFile(template)
 	if err != nil {
 		return nil, fmt.Errorf("iam: %w", err)
 	}
-	sum := sha256.Sum256(src)
-	cached := filepath.Join(cacheDir, "transformed-"+hex.EncodeToString(sum[:8])+".json")
-	if b, err := os.ReadFile(cached); err == nil {
-		return b, nil
+	script := filepath.Join(root, "tools", "cfncheck", "transform.py")
+	code, err := os.ReadFile(script)
+	if err != nil {
+		return nil, fmt.Errorf("iam: the SAM transform's script: %w", err)
 	}
 	python := os.Getenv("PYTHON")
 	if python == "" {
 		python = "python3"
 	}
-	cmd := exec.CommandContext(ctx, python, filepath.Join(root, "tools", "cfncheck", "transform.py"), template)
+	h := sha256.New()
+	for _, part := range [][]byte{src, code, []byte(python)} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	cached := filepath.Join(cacheDir, "transformed-"+hex.EncodeToString(h.Sum(nil)[:8])+".json")
+	if b, err := os.ReadFile(cached); err == nil {
+		return b, nil
+	}
+	cmd := exec.CommandContext(ctx, python, script, template)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -89,6 +89,10 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// CacheDir is where the servers' builds, downloads and other caches of
+// this machine go: $DDBPIPE_CACHE_DIR, else the user's cache folder.
+func CacheDir() (string, error) { return defaultCacheDir() }
+
 func defaultCacheDir() (string, error) {
 	if dir := os.Getenv("DDBPIPE_CACHE_DIR"); dir != "" {
 		return dir, nil

@@ -69,7 +69,13 @@ func (g *iamGate) authorizer(svc iam.Service) faultproxy.Authorizer {
 // startJudge reads the roles and resource policies of the transformed
 // template, starts the evaluator and puts it in front of the proxies.
 func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) error {
+	// The transform depends on the template and the script alone: one
+	// cache for every stack of the machine (a test's stack has a state
+	// folder of its own, and make test starts twenty).
 	dir := filepath.Join(o.stateDir(), "iam")
+	if cache, err := servers.CacheDir(); err == nil {
+		dir = filepath.Join(cache, "sam-transform")
+	}
 	transformed, err := iam.Transformed(ctx, o.Root, o.Template, dir)
 	if err != nil {
 		return err

@@ -112,8 +112,9 @@ type Options struct {
 	// DDBPIPE_ENFORCE_IAM in the environment (0/false/off, 1/true/on)
 	// overrides it.
 	NoIAM bool
-	// StateDir holds the IAM judge's transformed-template cache and its
-	// record of judged calls (default Root/.ddbpipe).
+	// StateDir holds the IAM judge's record of judged calls (default
+	// Root/.ddbpipe); the transformed template it judges against is
+	// cached for the machine (servers.CacheDir()/sam-transform).
 	StateDir string
 	// IAMRecords is where the record of judged calls goes (default:
 	// $DDBPIPE_IAM_RECORDS, else StateDir/iam).
