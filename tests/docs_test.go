@@ -15,6 +15,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 )
 
@@ -307,7 +308,7 @@ func TestDocs(t *testing.T) {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stopStack := startDocsStack(t, bin, root, state, require)
+	stopStack := startDocsStack(t, bin, root, state, stacktest.Need(t), require)
 
 	pages := allDocPages(t)
 	if *docsPage != "" {
@@ -430,11 +431,12 @@ func cliBinary(t *testing.T, root, tmp string) string {
 	return bin
 }
 
-// startDocsStack runs `ddbpipe local up` as the README says, on servers of
-// its own (not the ones `make test` shares: the pages expect a fresh stack
-// named ddbpipe), and returns what stops it the way the pages do: `ddbpipe
-// local down`.
-func startDocsStack(t *testing.T, bin, root, state string, require bool) func() error {
+// startDocsStack runs `ddbpipe local up` as the README says, on the
+// servers `make test` shares (-attach: no other stack there is named
+// ddbpipe, and the pages read only their own stack's tables, buckets and
+// queues), and returns what stops it the way the pages do: `ddbpipe local
+// down`, which drops the stack's tables.
+func startDocsStack(t *testing.T, bin, root, state string, st *servers.Stack, require bool) func() error {
 	t.Helper()
 	logPath := filepath.Join(state, "local-up.log")
 	if err := os.MkdirAll(state, 0o755); err != nil {
@@ -457,9 +459,12 @@ func startDocsStack(t *testing.T, bin, root, state string, require bool) func() 
 	}
 	// Shorter batching windows than the template's (5 and 10 s) keep the
 	// pages' waits short; the examples' outputs do not depend on them.
-	up := exec.Command(bin, "local", "up", "-root", root, "-state-dir", state,
+	up := exec.Command(bin, "local", "up", "-attach", "-root", root, "-state-dir", state,
 		"-param", "CounterBatchingWindowSeconds=1", "-param", "ArchiveBatchingWindowSeconds=1")
-	up.Env, up.Stdout, up.Stderr = env, logf, logf
+	up.Env, up.Stdout, up.Stderr = slices.Clone(env), logf, logf
+	for k, v := range st.Vars() {
+		up.Env = append(up.Env, k+"="+v) // local up's alone: the pages' commands read local.env
+	}
 	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := up.Start(); err != nil {
 		t.Fatal(err)

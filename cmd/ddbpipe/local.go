@@ -56,6 +56,7 @@ type upFlags struct {
 	streamShards, splitAfter         int
 	conflicts                        bool
 	iam                              bool
+	attach                           bool
 }
 
 func (u *upFlags) register(fs *flag.FlagSet) {
@@ -73,6 +74,7 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&u.apiPort, "api-port", 0, "HTTP API port (default: a free port)")
 	fs.IntVar(&u.lambdaPort, "lambda-port", 0, "Lambda API port (default: a free port)")
 	fs.BoolVar(&u.iam, "iam", true, "judge every AWS call against its caller's role in the transformed template (local/iam; needs python3 with aws-sam-translator and node); -iam=false allows every call")
+	fs.BoolVar(&u.attach, "attach", false, "run on the servers this environment names (AWS_ENDPOINT_URL_DYNAMODB, _SQS and _S3, as `ddbpipe local servers -- CMD` exports them) instead of starting its own; the stack's tables go when it stops, the servers stay")
 }
 
 func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
@@ -88,6 +90,16 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 	}
 	if u.splitAfter < 0 {
 		return stack.Options{}, nil, fmt.Errorf("-stream-split-after %d: want 0 (never) or more", u.splitAfter)
+	}
+	var attached *servers.Stack
+	if u.attach {
+		if u.dataDir != "" {
+			return stack.Options{}, nil, errors.New("-attach runs on servers of others: their data folder is theirs to choose, not -data-dir")
+		}
+		var ok bool
+		if attached, ok = servers.FromEnv(os.Getenv); !ok {
+			return stack.Options{}, nil, fmt.Errorf("-attach: no servers in this environment (%s, %s and %s unset): run it under `ddbpipe local servers -- ddbpipe local up -attach`", servers.EnvDynamoDB, servers.EnvSQS, servers.EnvS3)
+		}
 	}
 	if u.stateDir == "" {
 		u.stateDir = filepath.Join(dir, ".ddbpipe")
@@ -106,7 +118,7 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 		Root: dir, DataDir: u.dataDir, Params: u.params, Setups: registry.All,
 		Progress: stdout, FunctionLog: logf, KeyWriteLimit: u.keyLimit,
 		StreamShards: u.streamShards, StreamSplitAfter: u.splitAfter, Conflicts: u.conflicts, TableWriteScale: u.tableScale,
-		APIPort: u.apiPort, LambdaPort: u.lambdaPort, NoIAM: !u.iam, StateDir: u.stateDir,
+		APIPort: u.apiPort, LambdaPort: u.lambdaPort, NoIAM: !u.iam, StateDir: u.stateDir, Servers: attached,
 	}, logf, nil
 }
 

@@ -37,6 +37,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"invoke without a function", []string{"local", "invoke"}, "usage: ddbpipe local invoke FUNCTION"},
 		{"invoke with nothing running", []string{"local", "invoke", "RotatorFunction", "-state-dir", tmp}, "is `ddbpipe local up` running?"},
 		{"bad -param", []string{"local", "up", "-param", "novalue"}, "want Name=Value"},
+		{"attach with a data folder", []string{"local", "up", "-attach", "-data-dir", tmp}, "-attach runs on servers of others"},
 		{"unknown flag", []string{"demo", "-nope"}, "flag provided but not defined"},
 		{"root without the pins", []string{"local", "install", "-root", tmp}, "tools/localstack/package.json"},
 		{"no grace", []string{"tables", "rotate", "-grace-days", "0", "-state-dir", tmp}, "-grace-days 0: want 1 to 27 days"},
@@ -63,6 +64,16 @@ func TestCommandLineErrors(t *testing.T) {
 			}
 		})
 	}
+	// -attach where no servers are named: the error says how to name them.
+	t.Run("attach without servers", func(t *testing.T) {
+		for _, k := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3"} {
+			t.Setenv(k, "")
+		}
+		err := run(context.Background(), []string{"local", "up", "-attach", "-state-dir", tmp}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "no servers in this environment") || !strings.Contains(err.Error(), "ddbpipe local servers --") {
+			t.Errorf("local up -attach without servers: %v", err)
+		}
+	})
 }
 
 // Help asked for goes to stdout and is not an error; a command line that
