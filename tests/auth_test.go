@@ -27,6 +27,7 @@ import (
 // the issuer (a TLS server of the test's own, with its own RSA key), the
 // results are open, /objects still wants SigV4, /health is open.
 func TestBrowserAuth(t *testing.T) {
+	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // unless a folder there has the name (go build refuses then). What the
 // package is made of stays seen.
 func TestGitignoreCoversBinaries(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")

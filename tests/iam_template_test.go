@@ -206,6 +206,7 @@ func checkStatement(t *testing.T, st iamStatement) {
 // event sources and failure destinations are granted on exactly their queue
 // or stream.
 func TestTransformedFunctionsLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	res := transformed(t)
 	var fns []string
 	for id, r := range res {
@@ -346,6 +347,7 @@ func TestTransformedFunctionsLeastPrivilege(t *testing.T) {
 // Every other policy of the transformed template (callers' managed
 // policies, roles of no function) obeys the same statement rules.
 func TestTransformedPoliciesLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	res := transformed(t)
 	for id, r := range res {
 		p := resProps(r)

@@ -10,6 +10,7 @@ import (
 // link no `testing` package, and no package of shared/ imports the local
 // emulation (local/) outside its _test.go files.
 func TestProductLinksNoTestTools(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "../cmd/ddbpipe", "../functions/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
@@ -55,6 +56,7 @@ func TestProductLinksNoTestTools(t *testing.T) {
 // internal/ (the bench's and the soak's charts) and tools/ (pinned
 // third-party tools, no package of this module) are linked by neither.
 func TestLayoutArrowsPointDown(t *testing.T) {
+	t.Parallel()
 	// cliLocal is every local/ package the CLI links, directly or not.
 	cliLocal := map[string]bool{
 		"local/cfn":         true,

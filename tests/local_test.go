@@ -267,6 +267,7 @@ func TestLocalStackEndToEnd(t *testing.T) {
 // Every function has a sample event in events/ (the one `sam local invoke
 // -e` takes), and the function's handler accepts it.
 func TestSampleEventsRoundTrip(t *testing.T) {
+	t.Parallel()
 	env := upLocal(t)
 	for _, f := range mustTemplate(t).Functions() {
 		name := filepath.Join(repoRoot(t), "events", strings.TrimPrefix(f.Dir(), "functions/")+".json")

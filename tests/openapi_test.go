@@ -169,6 +169,7 @@ var checkedClients sync.Map // checkedKey → *http.Client
 // a document too big for a response, a multipart upload completed, a
 // delete; a poll created, read, and its results.
 func TestAPIAnswersMatchOpenAPI(t *testing.T) {
+	t.Parallel()
 	env := upLocal(t)
 	signed := openAPIChecked(t, env, env.APIClient(), true)
 	plain := openAPIChecked(t, env, &http.Client{Timeout: time.Minute}, true)

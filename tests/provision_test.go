@@ -158,6 +158,7 @@ func TestProvisionRejectsBadTemplates(t *testing.T) {
 
 // Function settings that come from parameters resolve before use.
 func TestProvisionResolvesFunctionSettings(t *testing.T) {
+	t.Parallel()
 	env := upLocalWith(t, map[string]string{"CounterTimeoutSeconds": "7", "VotesVisibilityTimeoutSeconds": "42"})
 	fns, err := env.Stack.Functions()
 	if err != nil {

@@ -256,6 +256,7 @@ func TestRunnerSQSWholeBatchFailures(t *testing.T) {
 // BatchSize and the batching window: with a window, messages sent in a
 // burst arrive in few, full invocations; no invocation exceeds BatchSize.
 func TestRunnerSQSBatching(t *testing.T) {
+	t.Parallel()
 	needStack(t)
 	c := newClients(t, nil)
 	url, arn, _ := testQueue(t, c, 30, 0)
@@ -292,6 +293,7 @@ func TestRunnerSQSBatching(t *testing.T) {
 // Fault switches: duplicate delivery hands a successful batch to the handler
 // again; a crash mid-batch shows the handler only a prefix and retries all.
 func TestRunnerSQSFaultSwitches(t *testing.T) {
+	t.Parallel()
 	needStack(t)
 	c := newClients(t, nil)
 	url, arn, _ := testQueue(t, c, 1, 0)

@@ -136,6 +136,7 @@ func TestRunnerStreamResumesAtFailedRecord(t *testing.T) {
 // Bisect on function error isolates a poison record; after the retries it
 // goes to the on-failure destination and the shard moves on.
 func TestRunnerStreamBisectPoisonToDestination(t *testing.T) {
+	t.Parallel()
 	needStack(t)
 	c := newClients(t, nil)
 	table, arn := streamTable(t, c)

@@ -135,6 +135,7 @@ func TestTemplateFunctionsMatchCode(t *testing.T) {
 
 // Every function cross-compiles the way `make build` and `sam build` do.
 func TestFunctionsBuildForLambda(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cross-compiles every function")
 	}
