@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/archive/archiveduckdb"
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
@@ -46,7 +48,7 @@ func (a *archiveFlags) registerStack(fs *flag.FlagSet) {
 // archiveEnv is what the archive commands need from the environment.
 type archiveEnv struct {
 	getenv func(string) string
-	s3     archiveduckdb.S3API
+	s3     *s3.Client
 	bucket string
 	state  string // the state folder, for the cache
 }

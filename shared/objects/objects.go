@@ -60,6 +60,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/refusal"
 )
 
 // Errors. Each is matched with errors.Is; the typed errors below carry the
@@ -71,7 +73,7 @@ var (
 	// current one (optimistic locking). Matched by *ConflictError.
 	ErrConflict = errors.New("objects: version conflict")
 	// ErrInvalid: the request breaks an input rule. Matched by *InvalidError.
-	ErrInvalid = errors.New("objects: invalid request")
+	ErrInvalid = errors.New("objects: invalid")
 	// ErrChecksum: stored bytes do not match their recorded size or
 	// SHA-256. Matched by *ChecksumError. Never returned with data.
 	ErrChecksum = errors.New("objects: checksum mismatch")
@@ -149,32 +151,18 @@ const (
 	ReasonRangeNotSatisfiable Reason = "range-not-satisfiable"
 )
 
+// Refused is ErrInvalid: errors.Is(err, ErrInvalid) holds for every
+// *InvalidError.
+func (Reason) Refused() error { return ErrInvalid }
+
 // InvalidError is a refused request with its reason and a detail that may
 // be shown to the client (it never holds internal state).
-type InvalidError struct {
-	Reason Reason
-	Detail string
-}
+type InvalidError = refusal.Error[Reason]
 
-func (e *InvalidError) Error() string {
-	return fmt.Sprintf("objects: invalid (%s): %s", e.Reason, e.Detail)
-}
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-func invalid(r Reason, format string, args ...any) *InvalidError {
-	return &InvalidError{Reason: r, Detail: fmt.Sprintf(format, args...)}
-}
+var invalid = refusal.New[Reason]
 
 // ReasonOf returns the reason of an *InvalidError in err's chain, or "".
-func ReasonOf(err error) Reason {
-	var ie *InvalidError
-	if errors.As(err, &ie) {
-		return ie.Reason
-	}
-	return ""
-}
+func ReasonOf(err error) Reason { return refusal.ReasonOf[Reason](err) }
 
 // ChecksumError is stored data that does not match its record.
 type ChecksumError struct {

@@ -30,15 +30,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/refusal"
 )
 
 // Errors, matched with errors.Is.
 var (
 	// ErrInvalid: a search request breaks an input rule. Matched by
 	// *InvalidError, which carries the reason.
-	ErrInvalid = errors.New("search: invalid request")
+	ErrInvalid = errors.New("search: invalid")
 	// ErrUnavailable: the index cannot be reached or refused the request
 	// for load; the caller may retry.
 	ErrUnavailable = errors.New("search: index unavailable")
@@ -64,23 +65,15 @@ const (
 	ReasonBadCursor Reason = "bad-cursor"
 )
 
+// Refused is ErrInvalid: errors.Is(err, ErrInvalid) holds for every
+// *InvalidError.
+func (Reason) Refused() error { return ErrInvalid }
+
 // InvalidError is a refused search request: its reason and a detail that
 // may be shown to the client.
-type InvalidError struct {
-	Reason Reason
-	Detail string
-}
+type InvalidError = refusal.Error[Reason]
 
-func (e *InvalidError) Error() string {
-	return fmt.Sprintf("search: invalid (%s): %s", e.Reason, e.Detail)
-}
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-func invalid(r Reason, format string, args ...any) *InvalidError {
-	return &InvalidError{Reason: r, Detail: fmt.Sprintf(format, args...)}
-}
+var invalid = refusal.New[Reason]
 
 // TextState says what a document's Text holds.
 type TextState string

@@ -10,9 +10,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/refusal"
 )
 
 // Limits of the public message contract (schemas/vote.schema.json).
@@ -56,34 +57,20 @@ const (
 	ReasonMonthClosed    Reason = "month-closed"
 )
 
-// RejectError is a vote that must not be counted, with its reason.
-type RejectError struct {
-	Reason Reason
-	Detail string
-}
-
-func (e *RejectError) Error() string {
-	return fmt.Sprintf("votes: rejected (%s): %s", e.Reason, e.Detail)
-}
-
 // ErrRejected is matched by every *RejectError with errors.Is.
 var ErrRejected = errors.New("votes: rejected")
 
-// Is makes errors.Is(err, ErrRejected) true for rejections.
-func (e *RejectError) Is(target error) bool { return target == ErrRejected }
+// Refused is ErrRejected: errors.Is(err, ErrRejected) holds for every
+// *RejectError.
+func (Reason) Refused() error { return ErrRejected }
 
-func reject(r Reason, format string, args ...any) *RejectError {
-	return &RejectError{Reason: r, Detail: fmt.Sprintf(format, args...)}
-}
+// RejectError is a vote that must not be counted, with its reason.
+type RejectError = refusal.Error[Reason]
+
+var reject = refusal.New[Reason]
 
 // ReasonOf returns the reject reason of err, or "" if err is not a rejection.
-func ReasonOf(err error) Reason {
-	var re *RejectError
-	if errors.As(err, &re) {
-		return re.Reason
-	}
-	return ""
-}
+func ReasonOf(err error) Reason { return refusal.ReasonOf[Reason](err) }
 
 // Parse reads a vote message and checks its own fields (not the poll).
 // Unknown fields are ignored. now is for the clock-skew check on castAt.

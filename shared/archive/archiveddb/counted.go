@@ -13,12 +13,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
-// QueryAPI is the part of DynamoDB the checkpoint reader uses;
-// *dynamodb.Client satisfies it.
-type QueryAPI interface {
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
-
 // TallyCheckpoints reads the tally's per stream shard checkpoints from
 // the counters table: items pk = ckpt#<ledger table>, sk = <shard id>,
 // with the attributes shared/ledger names (ledger.CheckpointSeq, the last
@@ -29,7 +23,7 @@ type QueryAPI interface {
 // out, its shard would read as never counted, or its votes as none. It
 // implements archive.Counted.
 type TallyCheckpoints struct {
-	DB    QueryAPI
+	DB    *dynamodb.Client
 	Table string // the counters table
 }
 

@@ -40,7 +40,10 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
-// API is the part of DynamoDB the adapter uses; *dynamodb.Client satisfies it.
+// API is the part of DynamoDB Tables uses; *dynamodb.Client satisfies it,
+// and so does the unit tests' fakeDB, a table's control plane with the
+// warm throughput and point-in-time recovery DynamoDB Local lacks. The
+// package's other adapters take the client itself.
 type API interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)

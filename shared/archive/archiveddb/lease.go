@@ -14,18 +14,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
-// LeaseAPI is the part of DynamoDB the leases use; *dynamodb.Client
-// satisfies it.
-type LeaseAPI interface {
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-}
-
-var (
-	_ LeaseAPI       = (*dynamodb.Client)(nil)
-	_ archive.Leases = (*Leases)(nil)
-)
+var _ archive.Leases = (*Leases)(nil)
 
 // Leases keeps the months' retirement leases in the counters table, beside
 // the tally's checkpoints the retirement reads: one item per ledger table,
@@ -43,7 +32,7 @@ var (
 // The expiry is compared with the caller's clock: runs' clocks must agree
 // far better than the lease's length (minutes), as NTP-synced ones do.
 type Leases struct {
-	DB    LeaseAPI
+	DB    *dynamodb.Client
 	Table string // the counters table
 }
 

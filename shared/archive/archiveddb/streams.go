@@ -12,24 +12,14 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
-// StreamsAPI reads a stream; *dynamodbstreams.Client satisfies it.
-type StreamsAPI interface {
-	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
-	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
-	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
-}
-
-var (
-	_ StreamsAPI      = (*dynamodbstreams.Client)(nil)
-	_ archive.Streams = (*Streams)(nil)
-)
+var _ archive.Streams = (*Streams)(nil)
 
 // Streams lists what a table's stream still holds: the rotator's drain
 // check. It reads every shard from its trim horizon — at most 24 hours of
 // records, and for a cold table usually few or none — and so works the same
 // against AWS and DynamoDB Local, whatever consumes the stream.
 type Streams struct {
-	API StreamsAPI
+	API *dynamodbstreams.Client
 	// EmptyPages: an open shard is taken as read to its end after this many
 	// empty pages in a row (default 2). Closed shards are read until the
 	// service says they end.

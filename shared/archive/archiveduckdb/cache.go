@@ -22,15 +22,6 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
-// S3API is what the cache needs of S3; *s3.Client satisfies it.
-type S3API interface {
-	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, opts ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
-	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
-	HeadObject(ctx context.Context, in *s3.HeadObjectInput, opts ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
-}
-
-var _ S3API = (*s3.Client)(nil)
-
 // Filter narrows the archive to one table and/or one month. Table is a base
 // name ("ddbpipe-votes") or its view name ("votes"); empty means all.
 type Filter struct {
@@ -88,7 +79,7 @@ func (l Listing) Tables() []string {
 // List lists the archive's partitions under bucket, narrowed by f. It fails
 // with ErrUnknownTable when f names a table the archive does not hold, and
 // ErrEmpty when nothing matches.
-func List(ctx context.Context, api S3API, bucket string, f Filter) (Listing, error) {
+func List(ctx context.Context, api *s3.Client, bucket string, f Filter) (Listing, error) {
 	l := Listing{Bucket: bucket}
 	byPart := map[archive.Partition]*PartitionListing{}
 	var order []archive.Partition
@@ -190,7 +181,7 @@ func hidden(key string) bool {
 // is gone (merged by a compaction) are removed.
 type Cache struct {
 	Dir    string
-	S3     S3API
+	S3     *s3.Client
 	Bucket string
 	// Progress, when set, is called after each download (and once before
 	// the first, with done 0).
@@ -434,7 +425,7 @@ func (c *Cache) writeIndex(index map[string]indexEntry) error {
 }
 
 // Manifest reads a partition's _manifest.json (ok false when it has none).
-func Manifest(ctx context.Context, api S3API, bucket string, pl PartitionListing) (m archive.Manifest, ok bool, err error) {
+func Manifest(ctx context.Context, api *s3.Client, bucket string, pl PartitionListing) (m archive.Manifest, ok bool, err error) {
 	if pl.Manifest == "" {
 		return archive.Manifest{}, false, nil
 	}
@@ -456,7 +447,7 @@ func Manifest(ctx context.Context, api S3API, bucket string, pl PartitionListing
 
 // Rows reads an object's row count from the x-amz-meta-rows the archive
 // writes on every file (-1 when it has none).
-func Rows(ctx context.Context, api S3API, bucket, key string) (int64, error) {
+func Rows(ctx context.Context, api *s3.Client, bucket, key string) (int64, error) {
 	h, err := api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
 		return 0, fmt.Errorf("archiveduckdb: head s3://%s/%s: %w", bucket, key, err)

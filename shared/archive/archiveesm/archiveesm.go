@@ -17,17 +17,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 )
 
-// API is the part of Lambda the adapter uses; *lambda.Client satisfies it.
-type API interface {
-	CreateEventSourceMapping(ctx context.Context, in *lambda.CreateEventSourceMappingInput, opts ...func(*lambda.Options)) (*lambda.CreateEventSourceMappingOutput, error)
-	ListEventSourceMappings(ctx context.Context, in *lambda.ListEventSourceMappingsInput, opts ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error)
-	DeleteEventSourceMapping(ctx context.Context, in *lambda.DeleteEventSourceMappingInput, opts ...func(*lambda.Options)) (*lambda.DeleteEventSourceMappingOutput, error)
-}
-
-var (
-	_ API                   = (*lambda.Client)(nil)
-	_ archive.Subscriptions = (*Mappings)(nil)
-)
+var _ archive.Subscriptions = (*Mappings)(nil)
 
 // Mappings subscribes one function (the archiver) to streams, with the
 // settings the template gives the objects table's subscription: partial
@@ -35,7 +25,7 @@ var (
 // an on-failure destination, so no shard is blocked forever and no batch
 // is dropped silently.
 type Mappings struct {
-	Lambda   API
+	Lambda   *lambda.Client
 	Function string // name or ARN of the archiver
 	// OnFailure is the queue ARN discarded batches are described to.
 	OnFailure string

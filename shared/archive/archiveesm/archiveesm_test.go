@@ -8,6 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsstub"
 )
 
 // memLambda keeps mappings as Lambda does: one per function and source
@@ -18,9 +21,26 @@ type memLambda struct {
 	n        int
 }
 
-var _ API = (*memLambda)(nil)
+// stubbed is a Lambda client whose calls answer gives (awsstub).
+func stubbed(answer func(in any) (any, error)) *lambda.Client {
+	return lambda.New(lambda.Options{Region: "us-east-1", APIOptions: []func(*middleware.Stack) error{awsstub.Answer(answer)}})
+}
 
-func (m *memLambda) CreateEventSourceMapping(_ context.Context, in *lambda.CreateEventSourceMappingInput, _ ...func(*lambda.Options)) (*lambda.CreateEventSourceMappingOutput, error) {
+func (m *memLambda) client() *lambda.Client { return stubbed(m.answer) }
+
+func (m *memLambda) answer(in any) (any, error) {
+	switch in := in.(type) {
+	case *lambda.CreateEventSourceMappingInput:
+		return m.create(in)
+	case *lambda.ListEventSourceMappingsInput:
+		return m.list(in), nil
+	case *lambda.DeleteEventSourceMappingInput:
+		return m.delete(in)
+	}
+	return nil, fmt.Errorf("memLambda: unexpected %T", in)
+}
+
+func (m *memLambda) create(in *lambda.CreateEventSourceMappingInput) (*lambda.CreateEventSourceMappingOutput, error) {
 	for _, e := range m.mappings {
 		if aws.ToString(e.EventSourceArn) == aws.ToString(in.EventSourceArn) && aws.ToString(e.FunctionArn) == aws.ToString(in.FunctionName) {
 			return nil, &types.ResourceConflictException{Message: aws.String("exists")}
@@ -33,17 +53,17 @@ func (m *memLambda) CreateEventSourceMapping(_ context.Context, in *lambda.Creat
 	return &lambda.CreateEventSourceMappingOutput{UUID: aws.String(id)}, nil
 }
 
-func (m *memLambda) ListEventSourceMappings(_ context.Context, in *lambda.ListEventSourceMappingsInput, _ ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error) {
+func (m *memLambda) list(in *lambda.ListEventSourceMappingsInput) *lambda.ListEventSourceMappingsOutput {
 	out := &lambda.ListEventSourceMappingsOutput{}
 	for _, e := range m.mappings {
 		if aws.ToString(e.EventSourceArn) == aws.ToString(in.EventSourceArn) && aws.ToString(e.FunctionArn) == aws.ToString(in.FunctionName) {
 			out.EventSourceMappings = append(out.EventSourceMappings, e)
 		}
 	}
-	return out, nil
+	return out
 }
 
-func (m *memLambda) DeleteEventSourceMapping(_ context.Context, in *lambda.DeleteEventSourceMappingInput, _ ...func(*lambda.Options)) (*lambda.DeleteEventSourceMappingOutput, error) {
+func (m *memLambda) delete(in *lambda.DeleteEventSourceMappingInput) (*lambda.DeleteEventSourceMappingOutput, error) {
 	if _, ok := m.mappings[aws.ToString(in.UUID)]; !ok {
 		return nil, &types.ResourceNotFoundException{}
 	}
@@ -53,7 +73,7 @@ func (m *memLambda) DeleteEventSourceMapping(_ context.Context, in *lambda.Delet
 
 func TestEnsureOnceAndRemove(t *testing.T) {
 	api := &memLambda{mappings: map[string]types.EventSourceMappingConfiguration{}}
-	m := &Mappings{Lambda: api, Function: "archiver", OnFailure: "arn:aws:sqs:us-east-1:1:failures", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600}
+	m := &Mappings{Lambda: api.client(), Function: "archiver", OnFailure: "arn:aws:sqs:us-east-1:1:failures", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600}
 	ctx := context.Background()
 	const stream = "arn:aws:dynamodb:us-east-1:1:table/app-votes-2026-12/stream/2026-12-01T00:00:00.000"
 	for i, want := range []bool{true, false, false} {
@@ -74,7 +94,7 @@ func TestEnsureOnceAndRemove(t *testing.T) {
 	}
 	// A concurrent run's mapping, unseen by the list, is taken as existing.
 	api.mappings["other"] = types.EventSourceMappingConfiguration{UUID: aws.String("other"), EventSourceArn: aws.String(stream + "x"), FunctionArn: aws.String("archiver")}
-	if created, err := (&Mappings{Lambda: conflictOnly{api}, Function: "archiver"}).Ensure(ctx, stream+"x"); err != nil || created {
+	if created, err := (&Mappings{Lambda: api.conflictOnly(), Function: "archiver"}).Ensure(ctx, stream+"x"); err != nil || created {
 		t.Errorf("ensure against a conflict: %v %v", created, err)
 	}
 	if n, err := m.Remove(ctx, stream); err != nil || n != 1 {
@@ -85,11 +105,15 @@ func TestEnsureOnceAndRemove(t *testing.T) {
 	}
 }
 
-// conflictOnly lists nothing, so Ensure meets the conflict on create.
-type conflictOnly struct{ *memLambda }
-
-func (c conflictOnly) ListEventSourceMappings(context.Context, *lambda.ListEventSourceMappingsInput, ...func(*lambda.Options)) (*lambda.ListEventSourceMappingsOutput, error) {
-	return &lambda.ListEventSourceMappingsOutput{}, nil
+// conflictOnly is m's client listing nothing, so Ensure meets the
+// conflict on create.
+func (m *memLambda) conflictOnly() *lambda.Client {
+	return stubbed(func(in any) (any, error) {
+		if _, ok := in.(*lambda.ListEventSourceMappingsInput); ok {
+			return &lambda.ListEventSourceMappingsOutput{}, nil
+		}
+		return m.answer(in)
+	})
 }
 
 // Both stream readers are subscribed and removed together; the tally's
@@ -97,8 +121,8 @@ func (c conflictOnly) ListEventSourceMappings(context.Context, *lambda.ListEvent
 // the archiver's none. A reader subscribed already is left as it is.
 func TestReadersSubscribeTogether(t *testing.T) {
 	api := &memLambda{mappings: map[string]types.EventSourceMappingConfiguration{}}
-	archiver := &Mappings{Lambda: api, Function: "archiver", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600}
-	tally := &Mappings{Lambda: api, Function: "tally", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600, WindowSeconds: 1, TumblingWindowSeconds: 60}
+	archiver := &Mappings{Lambda: api.client(), Function: "archiver", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600}
+	tally := &Mappings{Lambda: api.client(), Function: "tally", MaxRetryAttempts: 5, MaxRecordAgeSeconds: 21600, WindowSeconds: 1, TumblingWindowSeconds: 60}
 	rs := Readers{archiver, tally}
 	ctx := context.Background()
 	const stream = "arn:aws:dynamodb:us-east-1:1:table/app-votes-2026-12/stream/2026-12-01T00:00:00.000"

@@ -1,55 +1,15 @@
 package archivelambda_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
-	"maps"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/ddbpipe/ddbpipe/shared/archive/archivelambda"
-	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn/lambdafntest"
 )
-
-// noNetwork fails the test on any request: a Setup builds clients and
-// reads its configuration, and calls nothing.
-type noNetwork struct{ t *testing.T }
-
-func (n noNetwork) Do(r *http.Request) (*http.Response, error) {
-	n.t.Errorf("setup made a request: %s %s", r.Method, r.URL)
-	return nil, http.ErrUseLastResponse
-}
-
-// setupEnv is a function's environment: vars, a configuration whose HTTP
-// client refuses every request, logs and metrics into buffers.
-func setupEnv(t *testing.T, vars map[string]string) (lambdafn.Env, *bytes.Buffer) {
-	var out bytes.Buffer
-	return lambdafn.Env{
-		Getenv:  func(k string) string { return vars[k] },
-		AWS:     aws.Config{Region: "us-east-1", HTTPClient: noNetwork{t}, Credentials: aws.AnonymousCredentials{}},
-		Log:     slog.New(slog.NewTextHandler(&out, nil)),
-		Metrics: &out,
-	}, &out
-}
-
-// with returns base with the changes applied; an empty value unsets a
-// variable.
-func with(base map[string]string, changes map[string]string) map[string]string {
-	out := maps.Clone(base)
-	for k, v := range changes {
-		if v == "" {
-			delete(out, k)
-			continue
-		}
-		out[k] = v
-	}
-	return out
-}
 
 func TestSetupArchiverConfig(t *testing.T) {
 	valid := map[string]string{"ARCHIVE_BUCKET": "ddbpipe-archive"}
@@ -59,12 +19,12 @@ func TestSetupArchiverConfig(t *testing.T) {
 		wants []string // what the error names; none for a valid environment
 	}{
 		{name: "valid", vars: valid},
-		{name: "bucket missing", vars: with(valid, map[string]string{"ARCHIVE_BUCKET": ""}), wants: []string{"ARCHIVE_BUCKET is not set"}},
-		{name: "bucket blank", vars: with(valid, map[string]string{"ARCHIVE_BUCKET": "  "}), wants: []string{"ARCHIVE_BUCKET is not set"}},
+		{name: "bucket missing", vars: lambdafntest.With(valid, map[string]string{"ARCHIVE_BUCKET": ""}), wants: []string{"ARCHIVE_BUCKET is not set"}},
+		{name: "bucket blank", vars: lambdafntest.With(valid, map[string]string{"ARCHIVE_BUCKET": "  "}), wants: []string{"ARCHIVE_BUCKET is not set"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env, out := setupEnv(t, tt.vars)
+			env, out := lambdafntest.Env(t, tt.vars)
 			h, err := archivelambda.SetupArchiver(t.Context(), env)
 			if len(tt.wants) > 0 {
 				if err == nil {
@@ -115,7 +75,7 @@ func TestSetupRotatorConfig(t *testing.T) {
 		"LEDGER_WARM_READ_UNITS_MIN":      "12000",
 		"LEDGER_WARM_READ_UNITS_MAX":      "40000",
 	}
-	set := func(k, v string) map[string]string { return with(valid, map[string]string{k: v}) }
+	set := func(k, v string) map[string]string { return lambdafntest.With(valid, map[string]string{k: v}) }
 	outOfRange := func(k, v, bounds string) string { return k + `="` + v + `" is not an integer in ` + bounds }
 	tests := []struct {
 		name  string
@@ -123,7 +83,7 @@ func TestSetupRotatorConfig(t *testing.T) {
 		wants []string
 	}{
 		{name: "valid", vars: valid},
-		{name: "bounds are inclusive", vars: with(valid, map[string]string{"ARCHIVE_GRACE_DAYS": "27", "STREAM_MAX_RETRY_ATTEMPTS": "0",
+		{name: "bounds are inclusive", vars: lambdafntest.With(valid, map[string]string{"ARCHIVE_GRACE_DAYS": "27", "STREAM_MAX_RETRY_ATTEMPTS": "0",
 			"STREAM_MAX_RECORD_AGE_SECONDS": "604800", "ARCHIVE_BATCHING_WINDOW_SECONDS": "0",
 			"TALLY_WINDOW_SECONDS": "900", "TALLY_BATCHING_WINDOW_SECONDS": "300"})},
 		{name: "nothing set", vars: map[string]string{}, wants: []string{
@@ -148,17 +108,17 @@ func TestSetupRotatorConfig(t *testing.T) {
 		{name: "record age 604801", vars: set("STREAM_MAX_RECORD_AGE_SECONDS", "604801"), wants: []string{outOfRange("STREAM_MAX_RECORD_AGE_SECONDS", "604801", "[60, 604800]")}},
 		{name: "window 301", vars: set("ARCHIVE_BATCHING_WINDOW_SECONDS", "301"), wants: []string{outOfRange("ARCHIVE_BATCHING_WINDOW_SECONDS", "301", "[0, 300]")}},
 		{name: "window -1", vars: set("ARCHIVE_BATCHING_WINDOW_SECONDS", "-1"), wants: []string{outOfRange("ARCHIVE_BATCHING_WINDOW_SECONDS", "-1", "[0, 300]")}},
-		{name: "warm floor equal to the ceiling", vars: with(valid, map[string]string{"LEDGER_WARM_WRITE_UNITS_MIN": "40000", "LEDGER_WARM_READ_UNITS_MAX": "12000"})},
+		{name: "warm floor equal to the ceiling", vars: lambdafntest.With(valid, map[string]string{"LEDGER_WARM_WRITE_UNITS_MIN": "40000", "LEDGER_WARM_READ_UNITS_MAX": "12000"})},
 		{name: "warm write units 0", vars: set("LEDGER_WARM_WRITE_UNITS_MIN", "0"), wants: []string{outOfRange("LEDGER_WARM_WRITE_UNITS_MIN", "0", "[1, 1000000]")}},
 		{name: "warm read units 1000001", vars: set("LEDGER_WARM_READ_UNITS_MAX", "1000001"), wants: []string{outOfRange("LEDGER_WARM_READ_UNITS_MAX", "1000001", "[1, 1000000]")}},
-		{name: "warm ceilings below the floors", vars: with(valid, map[string]string{"LEDGER_WARM_WRITE_UNITS_MAX": "3999", "LEDGER_WARM_READ_UNITS_MIN": "40001"}),
+		{name: "warm ceilings below the floors", vars: lambdafntest.With(valid, map[string]string{"LEDGER_WARM_WRITE_UNITS_MAX": "3999", "LEDGER_WARM_READ_UNITS_MIN": "40001"}),
 			wants: []string{"LEDGER_WARM_WRITE_UNITS_MAX=3999 is below LEDGER_WARM_WRITE_UNITS_MIN=4000", "LEDGER_WARM_READ_UNITS_MAX=40000 is below LEDGER_WARM_READ_UNITS_MIN=40001"}},
-		{name: "two problems, both named", vars: with(valid, map[string]string{"ARCHIVE_BUCKET": "", "ARCHIVE_GRACE_DAYS": "99"}),
+		{name: "two problems, both named", vars: lambdafntest.With(valid, map[string]string{"ARCHIVE_BUCKET": "", "ARCHIVE_GRACE_DAYS": "99"}),
 			wants: []string{"ARCHIVE_BUCKET is not set", outOfRange("ARCHIVE_GRACE_DAYS", "99", "[1, 27]")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env, _ := setupEnv(t, tt.vars)
+			env, _ := lambdafntest.Env(t, tt.vars)
 			h, err := archivelambda.SetupRotator(t.Context(), env)
 			if len(tt.wants) > 0 {
 				if err == nil {

@@ -202,15 +202,10 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 	})
 }
 
-// batchGetter is the BatchGetItem call of the DynamoDB client.
-type batchGetter interface {
-	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-}
-
 // batchGetItems reads ka's keys of table with strongly consistent
 // BatchGetItem requests, sending the keys DynamoDB leaves unprocessed
 // again with backoff, up to attempts requests, and hands each item to got.
-func batchGetItems(ctx context.Context, db batchGetter, table string, ka types.KeysAndAttributes, attempts int, backoff retry.Backoff,
+func batchGetItems(ctx context.Context, db API, table string, ka types.KeysAndAttributes, attempts int, backoff retry.Backoff,
 	got func(map[string]types.AttributeValue) error) error {
 	ka.ConsistentRead = aws.Bool(true)
 	for attempt := 1; len(ka.Keys) > 0; attempt++ {

@@ -88,14 +88,9 @@ func unpackEntry(b []byte, e *objects.Entry) error {
 	return nil
 }
 
-// QueryAPI is the part of the DynamoDB client a listing uses.
-type QueryAPI interface {
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
-
 // Index reads the listing index; it implements objects.Index.
 type Index struct {
-	db    QueryAPI
+	db    *dynamodb.Client
 	table string
 	// milliUnits adds up the read capacity the queries consumed, as
 	// DynamoDB reports it (ReturnConsumedCapacity): what listings cost.
@@ -108,7 +103,7 @@ func (ix *Index) ReadUnits() float64 { return float64(ix.milliUnits.Load()) / 10
 var _ objects.Index = (*Index)(nil)
 
 // NewIndex returns the listing index of the objects table.
-func NewIndex(db QueryAPI, table string) *Index { return &Index{db: db, table: table} }
+func NewIndex(db *dynamodb.Client, table string) *Index { return &Index{db: db, table: table} }
 
 // Range implements objects.Index with one Query on the shard: the key
 // condition is the range (BETWEEN when it has an end, inclusive, so the

@@ -32,20 +32,11 @@ func LatestRecord(image map[string]types.AttributeValue) (r objects.Record, ok b
 	return r, true, nil
 }
 
-// LatestAPI is the part of the DynamoDB client Latest uses;
-// *dynamodb.Client satisfies it.
-type LatestAPI interface {
-	dynamodb.ScanAPIClient
-	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-}
-
-var _ LatestAPI = (*dynamodb.Client)(nil)
-
 // Latest reads the latest version item (v0) of keys, for the search flow:
 // a batch of search hits checked against the table, and the whole table
 // for a reindex or a verify.
 type Latest struct {
-	db    LatestAPI
+	db    *dynamodb.Client
 	table string
 	// Segments is how many parallel scan segments read the table (default 4).
 	Segments int
@@ -56,7 +47,7 @@ type Latest struct {
 }
 
 // NewLatest returns a reader of the table's latest versions.
-func NewLatest(db LatestAPI, table string) *Latest {
+func NewLatest(db *dynamodb.Client, table string) *Latest {
 	return &Latest{db: db, table: table, Segments: 4, MaxBatchAttempts: DefaultMaxBatchAttempts, Backoff: DefaultBackoff}
 }
 

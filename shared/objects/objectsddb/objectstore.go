@@ -77,7 +77,9 @@ import (
 )
 
 // API is the part of the DynamoDB client the store uses; *dynamodb.Client
-// satisfies it.
+// satisfies it, and so do the tests' wrappers that count its queries or
+// leave part of a batch unprocessed, which DynamoDB Local never does. The
+// package's other readers and writers take the client itself.
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)

@@ -16,18 +16,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
-// SweepAPI is the part of the DynamoDB client the orphan sweeper uses;
-// *dynamodb.Client satisfies it.
-type SweepAPI interface {
-	dynamodb.ScanAPIClient
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-}
-
-var (
-	_ SweepAPI           = (*dynamodb.Client)(nil)
-	_ objects.SweepTable = (*Refs)(nil)
-)
+var _ objects.SweepTable = (*Refs)(nil)
 
 // attrUnreferencedSince is set on a chunk item by a sweep that found no
 // manifest naming it (MarkChunk): chunk items carry no time of their own,
@@ -37,7 +26,7 @@ const attrUnreferencedSince = "unreferencedSince"
 // Refs reads the table's references for the orphan sweeper and for
 // objects.Check (objects.SweepTable).
 type Refs struct {
-	db    SweepAPI
+	db    *dynamodb.Client
 	table string
 	// Segments is how many parallel scan segments read the table
 	// (default 4).
@@ -47,7 +36,9 @@ type Refs struct {
 }
 
 // NewRefs returns a reader of the table's references.
-func NewRefs(db SweepAPI, table string) *Refs { return &Refs{db: db, table: table, Segments: 4} }
+func NewRefs(db *dynamodb.Client, table string) *Refs {
+	return &Refs{db: db, table: table, Segments: 4}
+}
 
 // Scan implements objects.RefScanner. It reads every item of the table with a strongly consistent, parallel
 // Scan that projects only the keys and the references (the payloads stay

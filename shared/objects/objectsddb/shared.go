@@ -48,28 +48,16 @@ const (
 	attrExpiresAt = "expiresAt"
 )
 
-// SharedAPI is the part of the DynamoDB client Shared uses;
-// *dynamodb.Client satisfies it.
-type SharedAPI interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-}
-
-var (
-	_ SharedAPI             = (*dynamodb.Client)(nil)
-	_ objects.SharedRecords = (*Shared)(nil)
-)
+var _ objects.SharedRecords = (*Shared)(nil)
 
 // Shared keeps the heads and reference records of shared blobs.
 type Shared struct {
-	db    SharedAPI
+	db    *dynamodb.Client
 	table string
 }
 
 // NewShared returns the shared blobs' records of the objects table.
-func NewShared(db SharedAPI, table string) *Shared { return &Shared{db: db, table: table} }
+func NewShared(db *dynamodb.Client, table string) *Shared { return &Shared{db: db, table: table} }
 
 // sharedPK is a shared blob's partition key.
 func sharedPK(blobKey string) string {

@@ -17,18 +17,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
-// UploadsAPI is the part of the DynamoDB client Uploads uses;
-// *dynamodb.Client satisfies it.
-type UploadsAPI interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
-var (
-	_ UploadsAPI      = (*dynamodb.Client)(nil)
-	_ objects.Uploads = (*Uploads)(nil)
-)
+var _ objects.Uploads = (*Uploads)(nil)
 
 // Uploads keeps the objects domain's upload intents (objects.Uploads) in
 // the objects table, one item per upload:
@@ -64,12 +53,12 @@ var (
 //	expiresAt    N  epoch seconds (TTL)
 //	claimedUntil N  epoch milliseconds: a finalizer's lease
 type Uploads struct {
-	api   UploadsAPI
+	api   *dynamodb.Client
 	table string
 }
 
 // NewUploads returns the upload intents of the objects table.
-func NewUploads(api UploadsAPI, table string) *Uploads { return &Uploads{api: api, table: table} }
+func NewUploads(api *dynamodb.Client, table string) *Uploads { return &Uploads{api: api, table: table} }
 
 // UploadPartitionPrefix and UploadSortKey name upload items.
 const (

@@ -2,58 +2,15 @@ package objectslambda_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"log/slog"
-	"maps"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectslambda"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn/lambdafntest"
 )
-
-// offline is an HTTP client that fails the test on any request: a setup
-// builds its clients and handler without calling AWS.
-type offline struct{ t *testing.T }
-
-func (o offline) Do(r *http.Request) (*http.Response, error) {
-	o.t.Errorf("a setup made a request: %s %s", r.Method, r.URL)
-	return nil, errors.New("offline")
-}
-
-// setupEnv is a function environment over vars, with a region, static
-// credentials and no network.
-func setupEnv(t *testing.T, vars map[string]string) lambdafn.Env {
-	return lambdafn.Env{
-		Getenv: func(k string) string { return vars[k] },
-		AWS: aws.Config{
-			Region:      "us-east-1",
-			Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
-			HTTPClient:  offline{t},
-		},
-		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: io.Discard,
-	}
-}
-
-// withVars is base with changes; an empty value removes the variable.
-func withVars(base map[string]string, changes map[string]string) map[string]string {
-	out := maps.Clone(base)
-	for k, v := range changes {
-		if v == "" {
-			delete(out, k)
-		} else {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // Each Setup refuses a missing or out-of-range variable with an error that
 // names every bad one, and builds its handler from a valid environment
@@ -73,16 +30,16 @@ func TestSetups(t *testing.T) {
 		handler func(any) bool
 	}{
 		{name: "api", setup: objectslambda.SetupAPI, vars: shared, handler: apiHandler},
-		{name: "api with every option", setup: objectslambda.SetupAPI, handler: apiHandler, vars: withVars(shared, map[string]string{
+		{name: "api with every option", setup: objectslambda.SetupAPI, handler: apiHandler, vars: lambdafntest.With(shared, map[string]string{
 			"MAX_BODY_BYTES": "4194304", "MAX_RESPONSE_BYTES": "1048576", "DOWNLOAD_TTL_SECONDS": "300", "UPLOAD_TTL_SECONDS": "900", "MAX_OBJECT_BYTES": "5368709120",
 		})},
 		{name: "api with nothing", setup: objectslambda.SetupAPI, vars: nil,
 			wantErr: []string{"OBJECTS_TABLE", "OBJECTS_BUCKET", "INLINE_MAX_BYTES", "MAX_VERSIONS"}},
-		{name: "api out of range", setup: objectslambda.SetupAPI, vars: withVars(shared, map[string]string{
+		{name: "api out of range", setup: objectslambda.SetupAPI, vars: lambdafntest.With(shared, map[string]string{
 			"INLINE_MAX_BYTES": "-1", "MAX_VERSIONS": "1001", "MAX_BODY_BYTES": "99999999", "MAX_RESPONSE_BYTES": "x",
 			"DOWNLOAD_TTL_SECONDS": "0", "UPLOAD_TTL_SECONDS": "59", "MAX_OBJECT_BYTES": "0",
 		}), wantErr: []string{"INLINE_MAX_BYTES", "MAX_VERSIONS", "MAX_BODY_BYTES", "MAX_RESPONSE_BYTES", "DOWNLOAD_TTL_SECONDS", "UPLOAD_TTL_SECONDS", "MAX_OBJECT_BYTES"}},
-		{name: "api without a table", setup: objectslambda.SetupAPI, vars: withVars(shared, map[string]string{"OBJECTS_TABLE": ""}), wantErr: []string{"OBJECTS_TABLE"}},
+		{name: "api without a table", setup: objectslambda.SetupAPI, vars: lambdafntest.With(shared, map[string]string{"OBJECTS_TABLE": ""}), wantErr: []string{"OBJECTS_TABLE"}},
 
 		{name: "finalize", setup: objectslambda.SetupFinalize, vars: shared, handler: func(h any) bool {
 			_, ok := h.(func(context.Context, events.S3Event) error)
@@ -90,7 +47,7 @@ func TestSetups(t *testing.T) {
 		}},
 		{name: "finalize with nothing", setup: objectslambda.SetupFinalize, vars: nil,
 			wantErr: []string{"OBJECTS_TABLE", "OBJECTS_BUCKET", "INLINE_MAX_BYTES", "MAX_VERSIONS"}},
-		{name: "finalize out of range", setup: objectslambda.SetupFinalize, vars: withVars(shared, map[string]string{"MAX_VERSIONS": "0", "INLINE_MAX_BYTES": "358401", "MAX_OBJECT_BYTES": "6000000000"}),
+		{name: "finalize out of range", setup: objectslambda.SetupFinalize, vars: lambdafntest.With(shared, map[string]string{"MAX_VERSIONS": "0", "INLINE_MAX_BYTES": "358401", "MAX_OBJECT_BYTES": "6000000000"}),
 			wantErr: []string{"MAX_VERSIONS", "INLINE_MAX_BYTES", "MAX_OBJECT_BYTES"}},
 
 		{name: "reaper", setup: objectslambda.SetupReaper, vars: maint, handler: func(h any) bool {
@@ -104,11 +61,12 @@ func TestSetups(t *testing.T) {
 			return ok
 		}},
 		{name: "sweeper with nothing", setup: objectslambda.SetupSweeper, vars: nil, wantErr: []string{"OBJECTS_TABLE", "OBJECTS_BUCKET", "ORPHAN_GRACE_MINUTES"}},
-		{name: "sweeper grace out of range", setup: objectslambda.SetupSweeper, vars: withVars(maint, map[string]string{"ORPHAN_GRACE_MINUTES": "0"}), wantErr: []string{"ORPHAN_GRACE_MINUTES"}},
+		{name: "sweeper grace out of range", setup: objectslambda.SetupSweeper, vars: lambdafntest.With(maint, map[string]string{"ORPHAN_GRACE_MINUTES": "0"}), wantErr: []string{"ORPHAN_GRACE_MINUTES"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := tt.setup(context.Background(), setupEnv(t, tt.vars))
+			env, _ := lambdafntest.Env(t, tt.vars)
+			h, err := tt.setup(context.Background(), env)
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("setup: %v", err)
@@ -139,12 +97,13 @@ func TestAPISearchFollowsTheTemplate(t *testing.T) {
 		vars     map[string]string
 		disabled bool
 	}{
-		"search off":            {withVars(shared, map[string]string{"SEARCH_INDEX": "s-objects", "AWS_ENDPOINT_URL_OPENSEARCH": "http://127.0.0.1:1"}), true},
-		"no index":              {withVars(shared, map[string]string{"SEARCH_ENDPOINT": "search.example"}), true},
-		"endpoint and an index": {withVars(shared, map[string]string{"SEARCH_ENDPOINT": "search.example", "SEARCH_INDEX": "s-objects"}), false},
+		"search off":            {lambdafntest.With(shared, map[string]string{"SEARCH_INDEX": "s-objects", "AWS_ENDPOINT_URL_OPENSEARCH": "http://127.0.0.1:1"}), true},
+		"no index":              {lambdafntest.With(shared, map[string]string{"SEARCH_ENDPOINT": "search.example"}), true},
+		"endpoint and an index": {lambdafntest.With(shared, map[string]string{"SEARCH_ENDPOINT": "search.example", "SEARCH_INDEX": "s-objects"}), false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h, err := objectslambda.SetupAPI(context.Background(), setupEnv(t, tc.vars))
+			env, _ := lambdafntest.Env(t, tc.vars)
+			h, err := objectslambda.SetupAPI(context.Background(), env)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -15,24 +14,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
-// MultipartAPI is the part of the S3 client multipart uploads use;
-// *s3.Client satisfies it.
-type MultipartAPI interface {
-	CreateMultipartUpload(ctx context.Context, in *s3.CreateMultipartUploadInput, opts ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error)
-	CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMultipartUploadInput, opts ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error)
-	AbortMultipartUpload(ctx context.Context, in *s3.AbortMultipartUploadInput, opts ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error)
-}
-
-// PartPresigner signs part uploads; *s3.PresignClient satisfies it.
-type PartPresigner interface {
-	PresignUploadPart(ctx context.Context, in *s3.UploadPartInput, opts ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
-}
-
-var (
-	_ MultipartAPI      = (*s3.Client)(nil)
-	_ PartPresigner     = (*s3.PresignClient)(nil)
-	_ objects.Transfers = (*Transfers)(nil)
-)
+var _ objects.Transfers = (*Transfers)(nil)
 
 // Transfers are the presigned uploads of the objects domain
 // (objects.Transfers): single PUTs through the Store's presigner, and
@@ -40,19 +22,14 @@ var (
 // which the server creates, completes and aborts.
 type Transfers struct {
 	store   *Store
-	api     MultipartAPI
-	presign PartPresigner
+	api     *s3.Client
+	presign *s3.PresignClient
 }
 
-// NewTransfers returns transfers to the store's bucket.
-func NewTransfers(store *Store, api MultipartAPI, presign PartPresigner) *Transfers {
-	return &Transfers{store: store, api: api, presign: presign}
-}
-
-// TransfersFromClient returns transfers that use the client and presign
-// with its configuration.
+// TransfersFromClient returns transfers to the store's bucket that use the
+// client and presign with its configuration.
 func TransfersFromClient(c *s3.Client, store *Store) *Transfers {
-	return NewTransfers(store, c, s3.NewPresignClient(c))
+	return &Transfers{store: store, api: c, presign: s3.NewPresignClient(c)}
 }
 
 func ttlUntil(expires time.Time) time.Duration { return time.Until(expires).Round(time.Second) }

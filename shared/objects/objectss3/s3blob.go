@@ -37,7 +37,10 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/platform/awserr"
 )
 
-// API is the part of the S3 client the store uses; *s3.Client satisfies it.
+// API is the part of the S3 client the store uses; *s3.Client satisfies
+// it, and so does the unit tests' fake, which checks the exact requests
+// and answers with the errors S3 gives. The package's other adapters take
+// the client itself.
 type API interface {
 	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
@@ -47,23 +50,15 @@ type API interface {
 	s3.ListObjectsV2APIClient
 }
 
-// Presigner signs URLs; *s3.PresignClient satisfies it.
-type Presigner interface {
-	PresignGetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
-	PresignPutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
-}
-
 var (
-	_ API       = (*s3.Client)(nil)
-	_ Presigner = (*s3.PresignClient)(nil)
-
+	_ API           = (*s3.Client)(nil)
 	_ objects.Blobs = (*Store)(nil)
 )
 
 // Store keeps blobs in one bucket.
 type Store struct {
 	api     API
-	presign Presigner
+	presign *s3.PresignClient
 	bucket  string
 	// unconditional is set once the server answered If-None-Match with
 	// NotImplemented: later puts go without it (their keys are unique
@@ -73,7 +68,7 @@ type Store struct {
 
 // New returns a store over bucket. presign may be nil if the caller never
 // presigns.
-func New(api API, presign Presigner, bucket string) *Store {
+func New(api API, presign *s3.PresignClient, bucket string) *Store {
 	return &Store{api: api, presign: presign, bucket: bucket}
 }
 

@@ -14,28 +14,18 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 )
 
-// VersionsAPI is the part of the S3 client the sweeper uses; *s3.Client
-// satisfies it.
-type VersionsAPI interface {
-	s3.ListObjectVersionsAPIClient
-	DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, opts ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error)
-}
-
-var (
-	_ VersionsAPI         = (*s3.Client)(nil)
-	_ objects.SweepBucket = (*Bucket)(nil)
-)
+var _ objects.SweepBucket = (*Bucket)(nil)
 
 // Bucket lists and deletes every version of the objects bucket's blobs.
 type Bucket struct {
-	api  VersionsAPI
+	api  *s3.Client
 	name string
 	// PageSize is the keys of one listing page (0: S3's 1,000).
 	PageSize int32
 }
 
 // NewBucket returns the objects bucket as the sweeper sees it.
-func NewBucket(api VersionsAPI, name string) *Bucket { return &Bucket{api: api, name: name} }
+func NewBucket(api *s3.Client, name string) *Bucket { return &Bucket{api: api, name: name} }
 
 // Name is the bucket's name.
 func (b *Bucket) Name() string { return b.name }

@@ -7,6 +7,8 @@ package searchddb
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/ddbpipe/ddbpipe/shared/objects"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/search"
@@ -23,7 +25,7 @@ var (
 )
 
 // New returns the table's view over a DynamoDB client.
-func New(db objectsddb.LatestAPI, table string) Table {
+func New(db *dynamodb.Client, table string) Table {
 	return Table{Items: objectsddb.NewLatest(db, table)}
 }
 

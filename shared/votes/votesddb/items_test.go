@@ -3,6 +3,7 @@ package votesddb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -10,25 +11,38 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsstub"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
-// putRecorder is an API that records PutItem calls and answers GetItem
-// with the item last put; every other method is unset.
+// stubbed is a DynamoDB client whose calls answer gives (awsstub).
+func stubbed(answer func(in any) (any, error)) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{Region: "us-east-1", APIOptions: []func(*middleware.Stack) error{awsstub.Answer(answer)}})
+}
+
+// putRecorder records PutItem calls and answers GetItem with the item last
+// put; any other call fails.
 type putRecorder struct {
-	API
 	puts []*dynamodb.PutItemInput
 }
 
-func (r *putRecorder) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	r.puts = append(r.puts, in)
-	return &dynamodb.PutItemOutput{}, nil
-}
-
-func (r *putRecorder) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return &dynamodb.GetItemOutput{Item: r.puts[len(r.puts)-1].Item}, nil
+func (r *putRecorder) client() *dynamodb.Client {
+	return stubbed(func(in any) (any, error) {
+		switch in := in.(type) {
+		case *dynamodb.PutItemInput:
+			r.puts = append(r.puts, in)
+			return &dynamodb.PutItemOutput{}, nil
+		case *dynamodb.GetItemInput:
+			if len(r.puts) == 0 {
+				return &dynamodb.GetItemOutput{}, nil
+			}
+			return &dynamodb.GetItemOutput{Item: r.puts[len(r.puts)-1].Item}, nil
+		}
+		return nil, fmt.Errorf("putRecorder: unexpected %T", in)
+	})
 }
 
 func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -128,7 +142,7 @@ func TestItemShapes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &putRecorder{}
-			st := New(rec, "counters", "ledger")
+			st := New(rec.client(), "counters", "ledger")
 			if err := tt.put(st); err != nil {
 				t.Fatal(err)
 			}
@@ -174,15 +188,15 @@ func TestLedgerItemTimes(t *testing.T) {
 	}
 }
 
-// condFailed is an API whose PutItem fails its condition, returning the
+// condFailed is a client whose PutItem fails its condition, returning the
 // item that holds the key.
-type condFailed struct {
-	API
-	holder map[string]types.AttributeValue
-}
-
-func (c condFailed) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return nil, &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: c.holder}
+func condFailed(holder map[string]types.AttributeValue) *dynamodb.Client {
+	return stubbed(func(in any) (any, error) {
+		if _, ok := in.(*dynamodb.PutItemInput); ok {
+			return nil, &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: holder}
+		}
+		return nil, fmt.Errorf("condFailed: unexpected %T", in)
+	})
 }
 
 // A vote whose key is taken names the vote that holds it; a holder without
@@ -199,7 +213,7 @@ func TestPutVoteNamesTheHolder(t *testing.T) {
 		{"a voteId of another type", map[string]types.AttributeValue{ledger.AttrVoteID: avN("1")}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := New(condFailed{holder: tt.holder}, "counters", "votes")
+			s := New(condFailed(tt.holder), "counters", "votes")
 			var ex *votes.ExistsError
 			for _, put := range []func(context.Context, votes.Entry) error{s.PutVote, s.ClaimVoter} {
 				err := put(context.Background(), e)

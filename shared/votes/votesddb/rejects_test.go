@@ -151,21 +151,24 @@ func TestRecordRejectKeepsAnExcerptWithTTL(t *testing.T) {
 	}
 }
 
-// cancelling is an API whose transactions are cancelled with the given
-// reasons; every other method is unset.
+// cancelling counts transactions and cancels each with the given reasons.
 type cancelling struct {
-	API
 	codes []string
 	calls int
 }
 
-func (c *cancelling) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.calls++
-	reasons := make([]types.CancellationReason, len(c.codes))
-	for i, code := range c.codes {
-		reasons[i] = types.CancellationReason{Code: aws.String(code)}
-	}
-	return nil, &types.TransactionCanceledException{Message: aws.String("cancelled"), CancellationReasons: reasons}
+func (c *cancelling) client() *dynamodb.Client {
+	return stubbed(func(in any) (any, error) {
+		if _, ok := in.(*dynamodb.TransactWriteItemsInput); !ok {
+			return nil, fmt.Errorf("cancelling: unexpected %T", in)
+		}
+		c.calls++
+		reasons := make([]types.CancellationReason, len(c.codes))
+		for i, code := range c.codes {
+			reasons[i] = types.CancellationReason{Code: aws.String(code)}
+		}
+		return nil, &types.TransactionCanceledException{Message: aws.String("cancelled"), CancellationReasons: reasons}
+	})
 }
 
 // A record's transaction cancelled by its own condition is a redelivery;
@@ -185,7 +188,7 @@ func TestRecordRejectCancelled(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			db := &cancelling{codes: tt.codes}
-			err := New(db, "counters", "ledger").RecordRejects(context.Background(), []votes.Rejected{reject("m1", 0, votes.ReasonBadID, "{}")})
+			err := New(db.client(), "counters", "ledger").RecordRejects(context.Background(), []votes.Rejected{reject("m1", 0, votes.ReasonBadID, "{}")})
 			calls := max(tries[tt.name], 1)
 			if (err != nil) != tt.wantErr || errors.Is(err, votes.ErrThrottled) != tt.throttled || db.calls != calls {
 				t.Errorf("err %v after %d calls; want error %v, throttled %v, %d calls", err, db.calls, tt.wantErr, tt.throttled, calls)

@@ -49,21 +49,9 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
-// API is the part of the DynamoDB client the store uses; *dynamodb.Client
-// satisfies it.
-type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
-
-var _ API = (*dynamodb.Client)(nil)
-
 // Votes stores polls, counters and the ledger.
 type Votes struct {
-	db           API
+	db           *dynamodb.Client
 	counters     string
 	ledgerPrefix string
 	now          func() time.Time
@@ -84,7 +72,7 @@ const (
 
 // New returns a store over the counters table and the ledger tables named
 // <ledgerPrefix>-YYYY-MM.
-func New(db API, countersTable, ledgerPrefix string) *Votes {
+func New(db *dynamodb.Client, countersTable, ledgerPrefix string) *Votes {
 	return &Votes{db: db, counters: countersTable, ledgerPrefix: ledgerPrefix, now: time.Now, realNow: time.Now}
 }
 

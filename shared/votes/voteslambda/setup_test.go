@@ -2,64 +2,18 @@ package voteslambda
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net/http"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn"
+	"github.com/ddbpipe/ddbpipe/shared/platform/lambdafn/lambdafntest"
 )
-
-// noNetwork is an aws.HTTPClient that refuses every request and counts
-// them, so a test can prove a Setup sends none.
-type noNetwork struct{ calls atomic.Int64 }
-
-func (n *noNetwork) Do(req *http.Request) (*http.Response, error) {
-	n.calls.Add(1)
-	return nil, errors.New("no network in this test: " + req.URL.String())
-}
-
-// setupEnv is a function's Env with vars as its environment and an AWS
-// configuration with a region, static credentials and no network.
-func setupEnv(vars map[string]string) (lambdafn.Env, *noNetwork) {
-	wire := &noNetwork{}
-	cfg := aws.Config{
-		Region:      "eu-west-1",
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
-		HTTPClient:  wire,
-	}
-	return lambdafn.Env{
-		Getenv:  func(k string) string { return vars[k] },
-		AWS:     cfg,
-		Log:     slog.New(slog.DiscardHandler),
-		Metrics: io.Discard,
-	}, wire
-}
-
-// with returns base with the changes applied; a "" value removes the variable.
-func with(base map[string]string, changes map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range changes {
-		if v == "" {
-			delete(out, k)
-		} else {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 var (
 	counterVars = map[string]string{
@@ -79,28 +33,25 @@ func TestSetupCounter(t *testing.T) {
 	}{
 		{"valid", counterVars, nil},
 		{"nothing set", nil, []string{"COUNTERS_TABLE", "LEDGER_TABLE_PREFIX", "ARCHIVE_GRACE_DAYS", "REJECTS_QUEUE_URL", "VOTES_VISIBILITY_TIMEOUT", "VOTES_MAX_RECEIVE_COUNT", "ARCHIVE_BUCKET"}},
-		{"no archive bucket", with(counterVars, map[string]string{"ARCHIVE_BUCKET": ""}), []string{"ARCHIVE_BUCKET"}},
-		{"visibility of 0 s", with(counterVars, map[string]string{"VOTES_VISIBILITY_TIMEOUT": "0"}), []string{`VOTES_VISIBILITY_TIMEOUT="0"`}},
-		{"no table", with(counterVars, map[string]string{"COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE"}},
-		{"blank prefix", with(counterVars, map[string]string{"LEDGER_TABLE_PREFIX": "  "}), []string{"LEDGER_TABLE_PREFIX"}},
-		{"no rejects queue", with(counterVars, map[string]string{"REJECTS_QUEUE_URL": ""}), []string{"REJECTS_QUEUE_URL"}},
-		{"grace of 0 days", with(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "0"}), []string{`ARCHIVE_GRACE_DAYS="0"`}},
-		{"grace of 28 days", with(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "28"}), []string{`ARCHIVE_GRACE_DAYS="28"`}},
-		{"clock file missing", with(counterVars, map[string]string{"DDBPIPE_CLOCK_FILE": "/nonexistent/offset"}), []string{"DDBPIPE_CLOCK_FILE"}},
-		{"two problems", with(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "", "COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE", "ARCHIVE_GRACE_DAYS"}},
+		{"no archive bucket", lambdafntest.With(counterVars, map[string]string{"ARCHIVE_BUCKET": ""}), []string{"ARCHIVE_BUCKET"}},
+		{"visibility of 0 s", lambdafntest.With(counterVars, map[string]string{"VOTES_VISIBILITY_TIMEOUT": "0"}), []string{`VOTES_VISIBILITY_TIMEOUT="0"`}},
+		{"no table", lambdafntest.With(counterVars, map[string]string{"COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE"}},
+		{"blank prefix", lambdafntest.With(counterVars, map[string]string{"LEDGER_TABLE_PREFIX": "  "}), []string{"LEDGER_TABLE_PREFIX"}},
+		{"no rejects queue", lambdafntest.With(counterVars, map[string]string{"REJECTS_QUEUE_URL": ""}), []string{"REJECTS_QUEUE_URL"}},
+		{"grace of 0 days", lambdafntest.With(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "0"}), []string{`ARCHIVE_GRACE_DAYS="0"`}},
+		{"grace of 28 days", lambdafntest.With(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "28"}), []string{`ARCHIVE_GRACE_DAYS="28"`}},
+		{"clock file missing", lambdafntest.With(counterVars, map[string]string{"DDBPIPE_CLOCK_FILE": "/nonexistent/offset"}), []string{"DDBPIPE_CLOCK_FILE"}},
+		{"two problems", lambdafntest.With(counterVars, map[string]string{"ARCHIVE_GRACE_DAYS": "", "COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE", "ARCHIVE_GRACE_DAYS"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env, wire := setupEnv(tt.vars)
+			env, _ := lambdafntest.Env(t, tt.vars)
 			h, err := SetupCounter(context.Background(), env)
 			checkSetup(t, h, err, tt.want)
 			if tt.want == nil {
 				if _, ok := h.(func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)); !ok {
 					t.Errorf("handler is a %T, want an SQS batch handler", h)
 				}
-			}
-			if n := wire.calls.Load(); n != 0 {
-				t.Errorf("Setup made %d HTTP requests, want none", n)
 			}
 		})
 	}
@@ -114,20 +65,17 @@ func TestSetupTally(t *testing.T) {
 	}{
 		{"valid", tallyVars, nil},
 		{"nothing set", nil, []string{"COUNTERS_TABLE", "LEDGER_TABLE_PREFIX"}},
-		{"clock file missing", with(tallyVars, map[string]string{"DDBPIPE_CLOCK_FILE": "/nonexistent/offset"}), []string{"DDBPIPE_CLOCK_FILE"}},
+		{"clock file missing", lambdafntest.With(tallyVars, map[string]string{"DDBPIPE_CLOCK_FILE": "/nonexistent/offset"}), []string{"DDBPIPE_CLOCK_FILE"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env, wire := setupEnv(tt.vars)
+			env, _ := lambdafntest.Env(t, tt.vars)
 			h, err := SetupTally(context.Background(), env)
 			checkSetup(t, h, err, tt.want)
 			if tt.want == nil {
 				if _, ok := h.(func(context.Context, events.DynamoDBTimeWindowEvent) (events.DynamoDBTimeWindowEventResponse, error)); !ok {
 					t.Errorf("handler is a %T, want a tumbling-window stream handler", h)
 				}
-			}
-			if n := wire.calls.Load(); n != 0 {
-				t.Errorf("Setup made %d HTTP requests, want none", n)
 			}
 		})
 	}
@@ -140,26 +88,23 @@ func TestSetupVotesAPI(t *testing.T) {
 		want []string
 	}{
 		{"valid", votesAPIVars, nil},
-		{"one shard", with(votesAPIVars, map[string]string{"COUNTER_SHARDS": "1"}), nil},
+		{"one shard", lambdafntest.With(votesAPIVars, map[string]string{"COUNTER_SHARDS": "1"}), nil},
 		{"nothing set", nil, []string{"COUNTERS_TABLE", "COUNTER_SHARDS", "LEDGER_TABLE_PREFIX"}},
-		{"no table", with(votesAPIVars, map[string]string{"COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE"}},
-		{"no prefix", with(votesAPIVars, map[string]string{"LEDGER_TABLE_PREFIX": ""}), []string{"LEDGER_TABLE_PREFIX"}},
-		{"shards not a number", with(votesAPIVars, map[string]string{"COUNTER_SHARDS": "eight"}), []string{`COUNTER_SHARDS="eight"`}},
-		{"zero shards", with(votesAPIVars, map[string]string{"COUNTER_SHARDS": "0"}), []string{`COUNTER_SHARDS="0"`}},
-		{"too many shards", with(votesAPIVars, map[string]string{"COUNTER_SHARDS": "1001"}), []string{`COUNTER_SHARDS="1001"`}},
+		{"no table", lambdafntest.With(votesAPIVars, map[string]string{"COUNTERS_TABLE": ""}), []string{"COUNTERS_TABLE"}},
+		{"no prefix", lambdafntest.With(votesAPIVars, map[string]string{"LEDGER_TABLE_PREFIX": ""}), []string{"LEDGER_TABLE_PREFIX"}},
+		{"shards not a number", lambdafntest.With(votesAPIVars, map[string]string{"COUNTER_SHARDS": "eight"}), []string{`COUNTER_SHARDS="eight"`}},
+		{"zero shards", lambdafntest.With(votesAPIVars, map[string]string{"COUNTER_SHARDS": "0"}), []string{`COUNTER_SHARDS="0"`}},
+		{"too many shards", lambdafntest.With(votesAPIVars, map[string]string{"COUNTER_SHARDS": "1001"}), []string{`COUNTER_SHARDS="1001"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env, wire := setupEnv(tt.vars)
+			env, _ := lambdafntest.Env(t, tt.vars)
 			h, err := SetupVotesAPI(context.Background(), env)
 			checkSetup(t, h, err, tt.want)
 			if tt.want == nil {
 				if _, ok := h.(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)); !ok {
 					t.Errorf("handler is a %T, want an HTTP API handler", h)
 				}
-			}
-			if n := wire.calls.Load(); n != 0 {
-				t.Errorf("Setup made %d HTTP requests, want none", n)
 			}
 		})
 	}
@@ -230,7 +175,7 @@ func BenchmarkSetupVotesAPI(b *testing.B) {
 
 func benchmarkSetup(b *testing.B, setup lambdafn.Setup, vars map[string]string) {
 	b.Setenv("AWS_CA_BUNDLE", "")
-	vars = with(vars, map[string]string{"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"})
+	vars = lambdafntest.With(vars, map[string]string{"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"})
 	getenv := func(k string) string { return vars[k] }
 	ctx := context.Background()
 	b.Run("config+setup", func(b *testing.B) {

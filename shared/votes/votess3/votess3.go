@@ -15,16 +15,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
-// API is what Retirements reads; *s3.Client satisfies it.
-type API interface {
-	ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, opts ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
-	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
-}
-
-var (
-	_ API               = (*s3.Client)(nil)
-	_ votes.Retirements = (*Retirements)(nil)
-)
+var _ votes.Retirements = (*Retirements)(nil)
 
 // Retirements reads whether a ledger month was retired from its archive
 // manifest (ledger.ManifestKey, ledger.Retired). It lists the key before
@@ -32,7 +23,7 @@ var (
 // s3:ListBucket on the bucket and s3:GetObject on the manifests only (a
 // GetObject of a missing key without ListBucket is refused, not a 404).
 type Retirements struct {
-	S3     API
+	S3     *s3.Client
 	Bucket string
 	// Table is the ledger's archive table: the ledger tables' prefix
 	// (<stack>-votes).

@@ -3,6 +3,7 @@ package votess3
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -11,38 +12,46 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsstub"
 )
 
-// bucket is an in-memory bucket: objects by key, and the calls made.
+// bucket is an in-memory bucket behind an S3 client (awsstub): objects by
+// key, and the calls made.
 type bucket struct {
 	objects map[string]string
 	calls   []string
 	err     error
 }
 
-var _ API = (*bucket)(nil)
-
-func (b *bucket) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
-	b.calls = append(b.calls, "ListObjectsV2 "+aws.ToString(in.Prefix))
-	if b.err != nil {
-		return nil, b.err
-	}
-	out := &s3.ListObjectsV2Output{}
-	for k := range b.objects {
-		if strings.HasPrefix(k, aws.ToString(in.Prefix)) {
-			out.Contents = append(out.Contents, s3types.Object{Key: aws.String(k)})
-		}
-	}
-	return out, nil
+func (b *bucket) client() *s3.Client {
+	return s3.New(s3.Options{Region: "us-east-1", APIOptions: []func(*middleware.Stack) error{awsstub.Answer(b.answer)}})
 }
 
-func (b *bucket) GetObject(_ context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
-	b.calls = append(b.calls, "GetObject "+aws.ToString(in.Key))
-	body, ok := b.objects[aws.ToString(in.Key)]
-	if !ok {
-		return nil, &s3types.NoSuchKey{}
+func (b *bucket) answer(in any) (any, error) {
+	switch in := in.(type) {
+	case *s3.ListObjectsV2Input:
+		b.calls = append(b.calls, "ListObjectsV2 "+aws.ToString(in.Prefix))
+		if b.err != nil {
+			return nil, b.err
+		}
+		out := &s3.ListObjectsV2Output{}
+		for k := range b.objects {
+			if strings.HasPrefix(k, aws.ToString(in.Prefix)) {
+				out.Contents = append(out.Contents, s3types.Object{Key: aws.String(k)})
+			}
+		}
+		return out, nil
+	case *s3.GetObjectInput:
+		b.calls = append(b.calls, "GetObject "+aws.ToString(in.Key))
+		body, ok := b.objects[aws.ToString(in.Key)]
+		if !ok {
+			return nil, &s3types.NoSuchKey{}
+		}
+		return &s3.GetObjectOutput{Body: io.NopCloser(strings.NewReader(body))}, nil
 	}
-	return &s3.GetObjectOutput{Body: io.NopCloser(strings.NewReader(body))}, nil
+	return nil, fmt.Errorf("bucket: unexpected %T", in)
 }
 
 func TestRetired(t *testing.T) {
@@ -63,7 +72,7 @@ func TestRetired(t *testing.T) {
 		{"list refused", &bucket{err: errors.New("AccessDenied")}, false, true, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Retirements{S3: tt.b, Bucket: "archive", Table: "ddbpipe-votes"}
+			r := &Retirements{S3: tt.b.client(), Bucket: "archive", Table: "ddbpipe-votes"}
 			got, retired, err := r.Retired(context.Background(), "2026-11")
 			if retired != tt.retired || (err != nil) != tt.err || retired && !got.Equal(at) {
 				t.Errorf("Retired = %s, %v, %v; want retired %v, error %v", got, retired, err, tt.retired, tt.err)
