@@ -66,6 +66,15 @@ type StreamMapping struct {
 	// window has ended, the shard's next poll or batch first makes its final
 	// invocation: no records, isFinalInvokeForWindow, the window's last state.
 	TumblingWindow time.Duration
+	// Parallelization (ParallelizationFactor, 1–10; 0 is 1) is how many
+	// batches of one shard are processed at once. At 1 a shard's next batch
+	// is read after the function returned, as before. Above 1 the shard's
+	// records are dealt by item key (partition and sort key) to that many
+	// lanes, each batched and retried on its own, as Lambda keeps the
+	// order per item: a key's records stay in order and are never in two
+	// batches at once (see lanes.go). Not with TumblingWindow here: the
+	// runner keeps one window state per shard.
+	Parallelization int
 }
 
 // AddStream starts reading a stream for a function (now, or when the runner
@@ -95,6 +104,15 @@ func (r *Runner) AddStream(streams StreamsAPI, queue SQSAPI, m StreamMapping) (s
 	}
 	if m.RetryBackoff <= 0 {
 		m.RetryBackoff = 100 * time.Millisecond
+	}
+	if m.Parallelization == 0 {
+		m.Parallelization = 1
+	}
+	if m.Parallelization < 1 || m.Parallelization > 10 {
+		return "", fmt.Errorf("runner: ParallelizationFactor %d is outside 1–10", m.Parallelization)
+	}
+	if m.Parallelization > 1 && m.TumblingWindow > 0 {
+		return "", fmt.Errorf("runner: %s: ParallelizationFactor %d with TumblingWindowInSeconds is not emulated locally (one window state per shard)", m.Function, m.Parallelization)
 	}
 	if m.ID == "" {
 		m.ID = newID()
@@ -207,7 +225,9 @@ func (p *streamPoller) drained(shards []streamtypes.Shard) bool {
 	return true
 }
 
-// readShard reads one shard in order, in batches, until it ends.
+// readShard reads one shard in order, in batches, until it ends. Above
+// ParallelizationFactor 1 it deals the records to the shard's lanes, which
+// batch and deliver them.
 func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamtypes.ShardIteratorType) {
 	log := p.r.log.With("stream", p.m.StreamARN, "shard", shard)
 	iter, err := p.iterator(ctx, shard, pos, "")
@@ -217,6 +237,11 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 		p.started[shard] = false // try again on the next listing
 		p.mu.Unlock()
 		return
+	}
+	var lanes *shardLanes // above ParallelizationFactor 1: the batches are the lanes'
+	if p.m.Parallelization > 1 {
+		lanes = p.startLanes(ctx, shard)
+		defer lanes.finish()
 	}
 	var buf []streamtypes.Record
 	var firstAt time.Time
@@ -249,6 +274,12 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 				last = aws.ToString(out.Records[n-1].Dynamodb.SequenceNumber)
 			}
 			kept := p.filter(out.Records)
+			if lanes != nil {
+				if !lanes.deal(ctx, kept) {
+					return // the runner stopped
+				}
+				kept = nil
+			}
 			if len(buf) == 0 && len(kept) > 0 {
 				firstAt = time.Now()
 			}
@@ -268,6 +299,14 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 			}
 		}
 		if closed {
+			if lanes != nil {
+				// The shard is done when every lane delivered its last
+				// batch: only then may its children be read.
+				lanes.finish()
+				if ctx.Err() != nil {
+					return
+				}
+			}
 			p.mu.Lock()
 			p.done[shard] = true
 			p.mu.Unlock()
