@@ -29,7 +29,7 @@ const laneDepth = 4
 
 // shardLanes are one shard's lanes.
 type shardLanes struct {
-	in    []chan []streamtypes.Record
+	in    []chan []streamRecord
 	wg    sync.WaitGroup
 	close sync.Once
 }
@@ -38,9 +38,9 @@ type shardLanes struct {
 // runner's: when it ends, the lanes stop (an invocation that started
 // finishes; no retry starts).
 func (p *streamPoller) startLanes(ctx context.Context, shard string) *shardLanes {
-	l := &shardLanes{in: make([]chan []streamtypes.Record, p.m.Parallelization)}
+	l := &shardLanes{in: make([]chan []streamRecord, p.m.Parallelization)}
 	for i := range l.in {
-		l.in[i] = make(chan []streamtypes.Record, laneDepth)
+		l.in[i] = make(chan []streamRecord, laneDepth)
 		l.wg.Go(func() { p.lane(ctx, shard, l.in[i]) })
 	}
 	return l
@@ -48,8 +48,8 @@ func (p *streamPoller) startLanes(ctx context.Context, shard string) *shardLanes
 
 // deal sends each record to its item key's lane, in the order read; false
 // when ctx ended first.
-func (l *shardLanes) deal(ctx context.Context, records []streamtypes.Record) bool {
-	parts := make([][]streamtypes.Record, len(l.in))
+func (l *shardLanes) deal(ctx context.Context, records []streamRecord) bool {
+	parts := make([][]streamRecord, len(l.in))
 	for _, rec := range records {
 		i := laneOf(rec, len(l.in))
 		parts[i] = append(parts[i], rec)
@@ -79,7 +79,7 @@ func (l *shardLanes) finish() {
 }
 
 // laneOf is the lane of a record's item: a hash of its key attributes.
-func laneOf(rec streamtypes.Record, n int) int {
+func laneOf(rec streamRecord, n int) int {
 	if n <= 1 || rec.Dynamodb == nil {
 		return 0
 	}
@@ -110,11 +110,11 @@ func laneOf(rec streamtypes.Record, n int) int {
 
 // lane batches the records dealt to it as readShard batches a whole
 // shard's, and delivers each batch with process before the next.
-func (p *streamPoller) lane(ctx context.Context, shard string, in <-chan []streamtypes.Record) {
-	var buf []streamtypes.Record
+func (p *streamPoller) lane(ctx context.Context, shard string, in <-chan []streamRecord) {
+	var buf []streamRecord
 	var firstAt time.Time
 	open := true
-	take := func(recs []streamtypes.Record, ok bool) {
+	take := func(recs []streamRecord, ok bool) {
 		if !ok {
 			open = false
 			return

@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
 )
 
 // keyedRecords are n records of one shard whose items cycle over keys
@@ -331,5 +333,32 @@ func TestLambdaAPIParallelizationFactor(t *testing.T) {
 				t.Errorf("got %d %s, want %d with %s", resp.StatusCode, raw, tc.wantStatus, tc.wantInBody)
 			}
 		})
+	}
+}
+
+// The event made from each record's JSON is the one json.Marshal makes of
+// events.DynamoDBEvent, byte for byte.
+func TestStreamEventJSONIsLambdas(t *testing.T) {
+	p := &streamPoller{r: New(), m: StreamMapping{StreamARN: "arn:aws:dynamodb:us-east-1:0:table/t/stream/s"}}
+	recs := keyedRecords(3, 2)
+	recs[1].Dynamodb.NewImage = map[string]streamtypes.AttributeValue{"n": &streamtypes.AttributeValueMemberN{Value: "12"}, "b": &streamtypes.AttributeValueMemberB{Value: []byte{0, 1}}}
+	for _, n := range []int{0, 1, 3} {
+		kept := p.filter(recs[:n])
+		var ev events.DynamoDBEvent
+		ev.Records = []events.DynamoDBEventRecord{}
+		for _, rec := range kept {
+			lr, err := ddbstream.LambdaRecord(rec.Record, p.m.StreamARN, p.r.region)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev.Records = append(ev.Records, lr)
+		}
+		want, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := eventJSON(kept); string(got) != string(want) {
+			t.Errorf("%d records:\n got %s\nwant %s", n, got, want)
+		}
 	}
 }

@@ -243,7 +243,7 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 		lanes = p.startLanes(ctx, shard)
 		defer lanes.finish()
 	}
-	var buf []streamtypes.Record
+	var buf []streamRecord
 	var firstAt time.Time
 	last := "" // the sequence number of the last record read, delivered or filtered out
 	for ctx.Err() == nil {
@@ -278,7 +278,7 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 				if !lanes.deal(ctx, kept) {
 					return // the runner stopped
 				}
-				kept = nil
+				kept = nil // dealt
 			}
 			if len(buf) == 0 && len(kept) > 0 {
 				firstAt = time.Now()
@@ -335,29 +335,37 @@ func (p *streamPoller) iterator(ctx context.Context, shard string, pos streamtyp
 	return out.ShardIterator, nil
 }
 
-// filter keeps the records the mapping's filter passes. A record that
-// cannot be read for matching is kept: the function sees it and reports
-// it, as it would without a filter.
-func (p *streamPoller) filter(records []streamtypes.Record) []streamtypes.Record {
-	if p.m.Filter.Empty() {
-		return records
-	}
-	kept := records[:0:0]
+// streamRecord is a record read from the stream with its JSON as the
+// function receives it, made once for the filter and every delivery.
+type streamRecord struct {
+	streamtypes.Record
+	lambda []byte
+	err    error // the record could not be converted: its batch fails
+}
+
+// filter converts the records and keeps those the mapping's filter passes.
+// A record that cannot be read for matching is kept: the function sees it
+// and reports it, as it would without a filter.
+func (p *streamPoller) filter(records []streamtypes.Record) []streamRecord {
+	kept := make([]streamRecord, 0, len(records))
 	for _, rec := range records {
+		sr := streamRecord{Record: rec}
 		lr, err := ddbstream.LambdaRecord(rec, p.m.StreamARN, p.r.region)
-		var raw []byte
 		if err == nil {
-			raw, err = json.Marshal(lr)
+			sr.lambda, err = json.Marshal(lr)
+		}
+		if err != nil {
+			sr.err = fmt.Errorf("runner: convert stream record: %w", err)
 		}
 		ok := true
 		if err == nil {
-			ok, err = p.m.Filter.Match(raw)
+			ok, err = p.m.Filter.Match(sr.lambda)
 		}
-		if err != nil {
+		if err != nil && !p.m.Filter.Empty() {
 			p.r.log.Warn("stream record not filtered; it is delivered", "function", p.m.Function, "err", err)
 		}
 		if ok || err != nil {
-			kept = append(kept, rec)
+			kept = append(kept, sr)
 		}
 	}
 	if n := len(records) - len(kept); n > 0 {
@@ -368,7 +376,7 @@ func (p *streamPoller) filter(records []streamtypes.Record) []streamtypes.Record
 
 // pending is a batch waiting for (re)delivery with its retry count.
 type pending struct {
-	records  []streamtypes.Record
+	records  []streamRecord
 	attempts int
 }
 
@@ -379,7 +387,7 @@ type pending struct {
 // goes to the on-failure destination so the shard moves on. ctx is the
 // invocations' (they finish when the runner stops); once running ends, no
 // invocation or retry starts.
-func (p *streamPoller) process(ctx, running context.Context, shard string, records []streamtypes.Record) {
+func (p *streamPoller) process(ctx, running context.Context, shard string, records []streamRecord) {
 	queue := []pending{{records: records}}
 	for len(queue) > 0 && running.Err() == nil {
 		b := queue[0]
@@ -442,20 +450,17 @@ func (p *streamPoller) tooOld(b pending) bool {
 
 // invoke delivers records. It returns resume = -1 on success, the index to
 // resume from on a partial failure, or an error for a failed invocation.
-func (p *streamPoller) invoke(ctx context.Context, shard string, records []streamtypes.Record) (resume int, err error) {
+func (p *streamPoller) invoke(ctx context.Context, shard string, records []streamRecord) (resume int, err error) {
 	fn := p.m.Function
-	event := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, 0, len(records))}
 	for _, rec := range records {
-		lr, err := ddbstream.LambdaRecord(rec, p.m.StreamARN, p.r.region)
-		if err != nil {
-			return 0, fmt.Errorf("runner: convert stream record: %w", err)
+		if rec.err != nil {
+			return 0, rec.err
 		}
-		event.Records = append(event.Records, lr)
 	}
-	sent := event
+	sent := records
 	crash, cut := p.r.crash(fn)
 	if crash {
-		sent.Records = event.Records[:int(cut*float64(len(event.Records)))]
+		sent = records[:int(cut*float64(len(records)))]
 	}
 	var payload []byte
 	var window events.Window
@@ -465,16 +470,18 @@ func (p *streamPoller) invoke(ctx context.Context, shard string, records []strea
 		start := now.Truncate(p.m.TumblingWindow)
 		window = events.Window{Start: events.RFC3339EpochTime{Time: start}, End: events.RFC3339EpochTime{Time: start.Add(p.m.TumblingWindow)}}
 		state := p.windowState(shard, window)
-		payload, err = json.Marshal(events.DynamoDBTimeWindowEvent{DynamoDBEvent: sent, TimeWindowProperties: events.TimeWindowProperties{
-			Window: window, State: state, ShardID: shard, EventSourceARN: p.m.StreamARN,
-		}})
+		// events.DynamoDBTimeWindowEvent's JSON, with the records as made.
+		payload, err = json.Marshal(struct {
+			Records []json.RawMessage `json:"Records"`
+			events.TimeWindowProperties
+		}{rawRecords(sent), events.TimeWindowProperties{Window: window, State: state, ShardID: shard, EventSourceARN: p.m.StreamARN}})
+		if err != nil {
+			return 0, fmt.Errorf("runner: marshal stream event: %w", err)
+		}
 	} else {
-		payload, err = json.Marshal(sent)
+		payload = eventJSON(sent)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("runner: marshal stream event: %w", err)
-	}
-	p.r.count(fn, func(s *Stats) { s.Records += len(sent.Records) })
+	p.r.count(fn, func(s *Stats) { s.Records += len(sent) })
 	out, err := p.r.Invoke(ctx, fn, payload)
 	if crash {
 		p.r.count(fn, func(s *Stats) { s.Crashes++ })
@@ -517,6 +524,33 @@ func (p *streamPoller) invoke(ctx context.Context, shard string, records []strea
 		lowest = min(lowest, i)
 	}
 	return lowest, nil
+}
+
+// rawRecords are the records' JSON.
+func rawRecords(records []streamRecord) []json.RawMessage {
+	out := make([]json.RawMessage, len(records))
+	for i, rec := range records {
+		out[i] = rec.lambda
+	}
+	return out
+}
+
+// eventJSON is events.DynamoDBEvent's JSON of the records, joined from
+// each record's: {"Records":[...]}.
+func eventJSON(records []streamRecord) []byte {
+	n := len(`{"Records":[]}`) + len(records)
+	for _, rec := range records {
+		n += len(rec.lambda)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"Records":[`...)
+	for i, rec := range records {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, rec.lambda...)
+	}
+	return append(b, "]}"...)
 }
 
 // windowState is the state the function returned last in the shard's
