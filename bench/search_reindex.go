@@ -92,8 +92,19 @@ func (b *searchBench) searchDuring(ctx context.Context, stop <-chan struct{}, r 
 		a := searchAnswer{began: began, word: word, err: err}
 		a.empty = err == nil && (res.Total == 0 || len(res.Hits) == 0)
 		r.answers = append(r.answers, a)
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Until(began.Add(reindexSearchEvery))):
+		}
 	}
 }
+
+// reindexSearchEvery paces the searches during a reindex: often enough to
+// see the switch (a hundred or more of them in its seconds), not so often
+// that they take the two cores from the engine the reindex is measured on
+// (unpaced, the searcher sent about 350 a second).
+const reindexSearchEvery = 50 * time.Millisecond
 
 // searchAnswer is one search during the reindex.
 type searchAnswer struct {

@@ -130,6 +130,13 @@ func (b *searchBench) reportReindex(s *section) {
 		"%d failed and %d were empty; after the last document was written (the switch of the aliases and the old index's\n"+
 		"deletion): %d, %d failed, %d empty. Goal 0 failed and 0 empty: %s.\n",
 		r.searches, r.failed, r.empty, r.switchSearches, r.switchFailed, r.switchEmpty, verdict(r.failed+r.empty == 0 && r.searches > 0))
+	ph := r.res
+	s.printf("`Run`'s steps, each from the end of the one before: the wait for the indexers %s, the scan and its bulk requests %s,\n"+
+		"the refresh (until the engine serves the last writes) %s, the switch %s, the wait before the old index's deletion and\n"+
+		"the deletion %s. Scan, bulk and refresh took %.2f × the plain loaders' mean.\n\n",
+		ph.Settled.Round(10*time.Millisecond), (ph.Loaded - ph.Settled).Round(10*time.Millisecond), (ph.Refreshed - ph.Loaded).Round(10*time.Millisecond),
+		(ph.Switched - ph.Refreshed).Round(time.Millisecond), (ph.Elapsed - ph.Switched).Round(10*time.Millisecond),
+		(ph.Refreshed-ph.Settled).Seconds()/plainTook.Seconds())
 	s.printf("The scan and its bulk requests ran from %s to %s after `Run` began", r.settle, r.lastWrite.Sub(r.began).Round(time.Millisecond))
 	if len(r.failures) == 0 {
 		s.printf(".\n")

@@ -48,6 +48,7 @@ type ESM struct {
 	MaximumRecordAgeInSeconds      *int            `json:"MaximumRecordAgeInSeconds,omitempty"`
 	FunctionResponseTypes          []string        `json:"FunctionResponseTypes,omitempty"`
 	TumblingWindowInSeconds        int             `json:"TumblingWindowInSeconds,omitempty"`
+	ParallelizationFactor          int             `json:"ParallelizationFactor,omitempty"`
 	DestinationConfig              json.RawMessage `json:"DestinationConfig,omitempty"`
 	FilterCriteria                 *FilterCriteria `json:"FilterCriteria,omitempty"`
 	State                          string          `json:"State"`
@@ -123,7 +124,11 @@ func (r *Runner) CreateMapping(ctx context.Context, in esmRequest) (ESM, error) 
 			ID: e.UUID, Function: f.LogicalID, StreamARN: e.EventSourceArn, StartingPosition: e.StartingPosition,
 			BatchSize: e.BatchSize, Window: time.Duration(e.MaximumBatchingWindowInSeconds) * time.Second,
 			ReportBatchItemFailures: partial, Bisect: e.BisectBatchOnFunctionError, MaxRetryAttempts: -1,
-			TumblingWindow: time.Duration(e.TumblingWindowInSeconds) * time.Second,
+			TumblingWindow:  time.Duration(e.TumblingWindowInSeconds) * time.Second,
+			Parallelization: e.ParallelizationFactor, // AddStream refuses one outside 1–10
+		}
+		if e.ParallelizationFactor == 0 {
+			e.ParallelizationFactor, m.Parallelization = 1, 1 // Lambda answers 1 when it was not given
 		}
 		if e.MaximumRetryAttempts != nil {
 			m.MaxRetryAttempts = *e.MaximumRetryAttempts

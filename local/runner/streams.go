@@ -66,6 +66,15 @@ type StreamMapping struct {
 	// window has ended, the shard's next poll or batch first makes its final
 	// invocation: no records, isFinalInvokeForWindow, the window's last state.
 	TumblingWindow time.Duration
+	// Parallelization (ParallelizationFactor, 1–10; 0 is 1) is how many
+	// batches of one shard are processed at once. At 1 a shard's next batch
+	// is read after the function returned, as before. Above 1 the shard's
+	// records are dealt by item key (partition and sort key) to that many
+	// lanes, each batched and retried on its own, as Lambda keeps the
+	// order per item: a key's records stay in order and are never in two
+	// batches at once (see lanes.go). Not with TumblingWindow here: the
+	// runner keeps one window state per shard.
+	Parallelization int
 }
 
 // AddStream starts reading a stream for a function (now, or when the runner
@@ -95,6 +104,15 @@ func (r *Runner) AddStream(streams StreamsAPI, queue SQSAPI, m StreamMapping) (s
 	}
 	if m.RetryBackoff <= 0 {
 		m.RetryBackoff = 100 * time.Millisecond
+	}
+	if m.Parallelization == 0 {
+		m.Parallelization = 1
+	}
+	if m.Parallelization < 1 || m.Parallelization > 10 {
+		return "", fmt.Errorf("runner: ParallelizationFactor %d is outside 1–10", m.Parallelization)
+	}
+	if m.Parallelization > 1 && m.TumblingWindow > 0 {
+		return "", fmt.Errorf("runner: %s: ParallelizationFactor %d with TumblingWindowInSeconds is not emulated locally (one window state per shard)", m.Function, m.Parallelization)
 	}
 	if m.ID == "" {
 		m.ID = newID()
@@ -207,7 +225,9 @@ func (p *streamPoller) drained(shards []streamtypes.Shard) bool {
 	return true
 }
 
-// readShard reads one shard in order, in batches, until it ends.
+// readShard reads one shard in order, in batches, until it ends. Above
+// ParallelizationFactor 1 it deals the records to the shard's lanes, which
+// batch and deliver them.
 func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamtypes.ShardIteratorType) {
 	log := p.r.log.With("stream", p.m.StreamARN, "shard", shard)
 	iter, err := p.iterator(ctx, shard, pos, "")
@@ -218,7 +238,12 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 		p.mu.Unlock()
 		return
 	}
-	var buf []streamtypes.Record
+	var lanes *shardLanes // above ParallelizationFactor 1: the batches are the lanes'
+	if p.m.Parallelization > 1 {
+		lanes = p.startLanes(ctx, shard)
+		defer lanes.finish()
+	}
+	var buf []streamRecord
 	var firstAt time.Time
 	last := "" // the sequence number of the last record read, delivered or filtered out
 	for ctx.Err() == nil {
@@ -249,6 +274,12 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 				last = aws.ToString(out.Records[n-1].Dynamodb.SequenceNumber)
 			}
 			kept := p.filter(out.Records)
+			if lanes != nil {
+				if !lanes.deal(ctx, kept) {
+					return // the runner stopped
+				}
+				kept = nil // dealt
+			}
 			if len(buf) == 0 && len(kept) > 0 {
 				firstAt = time.Now()
 			}
@@ -268,6 +299,14 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 			}
 		}
 		if closed {
+			if lanes != nil {
+				// The shard is done when every lane delivered its last
+				// batch: only then may its children be read.
+				lanes.finish()
+				if ctx.Err() != nil {
+					return
+				}
+			}
 			p.mu.Lock()
 			p.done[shard] = true
 			p.mu.Unlock()
@@ -296,29 +335,37 @@ func (p *streamPoller) iterator(ctx context.Context, shard string, pos streamtyp
 	return out.ShardIterator, nil
 }
 
-// filter keeps the records the mapping's filter passes. A record that
-// cannot be read for matching is kept: the function sees it and reports
-// it, as it would without a filter.
-func (p *streamPoller) filter(records []streamtypes.Record) []streamtypes.Record {
-	if p.m.Filter.Empty() {
-		return records
-	}
-	kept := records[:0:0]
+// streamRecord is a record read from the stream with its JSON as the
+// function receives it, made once for the filter and every delivery.
+type streamRecord struct {
+	streamtypes.Record
+	lambda []byte
+	err    error // the record could not be converted: its batch fails
+}
+
+// filter converts the records and keeps those the mapping's filter passes.
+// A record that cannot be read for matching is kept: the function sees it
+// and reports it, as it would without a filter.
+func (p *streamPoller) filter(records []streamtypes.Record) []streamRecord {
+	kept := make([]streamRecord, 0, len(records))
 	for _, rec := range records {
+		sr := streamRecord{Record: rec}
 		lr, err := ddbstream.LambdaRecord(rec, p.m.StreamARN, p.r.region)
-		var raw []byte
 		if err == nil {
-			raw, err = json.Marshal(lr)
+			sr.lambda, err = json.Marshal(lr)
+		}
+		if err != nil {
+			sr.err = fmt.Errorf("runner: convert stream record: %w", err)
 		}
 		ok := true
 		if err == nil {
-			ok, err = p.m.Filter.Match(raw)
+			ok, err = p.m.Filter.Match(sr.lambda)
 		}
-		if err != nil {
+		if err != nil && !p.m.Filter.Empty() {
 			p.r.log.Warn("stream record not filtered; it is delivered", "function", p.m.Function, "err", err)
 		}
 		if ok || err != nil {
-			kept = append(kept, rec)
+			kept = append(kept, sr)
 		}
 	}
 	if n := len(records) - len(kept); n > 0 {
@@ -329,7 +376,7 @@ func (p *streamPoller) filter(records []streamtypes.Record) []streamtypes.Record
 
 // pending is a batch waiting for (re)delivery with its retry count.
 type pending struct {
-	records  []streamtypes.Record
+	records  []streamRecord
 	attempts int
 }
 
@@ -340,7 +387,7 @@ type pending struct {
 // goes to the on-failure destination so the shard moves on. ctx is the
 // invocations' (they finish when the runner stops); once running ends, no
 // invocation or retry starts.
-func (p *streamPoller) process(ctx, running context.Context, shard string, records []streamtypes.Record) {
+func (p *streamPoller) process(ctx, running context.Context, shard string, records []streamRecord) {
 	queue := []pending{{records: records}}
 	for len(queue) > 0 && running.Err() == nil {
 		b := queue[0]
@@ -403,20 +450,17 @@ func (p *streamPoller) tooOld(b pending) bool {
 
 // invoke delivers records. It returns resume = -1 on success, the index to
 // resume from on a partial failure, or an error for a failed invocation.
-func (p *streamPoller) invoke(ctx context.Context, shard string, records []streamtypes.Record) (resume int, err error) {
+func (p *streamPoller) invoke(ctx context.Context, shard string, records []streamRecord) (resume int, err error) {
 	fn := p.m.Function
-	event := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, 0, len(records))}
 	for _, rec := range records {
-		lr, err := ddbstream.LambdaRecord(rec, p.m.StreamARN, p.r.region)
-		if err != nil {
-			return 0, fmt.Errorf("runner: convert stream record: %w", err)
+		if rec.err != nil {
+			return 0, rec.err
 		}
-		event.Records = append(event.Records, lr)
 	}
-	sent := event
+	sent := records
 	crash, cut := p.r.crash(fn)
 	if crash {
-		sent.Records = event.Records[:int(cut*float64(len(event.Records)))]
+		sent = records[:int(cut*float64(len(records)))]
 	}
 	var payload []byte
 	var window events.Window
@@ -426,16 +470,18 @@ func (p *streamPoller) invoke(ctx context.Context, shard string, records []strea
 		start := now.Truncate(p.m.TumblingWindow)
 		window = events.Window{Start: events.RFC3339EpochTime{Time: start}, End: events.RFC3339EpochTime{Time: start.Add(p.m.TumblingWindow)}}
 		state := p.windowState(shard, window)
-		payload, err = json.Marshal(events.DynamoDBTimeWindowEvent{DynamoDBEvent: sent, TimeWindowProperties: events.TimeWindowProperties{
-			Window: window, State: state, ShardID: shard, EventSourceARN: p.m.StreamARN,
-		}})
+		// events.DynamoDBTimeWindowEvent's JSON, with the records as made.
+		payload, err = json.Marshal(struct {
+			Records []json.RawMessage `json:"Records"`
+			events.TimeWindowProperties
+		}{rawRecords(sent), events.TimeWindowProperties{Window: window, State: state, ShardID: shard, EventSourceARN: p.m.StreamARN}})
+		if err != nil {
+			return 0, fmt.Errorf("runner: marshal stream event: %w", err)
+		}
 	} else {
-		payload, err = json.Marshal(sent)
+		payload = eventJSON(sent)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("runner: marshal stream event: %w", err)
-	}
-	p.r.count(fn, func(s *Stats) { s.Records += len(sent.Records) })
+	p.r.count(fn, func(s *Stats) { s.Records += len(sent) })
 	out, err := p.r.Invoke(ctx, fn, payload)
 	if crash {
 		p.r.count(fn, func(s *Stats) { s.Crashes++ })
@@ -478,6 +524,33 @@ func (p *streamPoller) invoke(ctx context.Context, shard string, records []strea
 		lowest = min(lowest, i)
 	}
 	return lowest, nil
+}
+
+// rawRecords are the records' JSON.
+func rawRecords(records []streamRecord) []json.RawMessage {
+	out := make([]json.RawMessage, len(records))
+	for i, rec := range records {
+		out[i] = rec.lambda
+	}
+	return out
+}
+
+// eventJSON is events.DynamoDBEvent's JSON of the records, joined from
+// each record's: {"Records":[...]}.
+func eventJSON(records []streamRecord) []byte {
+	n := len(`{"Records":[]}`) + len(records)
+	for _, rec := range records {
+		n += len(rec.lambda)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"Records":[`...)
+	for i, rec := range records {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, rec.lambda...)
+	}
+	return append(b, "]}"...)
 }
 
 // windowState is the state the function returned last in the shard's

@@ -705,6 +705,7 @@ func (e *Env) mapStream(f provision.Function, p map[string]any) error {
 		Bisect:                  cfn.Scalar(p["BisectBatchOnFunctionError"]) == "true",
 		MaxRetryAttempts:        num(p["MaximumRetryAttempts"], -1),
 		MaxRecordAge:            seconds(p["MaximumRecordAgeInSeconds"]),
+		Parallelization:         num(p["ParallelizationFactor"], 1),
 	}
 	if dest := cfn.Scalar(obj(obj(p["DestinationConfig"])["OnFailure"])["Destination"]); dest != "" {
 		url, ok := e.queueURL(dest)

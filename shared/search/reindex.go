@@ -85,6 +85,10 @@ type ReindexResult struct {
 	Replaced []string // the indexes it replaced (deleted unless KeepOld)
 	ReindexProgress
 	Requests int
+	// When each step ended, from Run's start: the wait for the indexers
+	// (Settle), the scan and its bulk requests, the refresh and the switch
+	// (from then on searches read the new index).
+	Settled, Loaded, Refreshed, Switched time.Duration
 }
 
 // Run rebuilds the index. On failure before the switch, the new index
@@ -111,22 +115,26 @@ func (r *Reindex) Run(ctx context.Context) (ReindexResult, error) {
 		r.abandon()
 		return res, err
 	}
+	res.Settled = time.Since(began)
 	if err := r.load(ctx, began, &res); err != nil {
 		r.abandon()
 		return res, fmt.Errorf("search: reindex: %w", err)
 	}
+	res.Loaded = time.Since(began)
 	// Searchable before it is searched: a refresh makes the last bulks
 	// visible (OpenSearch shows writes on its next refresh, a second later).
 	if err := r.Indexes.Refresh(ctx, r.Name); err != nil {
 		r.abandon()
 		return res, fmt.Errorf("search: reindex: %w", err)
 	}
+	res.Refreshed = time.Since(began)
 	old := unique(read, write, r.Name)
 	if err := r.Indexes.Switch(ctx, old, r.Name); err != nil {
 		r.abandon()
 		return res, fmt.Errorf("search: reindex: switch the aliases: %w", err)
 	}
 	res.Replaced = old
+	res.Switched = time.Since(began)
 	if !r.KeepOld {
 		linger := r.Linger
 		if linger == 0 {

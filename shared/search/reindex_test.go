@@ -131,6 +131,10 @@ func TestReindexSwapsInAWholeIndexWhileTheStreamWrites(t *testing.T) {
 	if res.Newer != 1 || res.Scanned != 3 || !slices.Equal(res.Replaced, []string{"old"}) {
 		t.Errorf("result %+v: want 1 refused as older, 3 scanned, old replaced", res)
 	}
+	steps := []time.Duration{res.Settled, res.Loaded, res.Refreshed, res.Switched, res.Elapsed}
+	if res.Settled <= 0 || !slices.IsSorted(steps) || res.Elapsed-res.Switched < r.Linger {
+		t.Errorf("steps ended at %v (settled, loaded, refreshed, switched, all): want them in order, the linger after the switch", steps)
+	}
 }
 
 func TestAFailedReindexLeavesTheOldIndex(t *testing.T) {
