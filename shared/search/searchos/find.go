@@ -12,6 +12,7 @@ import (
 
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 	"github.com/ddbpipe/ddbpipe/shared/search"
 )
 
@@ -164,11 +165,25 @@ feed:
 	return ctx.Err()
 }
 
+// scanRetry spaces the retries of a scan's page that the engine did not
+// answer, or answered 429 or 5xx (ZincSearch answered 503 "unexpected
+// EOF" under load in about one verify in five): a page is a read, so a
+// retry is safe, and one lost page would fail a whole verify.
+var scanRetry = retry.Backoff{Base: 200 * time.Millisecond, Max: 3 * time.Second}
+
+const scanAttempts = 6
+
 // scanBucket reads the documents whose id starts with prefix, splitting
 // the bucket in 16 when it holds more than a window.
 func (e *Engine) scanBucket(ctx context.Context, prefix string, fn func([]search.Entry) error) error {
 	for from := 0; ; from += scanPage {
 		entries, total, err := e.scanPage(ctx, prefix, from)
+		for n := 1; errors.Is(err, search.ErrUnavailable) && n < scanAttempts; n++ {
+			if werr := scanRetry.Wait(ctx, n); werr != nil {
+				return err
+			}
+			entries, total, err = e.scanPage(ctx, prefix, from)
+		}
 		if err != nil {
 			return err
 		}
