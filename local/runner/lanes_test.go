@@ -223,17 +223,7 @@ func TestStreamParallelFailureStaysInItsLane(t *testing.T) {
 // last batch: its child's records come after all of the parent's, however
 // slow the parent's last batches are.
 func TestStreamParallelChildAfterParentsLanes(t *testing.T) {
-	now := time.Now()
-	fs := &fakeStream{
-		shards: []streamtypes.Shard{
-			{ShardId: aws.String("child"), ParentShardId: aws.String("parent"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("400")}},
-			{ShardId: aws.String("parent"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("100"), EndingSequenceNumber: aws.String("300")}},
-		},
-		records: map[string][]streamtypes.Record{
-			"parent": {record("100", now), record("200", now), record("300", now)},
-			"child":  {record("400", now), record("500", now)},
-		},
-	}
+	fs := parentAndChild()
 	var mu sync.Mutex
 	var got []string
 	childSeen := func() bool {

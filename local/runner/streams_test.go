@@ -122,11 +122,11 @@ func deliver(t *testing.T, fs *fakeStream, m StreamMapping, n int) (*Runner, []s
 	return r, slices.Clone(got)
 }
 
-// A child shard is read only after its parent was read to its end, even
-// when the listing names the child first.
-func TestStreamLineageParentsFirst(t *testing.T) {
+// parentAndChild is a stream whose listing names a child shard (records
+// 400 and 500) before its closed parent (100 to 300).
+func parentAndChild() *fakeStream {
 	now := time.Now()
-	fs := &fakeStream{
+	return &fakeStream{
 		shards: []streamtypes.Shard{
 			{ShardId: aws.String("child"), ParentShardId: aws.String("parent"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("400")}},
 			{ShardId: aws.String("parent"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("100"), EndingSequenceNumber: aws.String("300")}},
@@ -136,6 +136,12 @@ func TestStreamLineageParentsFirst(t *testing.T) {
 			"child":  {record("400", now), record("500", now)},
 		},
 	}
+}
+
+// A child shard is read only after its parent was read to its end, even
+// when the listing names the child first.
+func TestStreamLineageParentsFirst(t *testing.T) {
+	fs := parentAndChild()
 	_, got := deliver(t, fs, StreamMapping{BatchSize: 10}, 5)
 	if want := "[100 200 300 400 500]"; fmt.Sprint(got) != want {
 		t.Errorf("records in order %v, want %s", got, want)
