@@ -244,6 +244,9 @@ func report(w io.Writer, env *stack.Env) {
 // demoVotes creates a poll through the HTTP API, sends votes with the
 // load generator, waits until the counter has counted them and prints
 // the results read from the shards.
+// demoStall is how long the demo waits for a count that does not move.
+const demoStall = time.Minute
+
 func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCount, error) {
 	v := env.Vars
 	poll := fmt.Sprintf("demo-%d", time.Now().Unix())
@@ -283,12 +286,24 @@ func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCou
 	start := time.Now()
 	var t votes.Totals
 	store := votesddb.New(env.Clients.DynamoDB, v["COUNTERS_TABLE_NAME"], v["LEDGER_TABLE_PREFIX"])
+	// Counting takes as long as the machine needs (a busy one counts a
+	// few votes a second): the demo waits while the count moves, says how
+	// far it got every 15 s, and gives up once it has not moved for a minute.
+	var last int64
+	moved, told := start, start
 	for {
 		if t, err = votes.Results(ctx, store, poll, time.Now); err != nil {
 			return pollCount{}, err
 		}
-		if t.Total >= int64(load.Sent) || time.Since(start) > 2*time.Minute {
+		if t.Total >= int64(load.Sent) || time.Since(moved) > demoStall {
 			break
+		}
+		if t.Total != last {
+			last, moved = t.Total, time.Now()
+		}
+		if time.Since(told) >= 15*time.Second {
+			told = time.Now()
+			fmt.Fprintf(w, "  counting: %d of %d after %s\n", t.Total, load.Sent, time.Since(start).Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():
@@ -306,7 +321,7 @@ func demoVotes(ctx context.Context, env *stack.Env, n int, w io.Writer) (pollCou
 	}
 	fmt.Fprintf(w, "  total   %6d  (distinct votes sent: %d; duplicates dropped)\n", t.Total, load.Sent)
 	if t.Total != int64(load.Sent) {
-		return pollCount{}, fmt.Errorf("demo: counted %d votes, sent %d distinct", t.Total, load.Sent)
+		return pollCount{}, fmt.Errorf("demo: counted %d votes, sent %d distinct; the count had not moved for %s", t.Total, load.Sent, demoStall)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {

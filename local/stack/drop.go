@@ -38,9 +38,24 @@ func (e *Env) dropTables(ctx context.Context) error {
 		}
 	}
 	for _, n := range names {
-		if _, err := c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(n)}); err != nil && !awserr.Is(err, "ResourceNotFoundException") {
+		if err := dropTable(ctx, c, n); err != nil {
 			return fmt.Errorf("drop the stack's table %s: %w", n, err)
 		}
 	}
 	return nil
+}
+
+// dropTable deletes one table; a ledger month the rotator created is
+// protected against deletion, which is turned off first.
+func dropTable(ctx context.Context, c *dynamodb.Client, name string) error {
+	_, err := c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	if awserr.Is(err, "ValidationException") && strings.Contains(err.Error(), "protected against deletion") {
+		if _, err = c.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(false)}); err == nil {
+			_, err = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+		}
+	}
+	if awserr.Is(err, "ResourceNotFoundException") {
+		return nil
+	}
+	return err
 }

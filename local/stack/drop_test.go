@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
@@ -55,6 +57,17 @@ func TestCloseDropsTheTablesOfAStackOnSharedServers(t *testing.T) {
 	// "<base>" and "<base>1": the second's name starts with the first's,
 	// and its tables must outlive the first's Close.
 	kept, dropped := up(base+"1", true), up(base, false)
+	// A month of the ledger, as the rotator creates it: protected
+	// against deletion.
+	if _, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:                 aws.String(base + "-votes-2026-01"),
+		AttributeDefinitions:      []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:                 []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		BillingMode:               types.BillingModePayPerRequest,
+		DeletionProtectionEnabled: aws.Bool(true),
+	}); err != nil {
+		t.Fatal(err)
+	}
 	ours, theirs := tables(base), tables(base+"1")
 	if len(ours) == 0 || len(theirs) == 0 {
 		t.Fatalf("before Close: %v and %v, want each stack's own tables", ours, theirs)
