@@ -52,6 +52,13 @@ type StreamMapping struct {
 	OnFailureQueueURL string
 	// PollInterval between empty reads (default 250 ms locally; AWS polls each shard 4 times a second).
 	PollInterval time.Duration
+	// IdlePollInterval between empty reads of a shard that has returned
+	// nothing for idleReads reads in a row: the local stack's saving (an
+	// idle stack's reads were two thirds of its CPU time and of DynamoDB
+	// Local's), at the cost of up to this much more latency for the first
+	// record after a quiet spell. Default 1 s when PollInterval is left to
+	// its default, else PollInterval (no slowing down).
+	IdlePollInterval time.Duration
 	// RetryBackoff is the first pause before retrying a failed batch (default
 	// 100 ms; it doubles to 2 s, jittered as retry.Backoff does).
 	RetryBackoff time.Duration
@@ -101,7 +108,11 @@ func (r *Runner) AddStream(streams StreamsAPI, queue SQSAPI, m StreamMapping) (s
 	}
 	if m.PollInterval <= 0 {
 		m.PollInterval = 250 * time.Millisecond
+		if m.IdlePollInterval <= 0 {
+			m.IdlePollInterval = time.Second
+		}
 	}
+	m.IdlePollInterval = max(m.IdlePollInterval, m.PollInterval)
 	if m.RetryBackoff <= 0 {
 		m.RetryBackoff = 100 * time.Millisecond
 	}
@@ -117,7 +128,7 @@ func (r *Runner) AddStream(streams StreamsAPI, queue SQSAPI, m StreamMapping) (s
 	if m.ID == "" {
 		m.ID = newID()
 	}
-	p := &streamPoller{r: r, c: streams, q: queue, m: m, done: map[string]bool{}, started: map[string]bool{}}
+	p := &streamPoller{r: r, c: streams, q: queue, m: m, done: map[string]bool{}, started: map[string]bool{}, ended: make(chan struct{}, 1)}
 	r.add(&source{id: m.ID, kind: "stream", desc: m.StreamARN + " → " + m.Function, start: p.run})
 	return m.ID, nil
 }
@@ -131,6 +142,7 @@ type streamPoller struct {
 	mu      sync.Mutex
 	done    map[string]bool // shards read to their end
 	started map[string]bool
+	ended   chan struct{} // a shard was read to its end: list the shards again now
 
 	windowMu sync.Mutex
 	windows  map[string]windowState // per shard: tumbling windows' state
@@ -187,8 +199,28 @@ func (p *streamPoller) run(ctx context.Context) {
 			}(id, pos)
 		}
 		initial = false
-		_ = p.r.clock.Sleep(ctx, max(p.m.PollInterval, time.Second))
+		p.waitToList(ctx)
 	}
+}
+
+// listEvery is how often a mapping lists its stream's shards when none
+// has ended: new shards appear when one ends (its children) or when the
+// stream is turned off, which a list this often sees in time.
+const listEvery = 5 * time.Second
+
+// waitToList waits until the next listing of the shards is due: listEvery,
+// or as soon as a shard was read to its end, whose children may be read now.
+func (p *streamPoller) waitToList(ctx context.Context) {
+	wake, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.ended:
+			cancel()
+		case <-wake.Done():
+		}
+	}()
+	_ = p.r.clock.Sleep(wake, max(p.m.PollInterval, listEvery))
 }
 
 // shards lists the stream's shards; disabled is true once the stream was
@@ -225,6 +257,10 @@ func (p *streamPoller) drained(shards []streamtypes.Shard) bool {
 	return true
 }
 
+// idleReads is how many empty reads in a row (2 s at 4 a second) make a
+// shard idle: it is then read every IdlePollInterval until a record comes.
+const idleReads = 8
+
 // readShard reads one shard in order, in batches, until it ends. Above
 // ParallelizationFactor 1 it deals the records to the shard's lanes, which
 // batch and deliver them.
@@ -246,6 +282,7 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 	var buf []streamRecord
 	var firstAt time.Time
 	last := "" // the sequence number of the last record read, delivered or filtered out
+	empty := 0 // reads in a row that returned no record
 	for ctx.Err() == nil {
 		var out *dynamodbstreams.GetRecordsOutput
 		if iter != nil {
@@ -310,13 +347,25 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 			p.mu.Lock()
 			p.done[shard] = true
 			p.mu.Unlock()
+			select {
+			case p.ended <- struct{}{}:
+			default: // a listing is already due
+			}
 			return
+		}
+		if out != nil && len(out.Records) > 0 {
+			empty = 0
 		}
 		if out != nil && len(out.Records) == 0 {
 			if p.m.TumblingWindow > 0 {
 				p.closeWindow(context.WithoutCancel(ctx), shard, p.r.clock.Now().UTC())
 			}
-			_ = p.r.clock.Sleep(ctx, p.m.PollInterval)
+			empty++
+			wait := p.m.PollInterval
+			if empty > idleReads {
+				wait = p.m.IdlePollInterval
+			}
+			_ = p.r.clock.Sleep(ctx, wait)
 		}
 	}
 }

@@ -319,3 +319,136 @@ func TestStreamPartialFailureSplitsWhenBisecting(t *testing.T) {
 		})
 	}
 }
+
+// pacedClock records the runner's sleeps and ends each short one at once;
+// a sleep of listEvery or more lasts until its context ends, so a shard
+// listing that comes only on its timer never comes.
+type pacedClock struct {
+	mu     sync.Mutex
+	sleeps []time.Duration
+}
+
+func (c *pacedClock) Now() time.Time { return time.Now() }
+
+func (c *pacedClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.sleeps = append(c.sleeps, d)
+	c.mu.Unlock()
+	if d >= listEvery {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Millisecond):
+		return nil
+	}
+}
+
+func (c *pacedClock) reads() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(c.sleeps), func(d time.Duration) bool { return d >= listEvery })
+}
+
+// lockedStream is a fakeStream whose records a test may add while the
+// runner reads it.
+type lockedStream struct {
+	mu sync.Mutex
+	fakeStream
+}
+
+func (f *lockedStream) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, o ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fakeStream.GetRecords(ctx, in, o...)
+}
+
+// A shard that returns nothing is read at the base rate for idleReads
+// reads, then once per IdlePollInterval, and at the base rate again from
+// the read that brings a record.
+func TestStreamIdleShardIsReadLessOften(t *testing.T) {
+	fs := &lockedStream{fakeStream: fakeStream{
+		shards:  []streamtypes.Shard{{ShardId: aws.String("s"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1")}}},
+		records: map[string][]streamtypes.Record{},
+	}}
+	clock := &pacedClock{}
+	got := make(chan string, 10)
+	r := New(WithClock(clock))
+	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+		for _, rec := range ev.Records {
+			got <- rec.Change.SequenceNumber
+		}
+		return nil
+	})})
+	if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: "arn:s"}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	waitUntil(10*time.Second, func() bool { return len(clock.reads()) >= idleReads+3 })
+	fs.mu.Lock()
+	fs.records["s"] = []streamtypes.Record{record("7", time.Now())}
+	fs.mu.Unlock()
+	select {
+	case seq := <-got:
+		if seq != "7" {
+			t.Fatalf("delivered %s, want 7", seq)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record added to an idle shard was not delivered")
+	}
+	n := len(clock.reads())
+	waitUntil(10*time.Second, func() bool { return len(clock.reads()) >= n+2 })
+	reads := clock.reads()
+	for i, d := range reads[:idleReads] {
+		if d != 250*time.Millisecond {
+			t.Fatalf("empty read %d then slept %s, want the base 250ms (all: %v)", i+1, d, reads)
+		}
+	}
+	if d := reads[idleReads]; d != time.Second {
+		t.Fatalf("empty read %d then slept %s, want the idle 1s (all: %v)", idleReads+1, d, reads)
+	}
+	if d := reads[n]; d != 250*time.Millisecond {
+		t.Errorf("the first empty read after the record slept %s, want the base 250ms again (all: %v)", d, reads)
+	}
+}
+
+// The children of a shard read to its end are read at once, not at the
+// next listing on the timer (which pacedClock never ends).
+func TestStreamEndedShardListsItsChildrenAtOnce(t *testing.T) {
+	clock := &pacedClock{}
+	var mu sync.Mutex
+	var got []string
+	r := New(WithClock(clock))
+	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rec := range ev.Records {
+			got = append(got, rec.Change.SequenceNumber)
+		}
+		return nil
+	})})
+	if _, err := r.AddStream(parentAndChild(), &fakeQueue{}, StreamMapping{Function: "F", StreamARN: "arn:s"}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	ok := waitUntil(10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 5
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !ok || !slices.Equal(got, []string{"100", "200", "300", "400", "500"}) {
+		t.Fatalf("delivered %v, want the parent's 100–300, then the child's 400 and 500", got)
+	}
+}
