@@ -221,7 +221,7 @@ func InstallIAMJudge(ctx context.Context, o Options) error {
 	return installNPM(ctx, o, "iamjudge", IAMJudgeDir(o.Root))
 }
 
-// installNPM runs `npm ci` on copies of tools/<pins>/package*.json in
+// installNPM runs `npm ci` (tools/npm-ci.sh) on copies of tools/<pins>/package*.json in
 // dir, unless the stamp shows those files are already installed.
 func installNPM(ctx context.Context, o Options, pins, dir string) error {
 	src := filepath.Join(o.Root, "tools", pins)
@@ -252,8 +252,12 @@ func installNPM(ctx context.Context, o Options, pins, dir string) error {
 			return fmt.Errorf("servers: %w", err)
 		}
 	}
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
+	// npm ci through the machine's cache of installed node_modules
+	// (tools/npm-ci.sh): a fresh clone links what another installed.
+	cmd := exec.CommandContext(ctx, filepath.Join(o.Root, "tools", "npm-ci.sh"), dir, "--no-audit", "--no-fund")
+	if o.CacheDir != "" {
+		cmd.Env = append(os.Environ(), "DDBPIPE_CACHE_DIR="+o.CacheDir)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("servers: npm ci in %s: %w\n%s", dir, err, lastLines(string(out), errorTail))
 	}
