@@ -110,7 +110,8 @@ lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 # Lint, the unit tests under the race detector (-short: the integration
 # tests run once, below) and the fuzz targets, two at a time (lint is
 # mostly one Python process; each target's output stays together), then
-# every test with the local servers started
+# every test with the local servers started (-vet=off: lint's go vet ./...
+# has checked every package; go test's own vet pass would repeat a subset)
 # once for all packages (`ddbpipe local servers` exports their endpoints;
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
@@ -150,7 +151,7 @@ iam-check:
 	$(GO) run ./local/iam/iamcheck -records $(IAM_RECORDS)/$(IAM_RUN) -out $(IAM_RECORDS)/$(IAM_RUN)/report.txt -q
 
 test-race: deps
-	$(GO) test -count=1 -race -short -skip '$(RACE_SKIP)' $(RACE_PKGS)
+	$(GO) test -vet=off -count=1 -race -short -skip '$(RACE_SKIP)' $(RACE_PKGS)
 
 # The fuzz targets, each for its own count of inputs in `make test` (about
 # 3 s each here), or for FUZZTIME each when it is given (e.g. `make fuzz
@@ -179,7 +180,7 @@ fuzz: deps
 # t.Parallel (those of tests/ that wait on the pipeline): together they
 # keep the 2 cores about 1.8 busy, so more at once only stretches each.
 test-servers:
-	$(GO) test -count=1 -p 3 -parallel 4 -timeout $(TEST_TIMEOUT) ./tests ./soak ./...
+	$(GO) test -vet=off -count=1 -p 3 -parallel 4 -timeout $(TEST_TIMEOUT) ./tests ./soak ./...
 
 # The key round trips at full size: 1,200 keys through the Go client and
 # as botocore signs them, 1,000 through the CLI (make test runs each with
