@@ -84,8 +84,8 @@ type cachedTargets struct {
 // reindex waits longer than this after adding its index, so every
 // indexer writes to it before the table is scanned. One second costs a
 // busy indexer one alias read a second and a reindex a 2 s wait (at 5 s
-// the wait was most of a 25,000-object reindex's time beyond the bulk
-// load: 6 s of 13 in the bench at scale 0.25).
+// the wait was 6 s of a 5,000-object reindex's 13 in the bench at scale
+// 0.25).
 const targetsTTL = time.Second
 
 // TargetsTTL is targetsTTL, for the reindex's wait.
