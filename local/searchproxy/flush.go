@@ -136,8 +136,8 @@ func (p *Proxy) awaitSearchable(ctx context.Context, items []*item) {
 }
 
 // awaitServed polls the engine by id until it serves the pending writes of
-// keys, or limit passes.
-func (p *Proxy) awaitServed(ctx context.Context, keys []docKey, limit time.Duration) {
+// keys, or limit passes; it returns how many it did not see served.
+func (p *Proxy) awaitServed(ctx context.Context, keys []docKey, limit time.Duration) (left int) {
 	waiting := map[string]map[string]pendingWrite{} // index → id → write
 	for _, k := range keys {
 		if w, ok := p.unflushed.get(k); ok {
@@ -179,9 +179,11 @@ func (p *Proxy) awaitServed(ctx context.Context, keys []docKey, limit time.Durat
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				p.log.Warn("searchproxy: writes not served in time; going on", "index", index, "documents", len(ids), "error", err)
+				left += len(ids)
 				break
 			}
 			_ = retry.Sleep(ctx, 20*time.Millisecond)
 		}
 	}
+	return left
 }

@@ -82,6 +82,10 @@ type Options struct {
 	// RefreshInterval is the engine's interval for making writes searchable
 	// (ZINC_WAL_SYNC_INTERVAL); default 1s, ZincSearch's default.
 	RefreshInterval time.Duration
+	// RefreshWait bounds a refresh's wait for the engine to serve the
+	// writes before it (then 503); default 20 s, within the clients' 30 s
+	// request timeout.
+	RefreshWait time.Duration
 	// MaxBodyBytes bounds a request body (OpenSearch's
 	// http.max_content_length); default 100 MiB.
 	MaxBodyBytes int64
@@ -115,6 +119,9 @@ func New(o Options) (*Proxy, error) {
 	}
 	if o.RefreshInterval <= 0 {
 		o.RefreshInterval = time.Second
+	}
+	if o.RefreshWait <= 0 {
+		o.RefreshWait = 20 * time.Second
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 100 << 20
@@ -407,24 +414,26 @@ func refreshParam(q url.Values) bool {
 // engine flushes in order of receipt, so the rest were flushed with them).
 // A fixed wait of one sync interval and a margin was not enough on a
 // loaded machine: a reindex's alias switch, right after its refresh, once
-// served six searches empty.
+// served six searches empty. Writes still not served after RefreshWait
+// answer 503: a refresh that returned 200 before its writes were
+// searchable let a reindex of 100,000 objects switch to an index that
+// served four searches empty.
 func (p *Proxy) refresh(w http.ResponseWriter, r *http.Request) *apiError {
 	if p.on(Refresh) {
-		p.awaitServed(r.Context(), p.unflushed.latest(refreshChecks), refreshWait)
+		left := p.awaitServed(r.Context(), p.unflushed.latest(refreshChecks), p.o.RefreshWait)
 		if err := r.Context().Err(); err != nil {
 			return unavailable(err)
+		}
+		if left > 0 {
+			return unavailable(fmt.Errorf("refresh: %d of the latest writes not searchable after %s; refresh again", left, p.o.RefreshWait))
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"_shards": shards()})
 	return nil
 }
 
-// A refresh checks the latest refreshChecks writes of each index, for at
-// most refreshWait.
-const (
-	refreshChecks = 200
-	refreshWait   = 20 * time.Second // within the clients' 30 s request timeout
-)
+// A refresh checks the latest refreshChecks writes of each index.
+const refreshChecks = 200
 
 func shards() map[string]int { return map[string]int{"total": 1, "successful": 1, "failed": 0} }
 

@@ -3,6 +3,7 @@ package searchproxy
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -585,6 +587,42 @@ func TestStrictMapping(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// blindSearches passes requests to the engine, but while on answers its
+// searches with no hit: an engine that has not made the writes
+// searchable yet.
+type blindSearches struct{ on atomic.Bool }
+
+func (b *blindSearches) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.on.Load() && strings.HasSuffix(r.URL.Path, "/_search") {
+		body := `{"hits":{"total":{"value":0,"relation":"eq"},"hits":[]}}`
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}, nil
+	}
+	return (&http.Transport{Proxy: nil}).RoundTrip(r)
+}
+
+// A refresh whose writes the engine does not serve within RefreshWait
+// answers 503 (searchos refreshes again), never 200: a reindex switches
+// to its new index after a refresh, and a 200 given too early once let
+// four searches find nothing there.
+func TestRefreshNotServedInTimeAnswers503(t *testing.T) {
+	blind := &blindSearches{}
+	p := startProxy(t, Options{RefreshWait: 300 * time.Millisecond, Client: &http.Client{Transport: blind}})
+	index := p.newIndex("refresh-late")
+	blind.on.Store(true)
+	if errs, _ := p.bulk("", indexLine(index, "doc1", 1, "alpha")); errs {
+		t.Fatal("bulk reported errors")
+	}
+	status, body := p.do(http.MethodPost, "/"+index+"/_refresh", "")
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "not searchable after 300ms") {
+		t.Fatalf("refresh with the write not served: %d %s, want 503 saying the write is not searchable", status, body)
+	}
+	blind.on.Store(false)
+	if status, body := p.do(http.MethodPost, "/"+index+"/_refresh", ""); status != http.StatusOK {
+		t.Fatalf("refresh with the write served: %d %s, want 200", status, body)
 	}
 }
 

@@ -71,3 +71,51 @@ func TestScanRetriesAPageTheEngineDidNotServe(t *testing.T) {
 		})
 	}
 }
+
+// A refresh the engine could not finish (503) is asked again, and a
+// refresh that never finishes is an error, never a success: a reindex
+// switches its aliases only after Refresh returns nil.
+func TestRefreshAsksAgainUntilTheEngineFinishes(t *testing.T) {
+	saved := scanRetry
+	scanRetry = retry.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}
+	t.Cleanup(func() { scanRetry = saved })
+	for _, tc := range []struct {
+		name     string
+		failures int64
+		wantErr  bool
+	}{
+		{"two 503s, then refreshed", 2, false},
+		{"503 for good", 1 << 30, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !strings.HasSuffix(r.URL.Path, "/_refresh") {
+					http.Error(w, `{"error":"unexpected request"}`, http.StatusBadRequest)
+					return
+				}
+				if asked.Add(1) <= tc.failures {
+					http.Error(w, `{"error":{"type":"unavailable_shards_exception","reason":"refresh: 1 of the latest writes not searchable"}}`, http.StatusServiceUnavailable)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
+			}))
+			defer srv.Close()
+			e, err := New(Config{Endpoint: srv.URL, Alias: "objects"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = e.Refresh(context.Background(), "objects-new")
+			if tc.wantErr {
+				if !errors.Is(err, search.ErrUnavailable) || asked.Load() != scanAttempts {
+					t.Fatalf("Refresh = %v after %d requests, want ErrUnavailable after %d", err, asked.Load(), scanAttempts)
+				}
+				return
+			}
+			if err != nil || asked.Load() != tc.failures+1 {
+				t.Fatalf("Refresh = %v after %d requests, want nil after %d", err, asked.Load(), tc.failures+1)
+			}
+		})
+	}
+}
