@@ -100,6 +100,9 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 		if attached, ok = servers.FromEnv(os.Getenv); !ok {
 			return stack.Options{}, nil, fmt.Errorf("-attach: no servers in this environment (%s, %s and %s unset): run it under `ddbpipe local servers -- ddbpipe local up -attach`", servers.EnvDynamoDB, servers.EnvSQS, servers.EnvS3)
 		}
+		if attached.Search == "" {
+			return stack.Options{}, nil, fmt.Errorf("-attach: no search engine in this environment (%s unset; `ddbpipe local servers --` exports it with the AWS endpoints)", servers.EnvSearch)
+		}
 	}
 	if u.stateDir == "" {
 		u.stateDir = filepath.Join(dir, ".ddbpipe")

@@ -74,6 +74,18 @@ func TestCommandLineErrors(t *testing.T) {
 			t.Errorf("local up -attach without servers: %v", err)
 		}
 	})
+	// -attach with the AWS endpoints but no search engine: named, not a
+	// failed function setup later.
+	t.Run("attach without a search engine", func(t *testing.T) {
+		for _, k := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3"} {
+			t.Setenv(k, "http://127.0.0.1:9")
+		}
+		t.Setenv("DDBPIPE_SEARCH_ENGINE_URL", "")
+		err := run(context.Background(), []string{"local", "up", "-attach", "-state-dir", tmp}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "DDBPIPE_SEARCH_ENGINE_URL unset") {
+			t.Errorf("local up -attach without a search engine: %v", err)
+		}
+	})
 }
 
 // Help asked for goes to stdout and is not an error; a command line that

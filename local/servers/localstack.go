@@ -364,10 +364,14 @@ func (s *Stack) Logs(name string) string {
 }
 
 // RSSBytes returns the summed resident set size of the servers, read from
-// /proc/<pid>/status (Linux only).
+// /proc/<pid>/status (Linux only); an error for servers this Stack did
+// not start (attached from the environment), whose processes it does not know.
 func (s *Stack) RSSBytes() (int64, error) {
 	s.procsMu.Lock()
 	defer s.procsMu.Unlock()
+	if len(s.procs) == 0 {
+		return 0, errors.New("servers: not started here: their memory is not known")
+	}
 	var total int64
 	for _, p := range s.procs {
 		n, err := rssBytes(p.cmd.Process.Pid)
