@@ -74,7 +74,7 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&u.apiPort, "api-port", 0, "HTTP API port (default: a free port)")
 	fs.IntVar(&u.lambdaPort, "lambda-port", 0, "Lambda API port (default: a free port)")
 	fs.BoolVar(&u.iam, "iam", true, "judge every AWS call against its caller's role in the transformed template (local/iam; needs python3 with aws-sam-translator and node); -iam=false allows every call")
-	fs.BoolVar(&u.attach, "attach", false, "run on the servers this environment names (AWS_ENDPOINT_URL_DYNAMODB, _SQS and _S3, as `ddbpipe local servers -- CMD` exports them) instead of starting its own; the stack's tables go when it stops, the servers stay")
+	fs.BoolVar(&u.attach, "attach", false, "run on the servers this environment names (AWS_ENDPOINT_URL_DYNAMODB, _SQS and _S3 and DDBPIPE_SEARCH_ENGINE_URL, as `ddbpipe local servers -- CMD` exports them) instead of starting its own; the stack's tables go when it stops, the servers stay")
 }
 
 func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {

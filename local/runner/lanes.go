@@ -111,23 +111,19 @@ func laneOf(rec streamRecord, n int) int {
 // lane batches the records dealt to it as readShard batches a whole
 // shard's, and delivers each batch with process before the next.
 func (p *streamPoller) lane(ctx context.Context, shard string, in <-chan []streamRecord) {
-	var buf []streamRecord
-	var firstAt time.Time
+	batches := batcher{p: p, shard: shard}
 	open := true
 	take := func(recs []streamRecord, ok bool) {
 		if !ok {
 			open = false
 			return
 		}
-		if len(buf) == 0 {
-			firstAt = time.Now()
-		}
-		buf = append(buf, recs...)
+		batches.add(recs)
 	}
 	for {
-		switch left := p.m.Window - time.Since(firstAt); {
-		case !open || len(buf) >= p.m.BatchSize:
-		case len(buf) == 0:
+		switch left := batches.due(); {
+		case !open || len(batches.buf) >= p.m.BatchSize:
+		case len(batches.buf) == 0:
 			select {
 			case recs, ok := <-in:
 				take(recs, ok)
@@ -150,16 +146,7 @@ func (p *streamPoller) lane(ctx context.Context, shard string, in <-chan []strea
 				return
 			}
 		}
-		for len(buf) >= p.m.BatchSize || len(buf) > 0 && (!open || time.Since(firstAt) >= p.m.Window) {
-			n := min(len(buf), p.m.BatchSize)
-			p.process(context.WithoutCancel(ctx), ctx, shard, buf[:n])
-			buf = buf[n:]
-			firstAt = time.Now()
-			if ctx.Err() != nil {
-				return
-			}
-		}
-		if !open && len(buf) == 0 {
+		if !batches.deliver(ctx, !open) || !open && len(batches.buf) == 0 {
 			return
 		}
 	}

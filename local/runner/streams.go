@@ -279,8 +279,7 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 		lanes = p.startLanes(ctx, shard)
 		defer lanes.finish()
 	}
-	var buf []streamRecord
-	var firstAt time.Time
+	batches := batcher{p: p, shard: shard}
 	last := "" // the sequence number of the last record read, delivered or filtered out
 	empty := 0 // reads in a row that returned no record
 	for ctx.Err() == nil {
@@ -309,6 +308,7 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 			}
 			if n := len(out.Records); n > 0 {
 				last = aws.ToString(out.Records[n-1].Dynamodb.SequenceNumber)
+				empty = 0
 			}
 			kept := p.filter(out.Records)
 			if lanes != nil {
@@ -317,23 +317,12 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 				}
 				kept = nil // dealt
 			}
-			if len(buf) == 0 && len(kept) > 0 {
-				firstAt = time.Now()
-			}
-			buf = append(buf, kept...)
+			batches.add(kept)
 			iter = out.NextShardIterator
 		}
 		closed := iter == nil
-		for len(buf) >= p.m.BatchSize || len(buf) > 0 && (closed || time.Since(firstAt) >= p.m.Window) {
-			n := min(len(buf), p.m.BatchSize)
-			// An invocation that started finishes even when the runner
-			// stops; its retries do not start.
-			p.process(context.WithoutCancel(ctx), ctx, shard, buf[:n])
-			buf = buf[n:]
-			firstAt = time.Now()
-			if ctx.Err() != nil {
-				return
-			}
+		if !batches.deliver(ctx, closed) {
+			return
 		}
 		if closed {
 			if lanes != nil {
@@ -352,9 +341,6 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 			default: // a listing is already due
 			}
 			return
-		}
-		if out != nil && len(out.Records) > 0 {
-			empty = 0
 		}
 		if out != nil && len(out.Records) == 0 {
 			if p.m.TumblingWindow > 0 {
@@ -421,6 +407,43 @@ func (p *streamPoller) filter(records []streamtypes.Record) []streamRecord {
 		p.r.count(p.m.Function, func(s *Stats) { s.Filtered += n })
 	}
 	return kept
+}
+
+// batcher gathers the records of a shard (or of one of its lanes) into
+// batches: BatchSize records, or fewer once the batching window (Window)
+// has passed since the first of them came.
+type batcher struct {
+	p       *streamPoller
+	shard   string
+	buf     []streamRecord
+	firstAt time.Time // when the first record of buf came
+}
+
+func (b *batcher) add(records []streamRecord) {
+	if len(b.buf) == 0 && len(records) > 0 {
+		b.firstAt = time.Now()
+	}
+	b.buf = append(b.buf, records...)
+}
+
+// due is how long until the batching window of what buf holds closes.
+func (b *batcher) due() time.Duration { return b.p.m.Window - time.Since(b.firstAt) }
+
+// deliver processes the batches that are due, every record held when
+// last, one after another; false when the runner stopped. An invocation
+// that started finishes even when the runner stops; its retries do not
+// start.
+func (b *batcher) deliver(ctx context.Context, last bool) bool {
+	for len(b.buf) >= b.p.m.BatchSize || len(b.buf) > 0 && (last || b.due() <= 0) {
+		n := min(len(b.buf), b.p.m.BatchSize)
+		b.p.process(context.WithoutCancel(ctx), ctx, b.shard, b.buf[:n])
+		b.buf = b.buf[n:]
+		b.firstAt = time.Now()
+		if ctx.Err() != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // pending is a batch waiting for (re)delivery with its retry count.

@@ -253,11 +253,10 @@ func installNPM(ctx context.Context, o Options, pins, dir string) error {
 		}
 	}
 	// npm ci through the machine's cache of installed node_modules
-	// (tools/npm-ci.sh): a fresh clone links what another installed.
+	// (tools/npm-ci.sh): a fresh clone links what another installed. An
+	// empty CacheDir leaves the script its default, CacheDir's own.
 	cmd := exec.CommandContext(ctx, filepath.Join(o.Root, "tools", "npm-ci.sh"), dir, "--no-audit", "--no-fund")
-	if o.CacheDir != "" {
-		cmd.Env = append(os.Environ(), "DDBPIPE_CACHE_DIR="+o.CacheDir)
-	}
+	cmd.Env = append(os.Environ(), "DDBPIPE_CACHE_DIR="+o.CacheDir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("servers: npm ci in %s: %w\n%s", dir, err, lastLines(string(out), errorTail))
 	}

@@ -369,7 +369,7 @@ func (s *Stack) Logs(name string) string {
 func (s *Stack) RSSBytes() (int64, error) {
 	s.procsMu.Lock()
 	defer s.procsMu.Unlock()
-	if len(s.procs) == 0 {
+	if s.Attached() {
 		return 0, errors.New("servers: not started here: their memory is not known")
 	}
 	var total int64

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -54,25 +53,16 @@ func (e *Engine) DeleteIndex(ctx context.Context, name string) error {
 }
 
 // Refresh makes every acknowledged write to index searchable.
+// An engine that could not finish the refresh says so (503, 429) and is
+// asked again: the reindex switches only to a refreshed index.
 func (e *Engine) Refresh(ctx context.Context, index string) error {
-	err := e.refresh(ctx, index)
-	// An engine that could not finish the refresh says so (503, 429) and
-	// is asked again: the reindex switches only to a refreshed index.
-	for n := 1; errors.Is(err, search.ErrUnavailable) && n < scanAttempts; n++ {
-		if werr := scanRetry.Wait(ctx, n); werr != nil {
-			return err
+	return again(ctx, func() error {
+		resp, err := e.c.Indices.Refresh(ctx, &opensearchapi.IndicesRefreshReq{Index: []string{index}})
+		if err != nil {
+			return classify("refresh "+index, responseOf(resp), err)
 		}
-		err = e.refresh(ctx, index)
-	}
-	return err
-}
-
-func (e *Engine) refresh(ctx context.Context, index string) error {
-	resp, err := e.c.Indices.Refresh(ctx, &opensearchapi.IndicesRefreshReq{Index: []string{index}})
-	if err != nil {
-		return classify("refresh "+index, responseOf(resp), err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // Indexes returns the indexes the search alias and the write alias name.

@@ -173,17 +173,31 @@ var scanRetry = retry.Backoff{Base: 200 * time.Millisecond, Max: 3 * time.Second
 
 const scanAttempts = 6
 
+// again calls op until it succeeds, fails otherwise than ErrUnavailable
+// (the engine did not answer, or answered 429 or 5xx), or has been called
+// scanAttempts times, scanRetry apart: for reads, and for a refresh, which
+// any number of calls leaves the same.
+func again(ctx context.Context, op func() error) error {
+	err := op()
+	for n := 1; errors.Is(err, search.ErrUnavailable) && n < scanAttempts; n++ {
+		if werr := scanRetry.Wait(ctx, n); werr != nil {
+			return err
+		}
+		err = op()
+	}
+	return err
+}
+
 // scanBucket reads the documents whose id starts with prefix, splitting
 // the bucket in 16 when it holds more than a window.
 func (e *Engine) scanBucket(ctx context.Context, prefix string, fn func([]search.Entry) error) error {
 	for from := 0; ; from += scanPage {
-		entries, total, err := e.scanPage(ctx, prefix, from)
-		for n := 1; errors.Is(err, search.ErrUnavailable) && n < scanAttempts; n++ {
-			if werr := scanRetry.Wait(ctx, n); werr != nil {
-				return err
-			}
+		var entries []search.Entry
+		var total int
+		err := again(ctx, func() (err error) {
 			entries, total, err = e.scanPage(ctx, prefix, from)
-		}
+			return err
+		})
 		if err != nil {
 			return err
 		}
