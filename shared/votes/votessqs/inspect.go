@@ -37,12 +37,12 @@ type ReceiveAPI interface {
 type PeekAPI interface {
 	ReceiveAPI
 	VisibilityAPI
+	DepthAPI
 }
 
 // InspectAPI is what Inspect needs from SQS; *sqs.Client satisfies it.
 type InspectAPI interface {
 	PeekAPI
-	DepthAPI
 }
 
 var _ InspectAPI = (*sqs.Client)(nil)
@@ -77,18 +77,37 @@ func holdSeconds(hold time.Duration) (int32, error) {
 	return int32(hold.Round(time.Second) / time.Second), nil
 }
 
+// emptyAnswers is how many empty receives in a row Peek takes before it
+// believes a queue that its depth says holds more: SQS may answer a
+// receive with nothing while messages wait (a short poll samples some of
+// its servers; the local server did so once under load).
+const emptyAnswers = 3
+
 // Peek reads up to max messages (0: all) without consuming them: each is
 // received with its attributes, hidden for hold, and made visible again
 // before Peek returns, whatever happened. A message seen twice (its hold
-// ran out while reading a long queue) is kept once.
+// ran out while reading a long queue) is kept once. An empty answer ends
+// the read once the queue's depth, read first, is reached, or after
+// emptyAnswers of them in a row.
 func Peek(ctx context.Context, c PeekAPI, url string, max int, hold time.Duration) ([]types.Message, error) {
 	secs, err := holdSeconds(hold)
 	if err != nil {
 		return nil, err
 	}
+	visible, _, err := Depth(ctx, c, url)
+	if err != nil {
+		return nil, err
+	}
+	return peek(ctx, c, url, max, secs, visible)
+}
+
+// peek is Peek on a queue of visible messages, held for secs.
+func peek(ctx context.Context, c PeekAPI, url string, max int, secs int32, visible int) ([]types.Message, error) {
+	var err error
 	var msgs []types.Message
 	seen := map[string]bool{}
 	var handles []string
+	empties := 0
 	for max == 0 || len(msgs) < max {
 		n := int32(MaxBatchEntries)
 		if max > 0 {
@@ -113,9 +132,14 @@ func Peek(ctx context.Context, c PeekAPI, url string, max int, hold time.Duratio
 				fresh++
 			}
 		}
+		if len(out.Messages) == 0 && len(msgs) < visible && empties+1 < emptyAnswers {
+			empties++
+			continue // an empty answer from a queue that holds more
+		}
 		if fresh == 0 {
 			break // an empty queue, or only messages read already: the queue went round
 		}
+		empties = 0
 	}
 	return msgs, errors.Join(err, Release(context.WithoutCancel(ctx), c, url, handles))
 }
@@ -271,11 +295,15 @@ func Summarise(kind Kind, url string, msgs []types.Message, samples int, now tim
 // cannot be read it returns an empty Summary; when reading fails part way,
 // the Summary of what it read, and the error.
 func Inspect(ctx context.Context, c InspectAPI, kind Kind, url string, max, samples int, hold time.Duration, now time.Time) (Summary, error) {
+	secs, err := holdSeconds(hold)
+	if err != nil {
+		return Summary{}, err
+	}
 	visible, _, err := Depth(ctx, c, url)
 	if err != nil {
 		return Summary{}, err
 	}
-	msgs, err := Peek(ctx, c, url, max, hold)
+	msgs, err := peek(ctx, c, url, max, secs, visible)
 	s := Summarise(kind, url, msgs, samples, now)
 	s.Approximate = visible
 	return s, err

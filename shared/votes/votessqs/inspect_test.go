@@ -106,10 +106,13 @@ func TestPeek(t *testing.T) {
 		max         int
 		instantHold bool
 		fail        func(string, int) (map[string]bool, error)
+		empty       []int // receives answered empty
 		wantRead    int
 		wantErr     error
 	}{
 		{name: "all", max: 0, wantRead: 25},
+		{name: "empty answers from a queue that holds more", max: 0, empty: []int{1, 3, 4}, wantRead: 25},
+		{name: "empty answers until it gives up", max: 0, empty: []int{2, 3, 4, 5}, wantRead: 10},
 		{name: "max", max: 12, wantRead: 12},
 		{name: "queue goes round", max: 0, instantHold: true, wantRead: 10},
 		{name: "receive fails", max: 0, fail: failOn("ReceiveMessage", 2, errInjected), wantRead: 10, wantErr: errInjected},
@@ -119,6 +122,10 @@ func TestPeek(t *testing.T) {
 			q := newMemSQS(t, dlqURL)
 			q.put(dlqURL, nil, votesJSON(25)...)
 			q.instantHold, q.fail = tc.instantHold, tc.fail
+			q.empty = map[int]bool{}
+			for _, n := range tc.empty {
+				q.empty[n] = true
+			}
 			msgs, err := Peek(t.Context(), q, dlqURL, tc.max, 30*time.Second)
 			if !errors.Is(err, tc.wantErr) || (err != nil && !strings.HasPrefix(err.Error(), "votessqs: ")) {
 				t.Errorf("error %v, want %v", err, tc.wantErr)

@@ -29,7 +29,10 @@ type memSQS struct {
 	sends       [][]types.SendMessageBatchRequestEntry // every SendMessageBatch call's entries
 	instantHold bool
 	fail        func(method string, call int) (refuse map[string]bool, err error)
-	now         time.Time
+	// empty names the ReceiveMessage calls (1-based) answered with no
+	// message whatever the queue holds, as SQS may.
+	empty map[int]bool
+	now   time.Time
 }
 
 type memMsg struct {
@@ -127,6 +130,9 @@ func (m *memSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, 
 		m.tb.Errorf("ReceiveMessage: %d messages, visibility %d s", in.MaxNumberOfMessages, in.VisibilityTimeout)
 	}
 	out := &sqs.ReceiveMessageOutput{}
+	if m.empty[m.calls["ReceiveMessage"]] {
+		return out, nil
+	}
 	for _, msg := range m.queues[url] {
 		if msg.hidden || len(out.Messages) == int(in.MaxNumberOfMessages) {
 			continue
