@@ -170,6 +170,16 @@ type Exchange struct {
 	Err error
 }
 
+// TablesWritten is the DynamoDB tables a successful write (PutItem,
+// UpdateItem, DeleteItem, BatchWriteItem, TransactWriteItems) wrote to,
+// or nil for any other exchange.
+func (e Exchange) TablesWritten() []string {
+	if e.Operation.Service != DynamoDB || !isDynamoWrite(e.Operation.Action) || e.StatusCode/100 != 2 || e.Err != nil {
+		return nil
+	}
+	return e.Operation.Tables
+}
+
 // ObjectCreated reports whether the exchange created an S3 object, the event
 // S3 would notify as s3:ObjectCreated:*.
 func (e Exchange) ObjectCreated() bool {
@@ -832,6 +842,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, op Operation, st
 	}
 	p.rp.ServeHTTP(w, r)
 	completed = true
+	if p.shards != nil && isDynamoWrite(op.Action) && fl.status/100 == 2 {
+		p.shards.written(op.Tables) // before the observers: a reader they wake sees the write
+	}
 }
 
 func (p *Proxy) exchange(r *http.Request, op Operation, fl *flight, start time.Time) Exchange {

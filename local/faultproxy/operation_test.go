@@ -1,10 +1,12 @@
 package faultproxy
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -238,5 +240,36 @@ func TestS3HeadErrorHasNoBody(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Amz-Request-Id") == "" {
 		t.Errorf("status = %d, request id %q; want 503 with a request id", resp.StatusCode, resp.Header.Get("X-Amz-Request-Id"))
+	}
+}
+
+// TablesWritten names the tables of a DynamoDB write that succeeded, and
+// nothing else: a refused or failed write, a read, another service.
+func TestTablesWritten(t *testing.T) {
+	ddb := func(action string, tables ...string) Operation {
+		return Operation{Service: DynamoDB, Action: action, Tables: tables}
+	}
+	for _, tc := range []struct {
+		name string
+		ex   Exchange
+		want []string
+	}{
+		{"put", Exchange{Operation: ddb("PutItem", "t"), StatusCode: 200}, []string{"t"}},
+		{"update", Exchange{Operation: ddb("UpdateItem", "t"), StatusCode: 200}, []string{"t"}},
+		{"delete", Exchange{Operation: ddb("DeleteItem", "t"), StatusCode: 200}, []string{"t"}},
+		{"batch", Exchange{Operation: ddb("BatchWriteItem", "a", "b"), StatusCode: 200}, []string{"a", "b"}},
+		{"transaction", Exchange{Operation: ddb("TransactWriteItems", "a", "b"), StatusCode: 200}, []string{"a", "b"}},
+		{"refused", Exchange{Operation: ddb("PutItem", "t"), StatusCode: 400}, nil},
+		{"throttled", Exchange{Operation: ddb("PutItem", "t"), StatusCode: 503}, nil},
+		{"broken answer", Exchange{Operation: ddb("PutItem", "t"), StatusCode: 200, Err: errors.New("reset")}, nil},
+		{"read", Exchange{Operation: ddb("GetItem", "t"), StatusCode: 200}, nil},
+		{"stream read", Exchange{Operation: ddb("GetRecords"), StatusCode: 200}, nil},
+		{"sqs", Exchange{Operation: Operation{Service: SQS, Action: "SendMessage"}, StatusCode: 200}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.ex.TablesWritten(); !slices.Equal(got, tc.want) {
+				t.Errorf("TablesWritten() = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

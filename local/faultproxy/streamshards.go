@@ -12,9 +12,11 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/shared/ledger"
@@ -123,6 +125,7 @@ type vstream struct {
 
 	pumpMu   sync.Mutex // one pump at a time
 	pumpedAt time.Time
+	written  atomic.Bool // the table was written since the last pump began
 	descAt   time.Time
 
 	mu       sync.Mutex
@@ -239,7 +242,7 @@ func (e *shardEmulator) pump(ctx context.Context, h http.Header, v *vstream) err
 	v.pumpMu.Lock()
 	defer v.pumpMu.Unlock()
 	now := time.Now()
-	if now.Sub(v.pumpedAt) < pumpEvery {
+	if !v.written.Swap(false) && now.Sub(v.pumpedAt) < pumpEvery {
 		return nil
 	}
 	v.mu.Lock()
@@ -626,6 +629,20 @@ func (e *shardEmulator) describe(ctx context.Context, h http.Header, body []byte
 		desc["LastEvaluatedShardId"] = last
 	}
 	return map[string]any{"StreamDescription": desc}, nil
+}
+
+// written tells the emulator that tables were written: their streams'
+// next read pumps the upstream however recently it was pumped, so the
+// first read after a write sees it (a reader woken by the write reads at
+// once, within pumpEvery of the last pump).
+func (e *shardEmulator) written(tables []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for arn, v := range e.streams {
+		if t, _, err := ledger.StreamTable(arn); err == nil && slices.Contains(tables, t) {
+			v.written.Store(true)
+		}
+	}
 }
 
 // pumped is arn's stream brought up to date with the upstream (the stream

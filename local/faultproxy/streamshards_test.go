@@ -232,6 +232,46 @@ func TestStreamShardsSplitAndKeepEachItemInOrder(t *testing.T) {
 	}
 }
 
+// A read right after a write through the proxy sees it, though the
+// stream's copy was pumped from the upstream moments before (pumpEvery
+// would keep that copy otherwise): a reader woken by the write finds it.
+func TestStreamShardsSeeAWriteAtOnce(t *testing.T) {
+	upstream := localUpstream(t, "AWS_ENDPOINT_URL_DYNAMODB")
+	_, endpoint := MustStart(t, DynamoDB, upstream, WithStreamShards(StreamShards{Shards: 1}))
+	db, st := dynamoClients(t, endpoint)
+	ctx := t.Context()
+	table := uniqueName("woken")
+	arn := streamTable(t, db, table)
+	desc, err := st.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := st.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn),
+		ShardId: desc.StreamDescription.Shards[0].ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iter := it.ShardIterator
+	for i := range 5 {
+		out, err := st.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter}) // pumps
+		if err != nil {
+			t.Fatal(err)
+		}
+		iter = out.NextShardIterator
+		if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: key("p", strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+		out, err = st.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Records) != 1 {
+			t.Fatalf("write %d: the read right after it got %d records, want 1", i, len(out.Records))
+		}
+		iter = out.NextShardIterator
+	}
+}
+
 func TestStreamShardsRefuseBadRequests(t *testing.T) {
 	upstream := localUpstream(t, "AWS_ENDPOINT_URL_DYNAMODB")
 	_, endpoint := MustStart(t, DynamoDB, upstream, WithStreamShards(StreamShards{Shards: 2}))

@@ -77,6 +77,9 @@ type Runner struct {
 	stopped chan struct{}
 	wg      sync.WaitGroup
 	held    map[string]chan struct{} // by logical id: closed on release
+	// bells wake the idle readers of a table's stream (Wake), by table.
+	bells    map[string]*bell
+	idlePoll time.Duration // WithIdlePollInterval
 }
 
 // Clock is the runner's time source; tests replace it to fire schedules.
@@ -139,7 +142,7 @@ func New(opts ...Option) *Runner {
 	r := &Runner{
 		log: slog.New(slog.DiscardHandler), region: "us-east-1", clock: realClock{},
 		functions: map[string]*Function{}, stats: map[string]*Stats{}, sources: map[string]*source{}, esms: map[string]ESM{},
-		rng: mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64())),
+		rng: mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64())), idlePoll: defaultIdlePoll,
 	}
 	for _, o := range opts {
 		o(r)
@@ -322,6 +325,7 @@ type Stats struct {
 	Crashes     int // invocations failed mid-batch by fault injection
 	Discarded   int // stream records sent to the on-failure destination
 	Filtered    int // stream records the mapping's FilterCriteria dropped
+	IdleShards  int // stream shards in an idle wait now (IdlePollInterval)
 	Total       time.Duration
 }
 

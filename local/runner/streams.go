@@ -55,9 +55,10 @@ type StreamMapping struct {
 	// IdlePollInterval between empty reads of a shard that has returned
 	// nothing for idleReads reads in a row: the local stack's saving (an
 	// idle stack's reads were two thirds of its CPU time and of DynamoDB
-	// Local's), at the cost of up to this much more latency for the first
-	// record after a quiet spell. Default 1 s when PollInterval is left to
-	// its default, else PollInterval (no slowing down).
+	// Local's). A write the runner is told of (Wake) ends the wait; one it
+	// is not told of waits up to this much longer. Default the runner's
+	// (WithIdlePollInterval, 1 s) when PollInterval is left to its
+	// default, else PollInterval (no slowing down).
 	IdlePollInterval time.Duration
 	// RetryBackoff is the first pause before retrying a failed batch (default
 	// 100 ms; it doubles to 2 s, jittered as retry.Backoff does).
@@ -109,7 +110,7 @@ func (r *Runner) AddStream(streams StreamsAPI, queue SQSAPI, m StreamMapping) (s
 	if m.PollInterval <= 0 {
 		m.PollInterval = 250 * time.Millisecond
 		if m.IdlePollInterval <= 0 {
-			m.IdlePollInterval = time.Second
+			m.IdlePollInterval = r.idlePoll
 		}
 	}
 	m.IdlePollInterval = max(m.IdlePollInterval, m.PollInterval)
@@ -128,7 +129,8 @@ func (r *Runner) AddStream(streams StreamsAPI, queue SQSAPI, m StreamMapping) (s
 	if m.ID == "" {
 		m.ID = newID()
 	}
-	p := &streamPoller{r: r, c: streams, q: queue, m: m, done: map[string]bool{}, started: map[string]bool{}, ended: make(chan struct{}, 1)}
+	p := &streamPoller{r: r, c: streams, q: queue, m: m, done: map[string]bool{}, started: map[string]bool{}, ended: make(chan struct{}, 1),
+		bell: r.bell(streamTable(m.StreamARN))}
 	r.add(&source{id: m.ID, kind: "stream", desc: m.StreamARN + " → " + m.Function, start: p.run})
 	return m.ID, nil
 }
@@ -143,6 +145,7 @@ type streamPoller struct {
 	done    map[string]bool // shards read to their end
 	started map[string]bool
 	ended   chan struct{} // a shard was read to its end: list the shards again now
+	bell    *bell         // rung when the stream's table is written (Runner.Wake)
 
 	windowMu sync.Mutex
 	windows  map[string]windowState // per shard: tumbling windows' state
@@ -211,16 +214,7 @@ const listEvery = 5 * time.Second
 // waitToList waits until the next listing of the shards is due: listEvery,
 // or as soon as a shard was read to its end, whose children may be read now.
 func (p *streamPoller) waitToList(ctx context.Context) {
-	wake, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-p.ended:
-			cancel()
-		case <-wake.Done():
-		}
-	}()
-	_ = p.r.clock.Sleep(wake, max(p.m.PollInterval, listEvery))
+	p.r.sleepUntil(ctx, max(p.m.PollInterval, listEvery), p.ended)
 }
 
 // shards lists the stream's shards; disabled is true once the stream was
@@ -283,6 +277,7 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 	last := "" // the sequence number of the last record read, delivered or filtered out
 	empty := 0 // reads in a row that returned no record
 	for ctx.Err() == nil {
+		written := p.bell.wait() // a write from now on ends the idle wait after this read
 		var out *dynamodbstreams.GetRecordsOutput
 		if iter != nil {
 			out, err = p.c.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(min(1000, p.m.BatchSize)))})
@@ -347,11 +342,13 @@ func (p *streamPoller) readShard(ctx context.Context, shard string, pos streamty
 				p.closeWindow(context.WithoutCancel(ctx), shard, p.r.clock.Now().UTC())
 			}
 			empty++
-			wait := p.m.PollInterval
 			if empty > idleReads {
-				wait = p.m.IdlePollInterval
+				p.r.count(p.m.Function, func(s *Stats) { s.IdleShards++ })
+				p.r.sleepUntil(ctx, p.m.IdlePollInterval, written)
+				p.r.count(p.m.Function, func(s *Stats) { s.IdleShards-- })
+			} else {
+				_ = p.r.clock.Sleep(ctx, p.m.PollInterval)
 			}
-			_ = p.r.clock.Sleep(ctx, wait)
 		}
 	}
 }

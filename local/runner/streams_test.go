@@ -418,6 +418,56 @@ func TestStreamIdleShardIsReadLessOften(t *testing.T) {
 	}
 }
 
+// An idle shard's wait ends when its table is written (Wake): with an
+// idle wait that pacedClock never ends, the record added to the shard is
+// delivered only because the runner was told of the write.
+func TestStreamIdleShardWakesOnAWrite(t *testing.T) {
+	const arn = "arn:aws:dynamodb:us-east-1:000000000000:table/T/stream/2026-11-29T00:00:00.000"
+	fs := &lockedStream{fakeStream: fakeStream{
+		shards:  []streamtypes.Shard{{ShardId: aws.String("s"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1")}}},
+		records: map[string][]streamtypes.Record{},
+	}}
+	clock := &pacedClock{}
+	got := make(chan string, 10)
+	r := New(WithClock(clock), WithIdlePollInterval(time.Hour))
+	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+		for _, rec := range ev.Records {
+			got <- rec.Change.SequenceNumber
+		}
+		return nil
+	})})
+	if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: arn}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	idle := func() bool {
+		clock.mu.Lock()
+		defer clock.mu.Unlock()
+		return slices.Contains(clock.sleeps, time.Hour)
+	}
+	waitUntil(10*time.Second, idle)
+	if !idle() {
+		t.Fatalf("the shard never went idle: %v", clock.reads())
+	}
+	fs.mu.Lock()
+	fs.records["s"] = []streamtypes.Record{record("7", time.Now())}
+	fs.mu.Unlock()
+	r.Wake("another-table")
+	r.Wake("T")
+	select {
+	case seq := <-got:
+		if seq != "7" {
+			t.Fatalf("delivered %s, want 7", seq)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record written to an idle shard's table was not delivered after Wake")
+	}
+}
+
 // The children of a shard read to its end are read at once, not at the
 // next listing on the timer (which pacedClock never ends).
 func TestStreamEndedShardListsItsChildrenAtOnce(t *testing.T) {

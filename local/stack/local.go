@@ -53,6 +53,10 @@ type Options struct {
 	Progress    io.Writer
 	FunctionLog io.Writer
 	LogLevel    slog.Level
+	// IdlePollInterval is how long a quiet stream shard waits between
+	// reads (default 5 s): a write through the stack's DynamoDB proxy ends
+	// the wait of its table's shards at once.
+	IdlePollInterval time.Duration
 	// KeyWriteLimit turns on the DynamoDB proxy's per-partition-key write
 	// limit (write units per second, AWS: 1000); 0 leaves it off.
 	KeyWriteLimit float64
@@ -452,7 +456,7 @@ func (u *up) judge(ctx context.Context) error {
 // on the functions' clock), and reads the HTTP API's authorizers.
 func (u *up) prepareRunner(context.Context) (err error) {
 	e := u.e
-	opts := []runner.Option{runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"])}
+	opts := []runner.Option{runner.WithLogger(e.log), runner.WithRegion(e.Vars["AWS_REGION"]), runner.WithIdlePollInterval(cmp.Or(u.o.IdlePollInterval, idlePoll))}
 	if e.clockFile != "" && u.o.SchedulesOnClock {
 		// The schedules fire by the functions' clock: moved, the rotator's
 		// daily run comes due as it would have on AWS.
@@ -506,7 +510,20 @@ func (u *up) hostFunctions(ctx context.Context) error {
 	e.serve(u.lambdaLn, lambdaAPI)
 	u.apiLn, u.lambdaLn = nil, nil // served: Env.Close shuts them down
 	e.Proxies[faultproxy.S3].Observe(e.notifyS3)
+	e.Proxies[faultproxy.DynamoDB].Observe(e.wakeReaders)
 	return nil
+}
+
+// idlePoll is how long a quiet shard waits between reads by default:
+// every write through the stack's DynamoDB proxy wakes its table's readers
+// at once (wakeReaders), so only a write that bypasses the proxy waits.
+const idlePoll = 5 * time.Second
+
+// wakeReaders wakes the stream readers of the tables a write wrote.
+func (e *Env) wakeReaders(ex faultproxy.Exchange) {
+	for _, t := range ex.TablesWritten() {
+		e.Runner.Wake(t)
+	}
 }
 
 // rotate runs the rotator once, as `sam deploy` leaves it to its schedule,
