@@ -811,6 +811,7 @@ type flightKey struct{}
 // proxy's hooks through the request context.
 type flight struct {
 	action string
+	tables []string // a DynamoDB request's (Operation.Tables)
 	status int
 	header http.Header
 	body   *responseTap
@@ -819,7 +820,7 @@ type flight struct {
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, op Operation, start time.Time) {
 	p.count(op.Action, func(c *Counts) { c.Forwarded++ })
-	fl := &flight{action: op.Action}
+	fl := &flight{action: op.Action, tables: op.Tables}
 	r = r.WithContext(context.WithValue(r.Context(), flightKey{}, fl))
 
 	p.obsMu.RLock()
@@ -842,9 +843,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, op Operation, st
 	}
 	p.rp.ServeHTTP(w, r)
 	completed = true
-	if p.shards != nil && isDynamoWrite(op.Action) && fl.status/100 == 2 {
-		p.shards.written(op.Tables) // before the observers: a reader they wake sees the write
-	}
 }
 
 func (p *Proxy) exchange(r *http.Request, op Operation, fl *flight, start time.Time) Exchange {
@@ -896,6 +894,12 @@ func (p *Proxy) captureResponse(resp *http.Response) error {
 	}
 	fl.status = resp.StatusCode
 	fl.header = resp.Header.Clone()
+	if p.shards != nil && isDynamoWrite(fl.action) && resp.StatusCode/100 == 2 {
+		// The write is committed upstream, and its client has not had
+		// the answer yet: any read it makes next, or that a reader woken
+		// by the observers makes, pumps the stream again.
+		p.shards.written(fl.tables)
+	}
 	tap := &responseTap{rc: resp.Body}
 	if p.service == S3 && resp.StatusCode == http.StatusOK {
 		switch fl.action {
