@@ -11,6 +11,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/cfn"
 	"github.com/ddbpipe/ddbpipe/local/registry"
+	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/shared/objects/objectsddb"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
@@ -134,9 +135,9 @@ func TestTemplateFunctionsMatchCode(t *testing.T) {
 }
 
 // Every function cross-compiles the way `make build` and `sam build` do.
-// The binaries go to a folder of the user's cache, where go build leaves
-// one that is up to date with its sources as it is (linking the ten took
-// 13 s of CPU, each time, into a new folder).
+// The binaries go to the machine's ddbpipe cache (servers.CacheDir), where
+// go build leaves one that is up to date with its sources as it is
+// (linking the ten took 13 s of CPU, each time, into a new folder).
 func TestFunctionsBuildForLambda(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -148,11 +149,11 @@ func TestFunctionsBuildForLambda(t *testing.T) {
 		pkgs = append(pkgs, "./"+f.Dir())
 	}
 	sort.Strings(pkgs)
-	cache, err := os.UserCacheDir()
+	cache, err := servers.CacheDir()
 	if err != nil {
-		cache = os.TempDir()
+		t.Fatal(err)
 	}
-	out := filepath.Join(cache, "ddbpipe", "lambda-build")
+	out := filepath.Join(cache, "lambda-build")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}

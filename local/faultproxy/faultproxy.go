@@ -174,10 +174,19 @@ type Exchange struct {
 // UpdateItem, DeleteItem, BatchWriteItem, TransactWriteItems) wrote to,
 // or nil for any other exchange.
 func (e Exchange) TablesWritten() []string {
-	if e.Operation.Service != DynamoDB || !isDynamoWrite(e.Operation.Action) || e.StatusCode/100 != 2 || e.Err != nil {
+	if e.Operation.Service != DynamoDB || e.Err != nil {
 		return nil
 	}
-	return e.Operation.Tables
+	return tablesWritten(e.Operation.Action, e.StatusCode, e.Operation.Tables)
+}
+
+// tablesWritten is tables when action is a DynamoDB write its upstream
+// answered with status 2xx, else nil.
+func tablesWritten(action string, status int, tables []string) []string {
+	if !isDynamoWrite(action) || status/100 != 2 {
+		return nil
+	}
+	return tables
 }
 
 // ObjectCreated reports whether the exchange created an S3 object, the event
@@ -894,11 +903,11 @@ func (p *Proxy) captureResponse(resp *http.Response) error {
 	}
 	fl.status = resp.StatusCode
 	fl.header = resp.Header.Clone()
-	if p.shards != nil && isDynamoWrite(fl.action) && resp.StatusCode/100 == 2 {
+	if written := tablesWritten(fl.action, resp.StatusCode, fl.tables); p.shards != nil && written != nil {
 		// The write is committed upstream, and its client has not had
 		// the answer yet: any read it makes next, or that a reader woken
 		// by the observers makes, pumps the stream again.
-		p.shards.written(fl.tables)
+		p.shards.written(written)
 	}
 	tap := &responseTap{rc: resp.Body}
 	if p.service == S3 && resp.StatusCode == http.StatusOK {

@@ -121,7 +121,8 @@ type upShard struct {
 }
 
 type vstream struct {
-	arn string
+	arn   string
+	table string // the table arn is the stream of ("" when arn names none)
 
 	pumpMu   sync.Mutex // one pump at a time
 	pumpedAt time.Time
@@ -215,7 +216,8 @@ func (e *shardEmulator) stream(arn string) *vstream {
 	if v, ok := e.streams[arn]; ok {
 		return v
 	}
-	v := &vstream{arn: arn, byID: map[string]*vshard{}}
+	table, _, _ := ledger.StreamTable(arn)
+	v := &vstream{arn: arn, table: table, byID: map[string]*vshard{}}
 	for i := range e.cfg.Shards {
 		s := &vshard{id: shardID(arn, i, ""), root: i}
 		v.roots = append(v.roots, s)
@@ -638,8 +640,8 @@ func (e *shardEmulator) describe(ctx context.Context, h http.Header, body []byte
 func (e *shardEmulator) written(tables []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for arn, v := range e.streams {
-		if t, _, err := ledger.StreamTable(arn); err == nil && slices.Contains(tables, t) {
+	for _, v := range e.streams {
+		if v.table != "" && slices.Contains(tables, v.table) {
 			v.written.Store(true)
 		}
 	}

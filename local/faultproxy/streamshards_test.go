@@ -43,6 +43,21 @@ func streamTable(t *testing.T, db *dynamodb.Client, name string) string {
 	return aws.ToString(out.TableDescription.LatestStreamArn)
 }
 
+// shardedStream starts a proxy WithStreamShards(s) in front of DynamoDB
+// Local and creates a stream-enabled table named prefix and a unique
+// suffix through it, deleted when t ends (the servers are shared).
+func shardedStream(t *testing.T, s StreamShards, prefix string) (db *dynamodb.Client, st *dynamodbstreams.Client, table, arn string) {
+	t.Helper()
+	_, endpoint := MustStart(t, DynamoDB, localUpstream(t, "AWS_ENDPOINT_URL_DYNAMODB"), WithStreamShards(s))
+	db, st = dynamoClients(t, endpoint)
+	table = uniqueName(prefix)
+	arn = streamTable(t, db, table)
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	return db, st, table, arn
+}
+
 func dynamoClients(t *testing.T, endpoint string) (*dynamodb.Client, *dynamodbstreams.Client) {
 	creds, region := localConfig(t)
 	db := dynamodb.New(dynamodb.Options{Region: region, BaseEndpoint: aws.String(endpoint), Credentials: creds, Retryer: connectionRetryer()})
@@ -236,12 +251,8 @@ func TestStreamShardsSplitAndKeepEachItemInOrder(t *testing.T) {
 // stream's copy was pumped from the upstream moments before (pumpEvery
 // would keep that copy otherwise): a reader woken by the write finds it.
 func TestStreamShardsSeeAWriteAtOnce(t *testing.T) {
-	upstream := localUpstream(t, "AWS_ENDPOINT_URL_DYNAMODB")
-	_, endpoint := MustStart(t, DynamoDB, upstream, WithStreamShards(StreamShards{Shards: 1}))
-	db, st := dynamoClients(t, endpoint)
+	db, st, table, arn := shardedStream(t, StreamShards{Shards: 1}, "woken")
 	ctx := t.Context()
-	table := uniqueName("woken")
-	arn := streamTable(t, db, table)
 	desc, err := st.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
 	if err != nil {
 		t.Fatal(err)
@@ -273,15 +284,8 @@ func TestStreamShardsSeeAWriteAtOnce(t *testing.T) {
 }
 
 func TestStreamShardsRefuseBadRequests(t *testing.T) {
-	upstream := localUpstream(t, "AWS_ENDPOINT_URL_DYNAMODB")
-	_, endpoint := MustStart(t, DynamoDB, upstream, WithStreamShards(StreamShards{Shards: 2}))
-	db, st := dynamoClients(t, endpoint)
+	_, st, _, arn := shardedStream(t, StreamShards{Shards: 2}, "vshards-bad")
 	ctx := t.Context()
-	table := uniqueName("vshards-bad")
-	arn := streamTable(t, db, table)
-	t.Cleanup(func() {
-		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	})
 
 	var nf *streamtypes.ResourceNotFoundException
 	if _, err := st.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn + "x")}); !errors.As(err, &nf) {

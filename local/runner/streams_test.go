@@ -365,46 +365,71 @@ func (f *lockedStream) GetRecords(ctx context.Context, in *dynamodbstreams.GetRe
 	return f.fakeStream.GetRecords(ctx, in, o...)
 }
 
+// quietShard is a runner (on pacedClock) reading a stream of one shard,
+// "s", empty until add puts a record on it; the records delivered go to
+// got.
+type quietShard struct {
+	r     *Runner
+	fs    *lockedStream
+	clock *pacedClock
+	got   chan string
+}
+
+func startQuietShard(t *testing.T, arn string, opts ...Option) *quietShard {
+	t.Helper()
+	q := &quietShard{fs: &lockedStream{fakeStream: fakeStream{
+		shards:  []streamtypes.Shard{{ShardId: aws.String("s"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1")}}},
+		records: map[string][]streamtypes.Record{},
+	}}, clock: &pacedClock{}, got: make(chan string, 10)}
+	q.r = New(append([]Option{WithClock(q.clock)}, opts...)...)
+	_ = q.r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
+		for _, rec := range ev.Records {
+			q.got <- rec.Change.SequenceNumber
+		}
+		return nil
+	})})
+	if _, err := q.r.AddStream(q.fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: arn}); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := q.r.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return q
+}
+
+// add puts the record seq on the shard.
+func (q *quietShard) add(seq string) {
+	q.fs.mu.Lock()
+	defer q.fs.mu.Unlock()
+	q.fs.records["s"] = []streamtypes.Record{record(seq, time.Now())}
+}
+
+// delivered fails unless the record seq is delivered within 10 s.
+func (q *quietShard) delivered(t *testing.T, seq, what string) {
+	t.Helper()
+	select {
+	case got := <-q.got:
+		if got != seq {
+			t.Fatalf("delivered %s, want %s", got, seq)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s was not delivered", what)
+	}
+}
+
 // A shard that returns nothing is read at the base rate for idleReads
 // reads, then once per IdlePollInterval, and at the base rate again from
 // the read that brings a record.
 func TestStreamIdleShardIsReadLessOften(t *testing.T) {
-	fs := &lockedStream{fakeStream: fakeStream{
-		shards:  []streamtypes.Shard{{ShardId: aws.String("s"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1")}}},
-		records: map[string][]streamtypes.Record{},
-	}}
-	clock := &pacedClock{}
-	got := make(chan string, 10)
-	r := New(WithClock(clock))
-	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
-		for _, rec := range ev.Records {
-			got <- rec.Change.SequenceNumber
-		}
-		return nil
-	})})
-	if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: "arn:s"}); err != nil {
-		t.Fatal(err)
-	}
-	stop, err := r.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	waitUntil(10*time.Second, func() bool { return len(clock.reads()) >= idleReads+3 })
-	fs.mu.Lock()
-	fs.records["s"] = []streamtypes.Record{record("7", time.Now())}
-	fs.mu.Unlock()
-	select {
-	case seq := <-got:
-		if seq != "7" {
-			t.Fatalf("delivered %s, want 7", seq)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the record added to an idle shard was not delivered")
-	}
-	n := len(clock.reads())
-	waitUntil(10*time.Second, func() bool { return len(clock.reads()) >= n+2 })
-	reads := clock.reads()
+	q := startQuietShard(t, "arn:s")
+	waitUntil(10*time.Second, func() bool { return len(q.clock.reads()) >= idleReads+3 })
+	q.add("7")
+	q.delivered(t, "7", "the record added to an idle shard")
+	n := len(q.clock.reads())
+	waitUntil(10*time.Second, func() bool { return len(q.clock.reads()) >= n+2 })
+	reads := q.clock.reads()
 	for i, d := range reads[:idleReads] {
 		if d != 250*time.Millisecond {
 			t.Fatalf("empty read %d then slept %s, want the base 250ms (all: %v)", i+1, d, reads)
@@ -422,50 +447,20 @@ func TestStreamIdleShardIsReadLessOften(t *testing.T) {
 // idle wait that pacedClock never ends, the record added to the shard is
 // delivered only because the runner was told of the write.
 func TestStreamIdleShardWakesOnAWrite(t *testing.T) {
-	const arn = "arn:aws:dynamodb:us-east-1:000000000000:table/T/stream/2026-11-29T00:00:00.000"
-	fs := &lockedStream{fakeStream: fakeStream{
-		shards:  []streamtypes.Shard{{ShardId: aws.String("s"), SequenceNumberRange: &streamtypes.SequenceNumberRange{StartingSequenceNumber: aws.String("1")}}},
-		records: map[string][]streamtypes.Record{},
-	}}
-	clock := &pacedClock{}
-	got := make(chan string, 10)
-	r := New(WithClock(clock), WithIdlePollInterval(time.Hour))
-	_ = r.AddFunction(Function{LogicalID: "F", Handler: lambda.NewHandler(func(ctx context.Context, ev events.DynamoDBEvent) error {
-		for _, rec := range ev.Records {
-			got <- rec.Change.SequenceNumber
-		}
-		return nil
-	})})
-	if _, err := r.AddStream(fs, &fakeQueue{}, StreamMapping{Function: "F", StreamARN: arn}); err != nil {
-		t.Fatal(err)
-	}
-	stop, err := r.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	q := startQuietShard(t, "arn:aws:dynamodb:us-east-1:000000000000:table/T/stream/2026-11-29T00:00:00.000", WithIdlePollInterval(time.Hour))
 	idle := func() bool {
-		clock.mu.Lock()
-		defer clock.mu.Unlock()
-		return slices.Contains(clock.sleeps, time.Hour)
+		q.clock.mu.Lock()
+		defer q.clock.mu.Unlock()
+		return slices.Contains(q.clock.sleeps, time.Hour)
 	}
 	waitUntil(10*time.Second, idle)
 	if !idle() {
-		t.Fatalf("the shard never went idle: %v", clock.reads())
+		t.Fatalf("the shard never went idle: %v", q.clock.reads())
 	}
-	fs.mu.Lock()
-	fs.records["s"] = []streamtypes.Record{record("7", time.Now())}
-	fs.mu.Unlock()
-	r.Wake("another-table")
-	r.Wake("T")
-	select {
-	case seq := <-got:
-		if seq != "7" {
-			t.Fatalf("delivered %s, want 7", seq)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the record written to an idle shard's table was not delivered after Wake")
-	}
+	q.add("7")
+	q.r.Wake("another-table")
+	q.r.Wake("T")
+	q.delivered(t, "7", "the record written to an idle shard's table, after Wake,")
 }
 
 // The children of a shard read to its end are read at once, not at the

@@ -45,6 +45,30 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
+// upBare starts a stack on the shared servers without IAM and without the
+// rotator's run, named prefix and a unique suffix, closed when t ends.
+func upBare(t *testing.T, prefix string, tune ...func(*stack.Options)) *stack.Env {
+	t.Helper()
+	return upStack(t, stack.Options{
+		Root: repoRoot(t), Servers: stacktest.Need(t), Setups: registry.All, NoRotation: true, NoIAM: true,
+		StackName: fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: t.TempDir(),
+	}, tune...)
+}
+
+// upStack starts a stack with o, tuned, closed when t ends.
+func upStack(t *testing.T, o stack.Options, tune ...func(*stack.Options)) *stack.Env {
+	t.Helper()
+	for _, f := range tune {
+		f(&o)
+	}
+	env, err := stack.Up(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
 // upJudged starts a stack with IAM enforced on template (the repository's
 // when ""), without the rotator's run (the tests call as identities
 // directly).
@@ -63,19 +87,10 @@ func upJudgedWith(t *testing.T, template, state string, params map[string]string
 	if state == "" {
 		state = t.TempDir()
 	}
-	o := stack.Options{
+	return upStack(t, stack.Options{
 		Root: root, Template: template, Servers: st, Setups: registry.All, NoRotation: true, Params: params,
 		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: state, IAMRecords: filepath.Join(state, "iam"),
-	}
-	for _, f := range tune {
-		f(&o)
-	}
-	env, err := stack.Up(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Close() })
-	return env
+	}, tune...)
 }
 
 // apiError returns the service error code and HTTP status of err.

@@ -1,7 +1,6 @@
 package stack_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
-	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
@@ -25,14 +23,7 @@ func TestSearchEndpoint(t *testing.T) {
 	if st.Search == "" {
 		t.Skipf("the servers have no search engine (%s unset)", servers.EnvSearch)
 	}
-	env, err := stack.Up(context.Background(), stack.Options{
-		Root: repoRoot(t), Servers: st, Setups: registry.All, NoRotation: true, NoIAM: true,
-		StackName: fmt.Sprintf("search-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Close() })
+	env := upBare(t, "search")
 
 	url := env.Vars[stack.SearchEndpointVar]
 	if url == "" || url != env.SearchURL || !strings.HasPrefix(url, "http://127.0.0.1:") {

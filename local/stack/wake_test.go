@@ -2,7 +2,6 @@ package stack_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -10,9 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/runner"
-	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 )
 
@@ -20,17 +17,8 @@ import (
 // table's stream: with quiet shards waiting an hour between reads, the
 // objects table's reaper still gets the write's record.
 func TestAWriteWakesItsStreamsReaders(t *testing.T) {
-	st := stacktest.Need(t)
 	ctx := context.Background()
-	env, err := stack.Up(ctx, stack.Options{
-		Root: repoRoot(t), Servers: st, Setups: registry.All, NoRotation: true, NoIAM: true,
-		StackName: fmt.Sprintf("wake-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: t.TempDir(),
-		IdlePollInterval: time.Hour,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Close() })
+	env := upBare(t, "wake", func(o *stack.Options) { o.IdlePollInterval = time.Hour })
 	if err := env.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
