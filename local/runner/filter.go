@@ -132,6 +132,26 @@ func validComparison(op any) bool {
 // Empty reports whether the filter delivers every record.
 func (f Filter) Empty() bool { return len(f.patterns) == 0 }
 
+// Reads reports whether a pattern looks at the field at path (or inside
+// it): a record without that field matches as it would with it.
+func (f Filter) Reads(path ...string) bool {
+	for _, p := range f.patterns {
+		at := p
+		for i, k := range path {
+			v, ok := at[k]
+			if !ok {
+				break
+			}
+			sub, nested := v.(map[string]any)
+			if !nested || i == len(path)-1 {
+				return true
+			}
+			at = sub
+		}
+	}
+	return false
+}
+
 // Match reports whether a record (its JSON) passes the filter.
 func (f Filter) Match(record []byte) (bool, error) {
 	if f.Empty() {

@@ -41,16 +41,20 @@ func lambdaJSON(t *testing.T, rec streamtypes.Record) []byte {
 	return b
 }
 
-func TestFilterMatchesAsLambdaDoes(t *testing.T) {
+type filterCase struct {
+	name     string
+	patterns []string
+	rec      streamtypes.Record
+	want     bool
+}
+
+// filterCases are records and the patterns Lambda passes them through
+// (want) or drops.
+func filterCases() []filterCase {
 	latest := objectRecord("1", "docs/a", "v0", streamtypes.OperationTypeModify)
 	history := objectRecord("2", "docs/a", "v0000000007", streamtypes.OperationTypeInsert)
 	gone := objectRecord("3", "docs/a", "v0", streamtypes.OperationTypeRemove)
-	tests := []struct {
-		name     string
-		patterns []string
-		rec      streamtypes.Record
-		want     bool
-	}{
+	return []filterCase{
 		{"no filter passes all", nil, history, true},
 		{"key value", []string{`{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`}, latest, true},
 		{"key value, other item", []string{`{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`}, history, false},
@@ -71,8 +75,13 @@ func TestFilterMatchesAsLambdaDoes(t *testing.T) {
 		{"a number is a string in a stream record", []string{`{"dynamodb": {"NewImage": {"size": {"N": [{"numeric": [">", 1]}]}}}}`}, latest, false},
 		{"numeric on a number", []string{`{"dynamodb": {"SizeBytes": [{"numeric": [">=", 10, "<", 11]}]}}`}, latest, true},
 		{"object where the record has a value", []string{`{"eventName": {"S": ["MODIFY"]}}`}, latest, false},
+		{"a field that one pattern compares and another enters", []string{`{"eventName": {"S": ["MODIFY"]}}`, `{"eventName": ["MODIFY"]}`}, latest, true},
+		{"a field one pattern enters twice as deep as another", []string{`{"dynamodb": {"Keys": {"sk": {"S": ["x"]}}}}`, `{"dynamodb": {"NewImage": {"size": {"N": ["42"]}}}}`}, latest, true},
 	}
-	for _, tt := range tests {
+}
+
+func TestFilterMatchesAsLambdaDoes(t *testing.T) {
+	for _, tt := range filterCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := ParseFilter(tt.patterns)
 			if err != nil {
@@ -83,6 +92,42 @@ func TestFilterMatchesAsLambdaDoes(t *testing.T) {
 				t.Errorf("Match = %v, %v; want %v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// The stream poller matches a record without the images no pattern
+// reads: it passes and drops what Match does on the whole record.
+func TestStreamFilterSkipsTheImagesNoPatternReads(t *testing.T) {
+	for _, tt := range filterCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := ParseFilter(tt.patterns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filterPoller(f)
+			kept := p.filter([]streamtypes.Record{tt.rec})
+			if got := len(kept) == 1; got != tt.want {
+				t.Fatalf("kept %d records, want the record kept: %v", len(kept), tt.want)
+			}
+			if tt.want && (kept[0].err != nil || !strings.Contains(string(kept[0].lambda), `"NewImage"`)) {
+				t.Errorf("the record kept lost its image or did not convert: %v %s", kept[0].err, kept[0].lambda)
+			}
+		})
+	}
+	reads := map[string]bool{
+		`{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`:       false,
+		`{"dynamodb": {"NewImage": {"size": {"N": ["42"]}}}}`: true,
+		`{"dynamodb": ["x"]}`:                                 true,
+		`{"eventName": ["MODIFY"]}`:                           false,
+	}
+	for pattern, want := range reads {
+		f, err := ParseFilter([]string{pattern})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Reads("dynamodb", "NewImage"); got != want {
+			t.Errorf("%s: Reads(dynamodb.NewImage) = %v, want %v", pattern, got, want)
+		}
 	}
 }
 
@@ -144,4 +189,33 @@ func TestStreamDeliversOnlyFilteredRecords(t *testing.T) {
 			t.Errorf("stats: %d filtered, %d delivered; want 3 and 3", s.Filtered, s.Records)
 		}
 	}
+}
+
+// The objects indexer's filter on records with a 2 KiB image, half of
+// them dropped (the history items) and half kept (v0), as the runner
+// reads the objects table's stream.
+func BenchmarkStreamFilter(b *testing.B) {
+	var recs []streamtypes.Record
+	for i, sk := range []string{"v0", "v0000000007"} {
+		rec := objectRecord(fmt.Sprint(i), "docs/a", sk, streamtypes.OperationTypeInsert)
+		rec.Dynamodb.NewImage["body"] = &streamtypes.AttributeValueMemberS{Value: strings.Repeat("lorem ipsum ", 170)}
+		recs = append(recs, rec)
+	}
+	f, err := ParseFilter([]string{`{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := filterPoller(f)
+	for b.Loop() {
+		if kept := p.filter(recs); len(kept) != 1 {
+			b.Fatal(len(kept))
+		}
+	}
+}
+
+// filterPoller is a stream poller of function F with filter f.
+func filterPoller(f Filter) *streamPoller {
+	r := New()
+	r.stats["F"] = &Stats{Function: "F"}
+	return &streamPoller{r: r, m: StreamMapping{Function: "F", StreamARN: "arn:aws:dynamodb:us-east-1:0:table/t/stream/s", Filter: f}}
 }
