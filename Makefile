@@ -48,14 +48,15 @@ install: deps
 
 # Packages with goroutines of their own (the vote counter's scatter-gather,
 # the load generator, the runner's pollers, the fault proxy, the stack,
-# the search proxy, the objects' parallel reads and writes) or whose tests
-# call them from several goroutines (the SQS producer, the objects'
-# handlers): their unit tests also run under the race detector. The
-# others (handler adapters, S3 adapters, EMF) start none, in the package
-# or its tests, so the detector would have nothing to watch.
+# the search proxy, the objects' parallel reads and writes, the reindex's
+# scan segments and writers) or whose tests call them from several
+# goroutines (the SQS producer, the objects' handlers): their unit tests
+# also run under the race detector. The others (handler adapters, S3
+# adapters, EMF) start none, in the package or its tests, so the
+# detector would have nothing to watch.
 RACE_PKGS := ./shared/votes ./shared/votes/votesddb ./shared/votes/votesload ./shared/votes/votessqs \
 	./shared/objects ./shared/objects/objectsddb ./shared/objects/objectslambda \
-	./local/runner ./local/faultproxy ./local/stack ./local/searchproxy
+	./shared/search ./local/runner ./local/faultproxy ./local/stack ./local/searchproxy
 # Cases that are load or big bodies through code whose concurrency other
 # tests cover: ten times slower under the race detector, they run once,
 # without it, with the integration tests (a third of the race pass's CPU).

@@ -130,6 +130,14 @@ type Result struct {
 	Err       error // the batch is not done: retry it whole
 }
 
+// withDefaults is a copy of ix with its zero settings at their defaults:
+// Apply may run from several goroutines at once (a reindex's writers).
+func (ix *Indexer) withDefaults() *Indexer {
+	c := *ix
+	c.defaults()
+	return &c
+}
+
 func (ix *Indexer) defaults() {
 	if ix.MaxText <= 0 {
 		ix.MaxText = DefaultMaxText
@@ -183,7 +191,7 @@ func versionOf(c Change) int64 { return ExternalVersion(c.Record.Version, c.Reco
 // payload that could not be read for a passing reason, or the engine
 // unreachable until the deadline's reserve.
 func (ix *Indexer) Apply(ctx context.Context, changes []Change) Result {
-	ix.defaults()
+	ix = ix.withDefaults()
 	began := time.Now()
 	res := Result{Changes: len(changes)}
 	latest := Coalesce(changes)

@@ -27,6 +27,11 @@ type Indexes interface {
 	DeleteIndex(ctx context.Context, name string) error
 }
 
+// DefaultReindexBatch is how many changes a reindex's bulk request
+// carries when Reindex.Batch is 0: as many as a full stream batch of the
+// indexer.
+const DefaultReindexBatch = 1000
+
 // ChangeScanner lists every key's latest record of the objects table,
 // tombstones included, as changes (fn may be called from several
 // goroutines at once).
@@ -66,8 +71,14 @@ type Reindex struct {
 	// searches already on their way to them (default 2 s; negative: none).
 	Linger  time.Duration
 	KeepOld bool
-	// Batch is how many changes one bulk request carries (default 500).
+	// Batch is how many changes one bulk request carries (default
+	// DefaultReindexBatch).
 	Batch int
+	// Writers is how many bulk requests are on their way at once (default
+	// 1: the engine indexes one bulk at a time as fast as several, and
+	// the live indexer shares it meanwhile). The scan reads ahead by one
+	// batch per writer.
+	Writers int
 	// Progress is told the documents written so far, now and then.
 	Progress func(ReindexProgress)
 	Indexer  Indexer // settings of the writes (texts, retries); Index, Payloads and Target are set by Run
@@ -156,20 +167,25 @@ func (r *Reindex) Run(ctx context.Context) (ReindexResult, error) {
 	return res, nil
 }
 
-// load writes every key's latest record into the new index, a batch at
-// a time from each scan segment.
+// load writes every key's latest record into the new index: the scan's
+// segments gather the changes into batches, which Writers send.
 func (r *Reindex) load(ctx context.Context, began time.Time, res *ReindexResult) error {
 	ix := r.Indexer
 	ix.Index, ix.Payloads, ix.Target = r.Indexes, r.Payloads, r.Name
-	batch := r.Batch
+	batch, writers := r.Batch, r.Writers
 	if batch <= 0 {
-		batch = 500
+		batch = DefaultReindexBatch
 	}
-	var mu sync.Mutex
+	if writers <= 0 {
+		writers = 1
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var resMu sync.Mutex
 	apply := func(cs []Change) error {
 		out := ix.Apply(ctx, cs)
-		mu.Lock()
-		defer mu.Unlock()
+		resMu.Lock()
+		defer resMu.Unlock()
 		res.Scanned += out.Changes
 		res.Written += out.Documents
 		res.Newer += out.Newer
@@ -182,16 +198,53 @@ func (r *Reindex) load(ctx context.Context, began time.Time, res *ReindexResult)
 		}
 		return out.Err
 	}
-	return r.Table.ScanChanges(ctx, func(cs []Change) error {
-		for len(cs) > 0 {
-			n := min(batch, len(cs))
-			if err := apply(cs[:n]); err != nil {
+	batches := make(chan []Change, writers)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for cs := range batches {
+				if err := apply(cs); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	send := func(cs []Change) error {
+		select {
+		case batches <- cs:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	var mu sync.Mutex
+	var pending []Change
+	err := r.Table.ScanChanges(ctx, func(cs []Change) error {
+		mu.Lock()
+		pending = append(pending, cs...)
+		var full [][]Change
+		for len(pending) >= batch {
+			full = append(full, pending[:batch:batch])
+			pending = pending[batch:]
+		}
+		mu.Unlock()
+		for _, b := range full {
+			if err := send(b); err != nil {
 				return err
 			}
-			cs = cs[n:]
 		}
 		return nil
 	})
+	if err == nil && len(pending) > 0 {
+		err = send(pending)
+	}
+	close(batches)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil {
+		return cause // a writer's error (or the caller's), which stopped the scan
+	}
+	return err
 }
 
 // abandon deletes the new index (which takes it out of the aliases), so

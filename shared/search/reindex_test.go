@@ -148,3 +148,100 @@ func TestAFailedReindexLeavesTheOldIndex(t *testing.T) {
 		t.Errorf("read %v write %v new index %v: want the old index alone", read, write, x.idx["new"] != nil)
 	}
 }
+
+// segments is a table read by four scan segments at once, each calling fn
+// with pages of 7 changes.
+type segments struct{ changes []Change }
+
+func (s segments) ScanChanges(ctx context.Context, fn func([]Change) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for seg := range 4 {
+		wg.Go(func() {
+			var mine []Change
+			for i := seg; i < len(s.changes); i += 4 {
+				mine = append(mine, s.changes[i])
+			}
+			for len(mine) > 0 && errs[seg] == nil {
+				n := min(7, len(mine))
+				errs[seg] = fn(mine[:n])
+				mine = mine[n:]
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// watched counts the bulk requests on their way at once, and each one's
+// size.
+type watched struct {
+	*memIndexes
+	mu        sync.Mutex
+	now, most int
+	sizes     []int
+	failFrom  int // the bulk request from which every one fails (0: none)
+}
+
+func (w *watched) Bulk(ctx context.Context, target string, ops []Op) ([]Outcome, error) {
+	w.mu.Lock()
+	w.now++
+	w.most = max(w.most, w.now)
+	w.sizes = append(w.sizes, len(ops))
+	fail := w.failFrom > 0 && len(w.sizes) >= w.failFrom
+	w.mu.Unlock()
+	defer func() { w.mu.Lock(); w.now--; w.mu.Unlock() }()
+	time.Sleep(time.Millisecond) // long enough for a second writer to overlap
+	if fail {
+		return nil, fmt.Errorf("%w: engine down", ErrUnavailable)
+	}
+	return w.memIndexes.Bulk(ctx, target, ops)
+}
+
+// The scan's segments fill batches of Batch changes, which Writers send:
+// one bulk request at a time by default, however many segments read.
+func TestReindexBatchesTheSegmentsForItsWriters(t *testing.T) {
+	var table []Change
+	for i := range 95 {
+		table = append(table, put(fmt.Sprintf("k%02d", i), 1, "", 0))
+	}
+	for _, writers := range []int{0, 3} {
+		x := &watched{memIndexes: newMemIndexes("old")}
+		r := &Reindex{Indexes: x, Payloads: memPayloads{}, Name: "new", Linger: -1, Table: segments{table}, Batch: 10, Writers: writers}
+		res, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Written != 95 || len(x.idx["new"].docs) != 95 {
+			t.Errorf("writers %d: wrote %d, the index holds %d; want 95", writers, res.Written, len(x.idx["new"].docs))
+		}
+		slices.Sort(x.sizes)
+		if want := []int{5, 10, 10, 10, 10, 10, 10, 10, 10, 10}; !slices.Equal(x.sizes, want) {
+			t.Errorf("writers %d: bulk sizes %v, want %v", writers, x.sizes, want)
+		}
+		if want := max(writers, 1); x.most > want {
+			t.Errorf("writers %d: %d bulk requests at once, want at most %d", writers, x.most, want)
+		}
+	}
+}
+
+// A bulk request that fails stops the scan, and the run says why.
+func TestReindexStopsWhenAWriteFails(t *testing.T) {
+	var table []Change
+	for i := range 200 {
+		table = append(table, put(fmt.Sprintf("k%03d", i), 1, "", 0))
+	}
+	x := &watched{memIndexes: newMemIndexes("old"), failFrom: 2}
+	r := &Reindex{Indexes: x, Payloads: memPayloads{}, Name: "new", Table: segments{table}, Batch: 10,
+		Indexer: Indexer{Attempts: 1}}
+	_, err := r.Run(context.Background())
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err %v, want the engine's", err)
+	}
+	if n := len(x.sizes); n > 3 {
+		t.Errorf("%d bulk requests sent after the first failure; want the scan stopped", n)
+	}
+	if read, _, _ := x.Indexes(context.Background()); !slices.Equal(read, []string{"old"}) || x.idx["new"] != nil {
+		t.Errorf("read %v, new index kept %v: want the old index alone", read, x.idx["new"] != nil)
+	}
+}
