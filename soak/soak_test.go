@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,11 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	stacktest.Main(m, func() {
-		if prebuilt.dir != "" {
-			os.RemoveAll(prebuilt.dir)
-		}
-	})
+	stacktest.Main(m)
 }
 
 // prebuilt are the functions the soaks run as processes, built once for
@@ -35,7 +30,6 @@ func TestMain(m *testing.M) {
 var prebuilt struct {
 	once sync.Once
 	bins map[string]string
-	dir  string
 	err  error
 }
 
@@ -51,9 +45,6 @@ func soakConfig(t *testing.T, c Config) Config {
 	c.Root, c.Progress = root, testWriter{t}
 	prebuilt.once.Do(func() {
 		prebuilt.bins, prebuilt.err = buildFunctions(t.Context(), root, killable)
-		for _, b := range prebuilt.bins {
-			prebuilt.dir = filepath.Dir(b)
-		}
 	})
 	if prebuilt.err != nil {
 		t.Fatal(prebuilt.err)
@@ -164,7 +155,7 @@ func bursted(res *Result) bool {
 // machine's counter once wrote every vote after the load, when the
 // redeliveries stopped). No other fault: it runs on the shared servers.
 func TestSoakCatchesATallyThatIgnoresItsCheckpoint(t *testing.T) {
-	c := soakConfig(t, Config{Duration: 15 * time.Second, VotesPerSecond: 60, Setups: map[string]lambdafn.Setup{"TallyFunction": forgetfulTally},
+	c := soakConfig(t, Config{Duration: 8 * time.Second, VotesPerSecond: 60, Setups: map[string]lambdafn.Setup{"TallyFunction": forgetfulTally},
 		Servers: stacktest.Need(t), StackName: fmt.Sprintf("soakcp%d", time.Now().UnixNano()%1e6),
 		DuplicateRate: 1, NoLeakCheck: true, Seed: 11})
 	res, err := Run(context.Background(), c)
