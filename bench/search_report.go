@@ -10,6 +10,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/internal/pngchart"
 	"github.com/ddbpipe/ddbpipe/shared/search"
+	"github.com/ddbpipe/ddbpipe/shared/search/searchddb"
 )
 
 // report writes the section from what the steps measured.
@@ -125,8 +126,8 @@ func (b *searchBench) reportReindex(s *section) {
 	s.printf("Times run from the first request to the last document counted through the index (the reindex: from `Run`,\n"+
 		"its %s wait for every indexer to see the write alias included, to the switch of the aliases, which `Run` makes once\n"+
 		"the engine counts every document in the new index; the old index is deleted after). The reindex read %d keys and wrote %d documents (%d already newer from the stream), in batches of %d\n"+
-		"gathered from 4 scan segments, one bulk request at a time. Goal ≤ 1.2 × the plain load: %s (%.2f × the plain loaders' mean, %s; %.2f without the wait).\n\n",
-		r.settle, r.res.Scanned, r.res.Written, r.res.Newer, search.DefaultReindexBatch, verdict(x <= 1.2), x, plainTook.Round(10*time.Millisecond),
+		"gathered from %d scan segments, one bulk request at a time. Goal ≤ 1.2 × the plain load: %s (%.2f × the plain loaders' mean, %s; %.2f without the wait).\n\n",
+		r.settle, r.res.Scanned, r.res.Written, r.res.Newer, search.DefaultReindexBatch, searchddb.ScanSegments, verdict(x <= 1.2), x, plainTook.Round(10*time.Millisecond),
 		(r.took-r.settle).Seconds()/plainTook.Seconds())
 	s.printf("Searches through the objects API (one at a time, each for one loaded object by the number in its key) while it ran: %d, of which\n"+
 		"%d failed and %d were empty; after the last document was written (the switch of the aliases and the old index's\n"+

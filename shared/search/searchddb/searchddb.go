@@ -24,9 +24,20 @@ var (
 	_ search.TableScanner = Table{}
 )
 
+// ScanSegments is how many parallel scan segments read the table for a
+// verify or a reindex. DynamoDB Local's CPU time for a segment grows with
+// the square of its size: a scan of 50,000 objects (100,000 items) took
+// 16 s of its CPU in one segment, 5.3 s in 4 and 3.2 s in 16, and a
+// reindex of 100,000 objects in 4 spent as much of the two cores reading
+// the table as the engine spent indexing. On AWS more segments only read
+// the same items sooner.
+const ScanSegments = 16
+
 // New returns the table's view over a DynamoDB client.
 func New(db *dynamodb.Client, table string) Table {
-	return Table{Items: objectsddb.NewLatest(db, table)}
+	items := objectsddb.NewLatest(db, table)
+	items.Segments = ScanSegments
+	return Table{Items: items}
 }
 
 // Latest reads the latest version of keys (search.Latest).
