@@ -80,40 +80,29 @@ func filterCases() []filterCase {
 	}
 }
 
+// Match passes and drops what Lambda does; the stream poller, which
+// matches a record without the images no pattern reads, keeps and drops
+// the same records, whole.
 func TestFilterMatchesAsLambdaDoes(t *testing.T) {
 	for _, tt := range filterCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := ParseFilter(tt.patterns)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := mustFilter(t, tt.patterns...)
 			got, err := f.Match(lambdaJSON(t, tt.rec))
 			if err != nil || got != tt.want {
 				t.Errorf("Match = %v, %v; want %v", got, err, tt.want)
 			}
-		})
-	}
-}
-
-// The stream poller matches a record without the images no pattern
-// reads: it passes and drops what Match does on the whole record.
-func TestStreamFilterSkipsTheImagesNoPatternReads(t *testing.T) {
-	for _, tt := range filterCases() {
-		t.Run(tt.name, func(t *testing.T) {
-			f, err := ParseFilter(tt.patterns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := filterPoller(f)
-			kept := p.filter([]streamtypes.Record{tt.rec})
+			kept := filterPoller(f).filter([]streamtypes.Record{tt.rec})
 			if got := len(kept) == 1; got != tt.want {
-				t.Fatalf("kept %d records, want the record kept: %v", len(kept), tt.want)
+				t.Fatalf("the poller kept %d records, want the record kept: %v", len(kept), tt.want)
 			}
 			if tt.want && (kept[0].err != nil || !strings.Contains(string(kept[0].lambda), `"NewImage"`)) {
 				t.Errorf("the record kept lost its image or did not convert: %v %s", kept[0].err, kept[0].lambda)
 			}
 		})
 	}
+}
+
+func TestFilterReadsTheFieldsItsPatternsName(t *testing.T) {
 	reads := map[string]bool{
 		`{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`:       false,
 		`{"dynamodb": {"NewImage": {"size": {"N": ["42"]}}}}`: true,
@@ -121,11 +110,7 @@ func TestStreamFilterSkipsTheImagesNoPatternReads(t *testing.T) {
 		`{"eventName": ["MODIFY"]}`:                           false,
 	}
 	for pattern, want := range reads {
-		f, err := ParseFilter([]string{pattern})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := f.Reads("dynamodb", "NewImage"); got != want {
+		if got := mustFilter(t, pattern).Reads("dynamodb", "NewImage"); got != want {
 			t.Errorf("%s: Reads(dynamodb.NewImage) = %v, want %v", pattern, got, want)
 		}
 	}
@@ -176,11 +161,7 @@ func TestStreamDeliversOnlyFilteredRecords(t *testing.T) {
 			objectRecord("6", "a", "v0", streamtypes.OperationTypeRemove),
 		}},
 	}
-	f, err := ParseFilter([]string{`{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, got := deliver(t, fs, StreamMapping{BatchSize: 2, Filter: f}, 3)
+	r, got := deliver(t, fs, StreamMapping{BatchSize: 2, Filter: mustFilter(t, `{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`)}, 3)
 	if want := "[1 4 6]"; fmt.Sprint(got) != want {
 		t.Errorf("delivered %v, want %s", got, want)
 	}
@@ -201,11 +182,7 @@ func BenchmarkStreamFilter(b *testing.B) {
 		rec.Dynamodb.NewImage["body"] = &streamtypes.AttributeValueMemberS{Value: strings.Repeat("lorem ipsum ", 170)}
 		recs = append(recs, rec)
 	}
-	f, err := ParseFilter([]string{`{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := filterPoller(f)
+	p := filterPoller(mustFilter(b, `{"dynamodb": {"Keys": {"sk": {"S": ["v0"]}}}}`))
 	for b.Loop() {
 		if kept := p.filter(recs); len(kept) != 1 {
 			b.Fatal(len(kept))
@@ -217,5 +194,15 @@ func BenchmarkStreamFilter(b *testing.B) {
 func filterPoller(f Filter) *streamPoller {
 	r := New()
 	r.stats["F"] = &Stats{Function: "F"}
-	return &streamPoller{r: r, m: StreamMapping{Function: "F", StreamARN: "arn:aws:dynamodb:us-east-1:0:table/t/stream/s", Filter: f}}
+	return r.newStreamPoller(nil, nil, StreamMapping{Function: "F", StreamARN: "arn:aws:dynamodb:us-east-1:0:table/t/stream/s", Filter: f})
+}
+
+// mustFilter is ParseFilter's filter of patterns, which must parse.
+func mustFilter(tb testing.TB, patterns ...string) Filter {
+	tb.Helper()
+	f, err := ParseFilter(patterns)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }

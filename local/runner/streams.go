@@ -15,6 +15,7 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ddbpipe/ddbpipe/shared/ledger"
 	"github.com/ddbpipe/ddbpipe/shared/platform/ddbstream"
 	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
@@ -129,10 +130,17 @@ func (r *Runner) AddStream(streams StreamsAPI, queue SQSAPI, m StreamMapping) (s
 	if m.ID == "" {
 		m.ID = newID()
 	}
-	p := &streamPoller{r: r, c: streams, q: queue, m: m, done: map[string]bool{}, started: map[string]bool{}, ended: make(chan struct{}, 1),
-		bell: r.bell(streamTable(m.StreamARN))}
+	p := r.newStreamPoller(streams, queue, m)
 	r.add(&source{id: m.ID, kind: "stream", desc: m.StreamARN + " → " + m.Function, start: p.run})
 	return m.ID, nil
+}
+
+// newStreamPoller is the poller of mapping m, its defaults set.
+func (r *Runner) newStreamPoller(streams StreamsAPI, queue SQSAPI, m StreamMapping) *streamPoller {
+	table, _, _ := ledger.StreamTable(m.StreamARN) // "" when the ARN names none: Wake never reaches its readers
+	return &streamPoller{r: r, c: streams, q: queue, m: m, done: map[string]bool{}, started: map[string]bool{}, ended: make(chan struct{}, 1),
+		bell:     r.bell(table),
+		newImage: m.Filter.Reads("dynamodb", "NewImage"), oldImage: m.Filter.Reads("dynamodb", "OldImage")}
 }
 
 type streamPoller struct {
@@ -146,6 +154,9 @@ type streamPoller struct {
 	started map[string]bool
 	ended   chan struct{} // a shard was read to its end: list the shards again now
 	bell    *bell         // rung when the stream's table is written (Runner.Wake)
+	// Whether the filter reads the records' images: passes leaves out
+	// those it does not.
+	newImage, oldImage bool
 
 	windowMu sync.Mutex
 	windows  map[string]windowState // per shard: tumbling windows' state
@@ -413,10 +424,10 @@ func (p *streamPoller) filter(records []streamtypes.Record) []streamRecord {
 func (p *streamPoller) passes(rec streamtypes.Record) (bool, error) {
 	if d := rec.Dynamodb; d != nil {
 		probe := *d
-		if !p.m.Filter.Reads("dynamodb", "NewImage") {
+		if !p.newImage {
 			probe.NewImage = nil
 		}
-		if !p.m.Filter.Reads("dynamodb", "OldImage") {
+		if !p.oldImage {
 			probe.OldImage = nil
 		}
 		rec.Dynamodb = &probe

@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/ddbpipe/ddbpipe/shared/ledger"
 )
 
 // Woken reads. Lambda reads each shard four times a second whether or not
@@ -76,16 +74,6 @@ func (b *bell) ring() {
 		close(b.ch)
 		b.ch = nil
 	}
-}
-
-// streamTable is the table a stream ARN names, or "" (no table: Wake
-// never reaches its readers).
-func streamTable(arn string) string {
-	table, _, err := ledger.StreamTable(arn)
-	if err != nil {
-		return ""
-	}
-	return table
 }
 
 // sleepUntil sleeps on the runner's clock for d, or until ch is closed or

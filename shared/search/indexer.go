@@ -132,13 +132,7 @@ type Result struct {
 
 // withDefaults is a copy of ix with its zero settings at their defaults:
 // Apply may run from several goroutines at once (a reindex's writers).
-func (ix *Indexer) withDefaults() *Indexer {
-	c := *ix
-	c.defaults()
-	return &c
-}
-
-func (ix *Indexer) defaults() {
+func (ix Indexer) withDefaults() *Indexer {
 	if ix.MaxText <= 0 {
 		ix.MaxText = DefaultMaxText
 	}
@@ -160,6 +154,7 @@ func (ix *Indexer) defaults() {
 	if ix.Log == nil {
 		ix.Log = slog.Default()
 	}
+	return &ix
 }
 
 // Coalesce keeps one change per key, the newest (the highest external
