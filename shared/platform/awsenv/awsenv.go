@@ -18,12 +18,14 @@ import (
 	"github.com/aws/smithy-go/logging"
 )
 
-// Load returns the default AWS configuration.
+// Load returns the default AWS configuration, its HTTP client cutting each
+// request body at its length (exactBodies says why).
 func Load(ctx context.Context, opts ...func(*config.LoadOptions) error) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("awsenv: load aws config: %w", err)
 	}
+	withExactBodies(&cfg)
 	return cfg, nil
 }
 
