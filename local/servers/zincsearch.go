@@ -31,7 +31,7 @@ const (
 	godeltaprofOldPath  = "github.com/pyroscope-io/godeltaprof"
 	zincPlaceholderPage = "<!doctype html><title>ZincSearch</title><p>ddbpipe's local ZincSearch: no web UI is built; use the API.\n"
 	// zincRecipe names the build steps below; bump it when they change.
-	zincRecipe = "zincsearch-recipe-1: copy module, web/dist placeholder, godeltaprof renamed and replaced, CGO_ENABLED=0 -trimpath"
+	zincRecipe = "zincsearch-recipe-2: copy module, web/dist placeholder, godeltaprof renamed and replaced, no forced GC per WAL tick, CGO_ENABLED=0 -trimpath"
 )
 
 // ZincSearch's settings on the local stack.
@@ -132,6 +132,9 @@ func (b zincBuild) run(ctx context.Context) error {
 		return err
 	}
 	if err := b.renameGodeltaprof(); err != nil {
+		return err
+	}
+	if err := b.dropForcedGC(); err != nil {
 		return err
 	}
 	return b.compile(ctx)
@@ -253,6 +256,25 @@ func (b zincBuild) renameGodeltaprof() error {
 	return rewriteFile(gomod, func(s string) string {
 		return s + "\nreplace " + godeltaprofOldPath + " => ../godeltaprof\n"
 	})
+}
+
+// zincForcedGC is the call that ends each of ZincSearch's WAL ticks: a full
+// collection every zincWALSyncInterval, whether anything was written or
+// not, whose cost grows with the index held in memory.
+const zincForcedGC = "\t\t// force gc\n\t\truntime.GC()\n"
+
+// dropForcedGC leaves collections to Go's pacer (GOGC) instead: the
+// reference to runtime.GC that stays keeps the file's import in use.
+func (b zincBuild) dropForcedGC() error {
+	path := filepath.Join(b.src("zincsearch"), "pkg", "core", "index_shards_wallist.go")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if n := strings.Count(string(data), zincForcedGC); n != 1 {
+		return fmt.Errorf("drop the forced GC: %s has %d forced GCs where the recipe expects 1", path, n)
+	}
+	return os.WriteFile(path, []byte(strings.Replace(string(data), zincForcedGC, "\t\t_ = runtime.GC // left to GOGC (ddbpipe's build)\n", 1)), 0o644)
 }
 
 func rewriteFile(path string, edit func(string) string) error {

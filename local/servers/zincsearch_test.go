@@ -71,3 +71,38 @@ func TestInstallZincSearch(t *testing.T) {
 		t.Error("no stamp of the recipe beside the binary")
 	}
 }
+
+// The recipe drops the forced GC at the end of each WAL tick, and stops
+// the build when the file no longer reads as the recipe expects.
+func TestDropForcedGC(t *testing.T) {
+	tick := "\t\tdelete(indexes, name)\n\t\t}\n\n" + zincForcedGC + "\t}\n}\n"
+	for _, tt := range []struct {
+		name, file, want, wantErr string
+	}{
+		{name: "the tick's GC", file: tick, want: "\t\t_ = runtime.GC // left to GOGC (ddbpipe's build)\n"},
+		{name: "none", file: "\t\truntime.Gosched()\n", wantErr: "0 forced GCs"},
+		{name: "two", file: tick + zincForcedGC, wantErr: "2 forced GCs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := zincBuild{work: t.TempDir()}
+			path := filepath.Join(b.src("zincsearch"), "pkg", "core", "index_shards_wallist.go")
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(tt.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := b.dropForcedGC()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			got, rerr := os.ReadFile(path)
+			if err != nil || rerr != nil || strings.Contains(string(got), "runtime.GC()") || !strings.Contains(string(got), tt.want) {
+				t.Errorf("got %v, %v:\n%s", err, rerr, got)
+			}
+		})
+	}
+}
