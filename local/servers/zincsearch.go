@@ -267,14 +267,15 @@ const zincForcedGC = "\t\t// force gc\n\t\truntime.GC()\n"
 // reference to runtime.GC that stays keeps the file's import in use.
 func (b zincBuild) dropForcedGC() error {
 	path := filepath.Join(b.src("zincsearch"), "pkg", "core", "index_shards_wallist.go")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
+	n := 0
+	err := rewriteFile(path, func(s string) string {
+		n = strings.Count(s, zincForcedGC)
+		return strings.Replace(s, zincForcedGC, "\t\t_ = runtime.GC // left to GOGC (ddbpipe's build)\n", 1)
+	})
+	if err == nil && n != 1 {
+		err = fmt.Errorf("drop the forced GC: %s has %d forced GCs where the recipe expects 1", path, n)
 	}
-	if n := strings.Count(string(data), zincForcedGC); n != 1 {
-		return fmt.Errorf("drop the forced GC: %s has %d forced GCs where the recipe expects 1", path, n)
-	}
-	return os.WriteFile(path, []byte(strings.Replace(string(data), zincForcedGC, "\t\t_ = runtime.GC // left to GOGC (ddbpipe's build)\n", 1)), 0o644)
+	return err
 }
 
 func rewriteFile(path string, edit func(string) string) error {
