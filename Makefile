@@ -122,9 +122,9 @@ lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 	$(PYTHON) tools/cfncheck/guard.py $(CFNGUARD_BIN) $(CFNGUARD_PKG)/rules/control-tower/cfn-guard template.yaml build/transformed.json $(GUARD_SERVICES)
 	$(PYTHON) tools/cfncheck/motodeploy.py build/transformed.json
 
-# Lint, the unit tests under the race detector (-short: the integration
-# tests run once, below) and the fuzz targets, two at a time (lint is
-# mostly one Python process; each target's output stays together), then
+# Lint and the unit tests under the race detector (-short: the integration
+# tests run once, below), side by side (lint is mostly one Python process;
+# each target's output stays together), then
 # every test with the local servers started (-vet=off: lint's go vet ./...
 # has checked every package; go test's own vet pass would repeat a subset)
 # once for all packages (`ddbpipe local servers` exports their endpoints;
@@ -132,8 +132,12 @@ lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
 # DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go). The demo runs
 # in the gate too, as make demo runs it (cmd/ddbpipe TestDemoRunsAsMakeDemoDoes).
+# The fuzz targets' seed corpora and saved finds run with every package's
+# tests; their exploration, random by nature, runs in make fuzz and before
+# make soak's load, not in the gate (it cost 45 s of CPU a run, and more
+# after a change: an instrumented build of each target's dependencies).
 test: install $(SIGV4NODE_PKG)/package.json $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
-	@$(MAKE) --no-print-directory -j2 --output-sync=target lint test-race fuzz
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint test-race
 	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	@rm -rf $(IAM_RECORDS)/test
 	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/test DDBPIPE_REQUIRE_STACK=1 DDBPIPE_BIN=$(abspath $(DDBPIPE_BIN)) $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
@@ -168,8 +172,8 @@ iam-check:
 test-race: deps
 	$(GO) test -vet=off -count=1 -race -short -skip '$(RACE_SKIP)' $(RACE_PKGS)
 
-# The fuzz targets, each for its own count of inputs in `make test` (about
-# 3 s each here), or for FUZZTIME each when it is given (e.g. `make fuzz
+# The fuzz targets, each for its own count of inputs (a few seconds each
+# here), or for FUZZTIME each when it is given (e.g. `make fuzz
 # FUZZTIME=5m`). A count has no deadline: a duration can fail a busy
 # machine's run with a bare "context deadline exceeded" at its end (Go
 # 1.26's fuzz coordinator, go.dev/issue/75804), having found nothing.
