@@ -54,8 +54,8 @@ type installation struct {
 }
 
 // Install checks java and node, installs the pinned npm packages into
-// Root/.local/npm, compiles the DynamoDB Local launcher and builds versitygw
-// and ZincSearch into CacheDir. Steps already done are skipped, so it is cheap to repeat.
+// Root/.local/npm, and compiles the DynamoDB Local launcher and builds
+// versitygw and ZincSearch into CacheDir. Steps already done are skipped, so it is cheap to repeat.
 // Concurrent installs by several processes wait for each other.
 func Install(ctx context.Context, o Options) error {
 	o, err := o.withDefaults()
@@ -90,8 +90,9 @@ func install(ctx context.Context, o Options) (*installation, error) {
 	return inst, nil
 }
 
-// installLocal installs what lives in Root/.local: npm packages, the fauxqs
-// launcher and the DynamoDB Local launcher.
+// installLocal installs what lives in Root/.local (npm packages, the fauxqs
+// launcher) and the DynamoDB Local launcher, which every clone shares from
+// CacheDir.
 func installLocal(ctx context.Context, o Options, java, node string) (*installation, error) {
 	local := filepath.Join(o.Root, ".local")
 	if err := os.MkdirAll(local, 0o755); err != nil {
@@ -117,7 +118,7 @@ func installLocal(ctx context.Context, o Options, java, node string) (*installat
 	if inst.dynamoJarDir, err = findDynamoJar(inst.npmDir); err != nil {
 		return nil, err
 	}
-	inst.dynamoLauncherDir, err = buildDynamoLauncher(ctx, o, java, filepath.Join(local, "java"), inst.dynamoJarDir)
+	inst.dynamoLauncherDir, err = buildDynamoLauncher(ctx, o, java, filepath.Join(o.CacheDir, "dynamodb-launcher"), inst.dynamoJarDir)
 	if err != nil {
 		return nil, err
 	}
@@ -278,14 +279,17 @@ func findDynamoJar(npmDir string) (string, error) {
 	return filepath.Dir(jars[len(jars)-1]), nil
 }
 
-// buildDynamoLauncher compiles LoopbackDynamoDB.java into dir against the
-// jar, once per source and jar version. Without a javac it returns "" and the
-// stack falls back to DynamoDB Local's own main class, which binds all
-// interfaces. It compiles in a temporary folder and renames the class into
-// place, so a server starting from dir meanwhile (another checkout sharing
-// .local) never finds it missing.
-func buildDynamoLauncher(ctx context.Context, o Options, java, dir, jarDir string) (string, error) {
-	stamp, sum := filepath.Join(dir, stampFile), digest(dynamoLauncherSource, []byte(filepath.Base(jarDir)))
+// buildDynamoLauncher compiles LoopbackDynamoDB.java against the jar into a
+// folder of root named for the source and the jar's version, once for every
+// clone (javac took 4.6 s of CPU in each fresh clone's make test), and
+// returns that folder. Without a javac it returns "" and the stack falls back
+// to DynamoDB Local's own main class, which binds all interfaces. It compiles
+// in a temporary folder and renames the class into place, so a server
+// starting from the folder meanwhile (another clone's) never finds it missing.
+func buildDynamoLauncher(ctx context.Context, o Options, java, root, jarDir string) (string, error) {
+	sum := digest(dynamoLauncherSource, []byte(filepath.Base(jarDir)))
+	dir := filepath.Join(root, sum[:16])
+	stamp := filepath.Join(dir, stampFile)
 	if stampMatches(stamp, sum) {
 		return dir, nil
 	}

@@ -48,10 +48,11 @@ const defaultReadyTimeout = 60 * time.Second
 
 // Options configures Install and Start.
 type Options struct {
-	// Root is the repository root (required). npm packages and compiled
-	// launchers go to Root/.local; the pins are read from Root/tools.
+	// Root is the repository root (required). npm packages and the fauxqs
+	// launcher go to Root/.local; the pins are read from Root/tools.
 	Root string
-	// CacheDir holds the versitygw binary. Default: $DDBPIPE_CACHE_DIR, else
+	// CacheDir holds the servers' builds (versitygw, ZincSearch, the
+	// DynamoDB Local launcher), shared by every clone. Default: $DDBPIPE_CACHE_DIR, else
 	// the user cache directory ($XDG_CACHE_HOME or ~/.cache) + "/ddbpipe".
 	CacheDir string
 	// DataDir keeps DynamoDB tables, S3 objects and search indexes between
