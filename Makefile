@@ -130,7 +130,7 @@ lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 # once for all packages (`ddbpipe local servers` exports their endpoints;
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
-# DDBPIPE_BIN is the CLI the docs' examples run (tests/docs_test.go). The demo runs
+# DDBPIPE_BIN is the CLI the docs' examples run (tests/docs/). The demo runs
 # in the gate too, as make demo runs it (cmd/ddbpipe TestDemoRunsAsMakeDemoDoes).
 # The fuzz targets' seed corpora and saved finds run with every package's
 # tests; their exploration, random by nature, runs in make fuzz and before
@@ -191,15 +191,17 @@ fuzz: deps
 		tail -1 /tmp/ddbpipe-fuzz.$$$$.log; rm -f /tmp/ddbpipe-fuzz.$$$$.log; \
 	done
 
-# Every package, on the servers the environment names. The two slowest
-# (tests, soak: minutes each, mostly waiting on the pipeline) are named
-# first so they start first, while the quick packages share the other
-# slot; last, they would start after the rest and add their length. Three
-# packages run at once, and within a package up to four tests that call
-# t.Parallel (those of tests/ that wait on the pipeline): together they
-# keep the 2 cores about 1.8 busy, so more at once only stretches each.
+# Every package, on the servers the environment names. The slowest (one
+# to two minutes each, mostly waiting on the pipeline: the docs' examples,
+# tests/, the CLI's, the soak's, the objects API's) are named first, slowest
+# first, so they start first; last, they would start after the rest and
+# add their length. Three packages run at once, and within a package up to
+# four tests that call t.Parallel (those of tests/ that wait on the
+# pipeline): together they keep the 2 cores about 1.8 busy, so more at
+# once only stretches each.
+SLOW_PKGS := ./tests/docs ./tests ./cmd/ddbpipe ./soak ./shared/objects/objectslambda
 test-servers:
-	$(GO) test -vet=off -count=1 -p 3 -parallel 4 -timeout $(TEST_TIMEOUT) ./tests ./soak ./...
+	$(GO) test -vet=off -count=1 -p 3 -parallel 4 -timeout $(TEST_TIMEOUT) $(SLOW_PKGS) ./...
 
 # The key round trips at full size: 1,200 keys through the Go client and
 # as botocore signs them, 1,000 through the CLI (make test runs each with

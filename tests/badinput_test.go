@@ -21,6 +21,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/local/badinput"
 	"github.com/ddbpipe/ddbpipe/local/stack"
 	"github.com/ddbpipe/ddbpipe/shared/archive"
+	"github.com/ddbpipe/ddbpipe/tests/clibin"
 	"github.com/ddbpipe/ddbpipe/tests/openapicheck"
 )
 
@@ -233,7 +234,7 @@ func badRecords(t *testing.T, env *stack.Env, cases []badinput.Case) {
 // badCommands runs each command line of the built CLI against the stack:
 // each fails (exit status 1) and says why.
 func badCommands(t *testing.T, env *stack.Env, fill func(string) string, cases []badinput.Case) {
-	bin := cliBinary(t, repoRoot(t), t.TempDir())
+	bin := clibin.Path(t, repoRoot(t), t.TempDir())
 	vars := os.Environ()
 	for k, v := range env.Vars {
 		vars = append(vars, k+"="+v)

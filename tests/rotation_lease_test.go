@@ -18,6 +18,7 @@ import (
 	"github.com/ddbpipe/ddbpipe/shared/archive"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votessqs"
+	"github.com/ddbpipe/ddbpipe/tests/clibin"
 )
 
 // Rotations that overlap, on one stack and its real engines (DynamoDB
@@ -251,7 +252,7 @@ func rotateAtOnce(t *testing.T, env *stack.Env, table string, deletes *deleteCou
 	if err := env.MoveClock(time.Until(coldNovember)); err != nil {
 		t.Fatal(err)
 	}
-	bin := cliBinary(t, repoRoot(t), t.TempDir())
+	bin := clibin.Path(t, repoRoot(t), t.TempDir())
 	vars := os.Environ()
 	for k, v := range env.Vars {
 		vars = append(vars, k+"="+v)

@@ -1,4 +1,4 @@
-package tests
+package docs
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/tests/clibin"
 )
 
 // The shell examples of README.md and docs/*.md are tests (docs/local.md,
@@ -285,7 +286,6 @@ func docMatch(want, got string) error {
 
 // TestDocs runs every page's examples against one local stack.
 func TestDocs(t *testing.T) {
-	t.Parallel() // waits on the pipeline: see TestMain
 	if testing.Short() {
 		t.Skip("runs the docs' examples on a local stack (-short)")
 	}
@@ -302,7 +302,7 @@ func TestDocs(t *testing.T) {
 	stacktest.AfterMonthTurn(t, 10*time.Minute)
 	root := repoRoot(t)
 	tmp := t.TempDir()
-	bin := cliBinary(t, root, tmp)
+	bin := clibin.Path(t, root, tmp)
 	state := filepath.Join(tmp, "state")
 	home := filepath.Join(tmp, "home")
 	if err := os.MkdirAll(home, 0o755); err != nil {
@@ -330,12 +330,14 @@ func TestDocs(t *testing.T) {
 		if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// One page after another (t.Run waits for testscript's parallel
-		// subtest): the pages share the stack, and the README's tour runs
+		// One page after another, each script in its page's subtest
+		// (inPlace): the pages share the stack, and the README's tour runs
 		// on a fresh one.
 		t.Run(page, func(t *testing.T) {
-			testscript.Run(t, testscript.Params{
-				Files: []string{file},
+			deadline, _ := t.Deadline()
+			testscript.RunT(inPlace{t}, testscript.Params{
+				Deadline: deadline,
+				Files:    []string{file},
 				Setup: func(e *testscript.Env) error {
 					for _, name := range []string{"template.yaml", "events", "schemas"} {
 						if err := os.Symlink(filepath.Join(root, name), filepath.Join(e.WorkDir, name)); err != nil {
@@ -375,6 +377,20 @@ func TestDocs(t *testing.T) {
 	t.Logf("%d runnable examples run, in %d pages", ran, len(pages))
 }
 
+// inPlace runs testscript's script in the subtest it makes for it, without
+// its t.Parallel: TestDocs holds a parallel slot already, and a script
+// made to wait for a second one waited 34 s in make test while the
+// package's other parallel tests held them all.
+type inPlace struct{ *testing.T }
+
+func (inPlace) Parallel() {}
+
+func (t inPlace) Run(name string, f func(testscript.T)) {
+	t.T.Run(name, func(t *testing.T) { f(inPlace{t}) })
+}
+
+func (inPlace) Verbose() bool { return testing.Verbose() }
+
 // docScript makes a page's runnable blocks into one testscript: page.sh
 // sources each block in one bash session, each block's standard output
 // into its own file, and docmatch checks the documented ones.
@@ -400,35 +416,6 @@ func docScript(page string, blocks []docBlock) (string, int) {
 		return "", 0
 	}
 	return fmt.Sprintf("# The runnable examples of %s, in order.\nexec bash page.sh\n%s-- page.sh --\n%s%s", page, checks.String(), sh.String(), files.String()), n
-}
-
-// cliBinary is the ddbpipe the examples and the bad command lines run:
-// $DDBPIPE_BIN (make test builds it; a relative path is from the
-// repository's root) or one built here.
-func cliBinary(t *testing.T, root, tmp string) string {
-	t.Helper()
-	if bin := os.Getenv("DDBPIPE_BIN"); bin != "" {
-		abs := bin // relative: to the repository's root, where make runs
-		if !filepath.IsAbs(bin) {
-			abs = filepath.Join(root, bin)
-		}
-		dir := filepath.Join(tmp, "bin")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// On the PATH under its own name, whatever DDBPIPE_BIN is called.
-		if err := os.Symlink(abs, filepath.Join(dir, "ddbpipe")); err != nil {
-			t.Fatal(err)
-		}
-		return filepath.Join(dir, "ddbpipe")
-	}
-	bin := filepath.Join(tmp, "bin", "ddbpipe")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/ddbpipe")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/ddbpipe: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // startDocsStack runs `ddbpipe local up` as the README says, on the
