@@ -34,20 +34,13 @@ import (
 
 var docsPage = flag.String("docs.page", "", "TestDocs: run only this page (after README.md), e.g. docs/objects.md")
 
-// docWaves are the pages in the order they run, on one stack: the README's
-// tour on a fresh stack first; then, at once, the pages whose examples
-// touch only their own polls, objects and tables (each page names its own,
-// and none of their outputs counts what another writes); then
-// docs/search.md, whose verify and reindex read every object and so must
-// not run beside pages that write some; docs/operators.md last, as its
-// month's-end walk-through moves the clock and starts this month over. A
-// page added under docs/ and not named here runs after them, alone.
-var docWaves = [][]string{
-	{"README.md"},
-	{"docs/producers.md", "docs/objects.md", "docs/analysts.md", "docs/local.md", "docs/deploying.md", "docs/design.md"},
-	{"docs/search.md"},
-	{"docs/operators.md"},
-}
+// docPages are the pages in the order they run: the README's tour on a
+// fresh stack first, then the readers' pages. A page added under docs/ and
+// not named here runs last.
+// docPages run in this order on one stack; docs/operators.md goes last,
+// as its month's-end walk-through moves the clock and starts this month over.
+var docPages = []string{"README.md", "docs/producers.md", "docs/objects.md", "docs/search.md", "docs/analysts.md",
+	"docs/deploying.md", "docs/local.md", "docs/design.md", "docs/operators.md"}
 
 // docBlock is one fenced block of a page.
 type docBlock struct {
@@ -124,32 +117,20 @@ func parseDocBlocks(page, text string) ([]docBlock, error) {
 	return blocks, nil
 }
 
-// allDocPages lists the pages of docWaves, wave after wave, then any other
-// page of docs/.
+// allDocPages lists docPages, then any other page of docs/.
 func allDocPages(t *testing.T) []string {
-	t.Helper()
-	var pages []string
-	for _, w := range pageWaves(t) {
-		pages = append(pages, w...)
-	}
-	return pages
-}
-
-// pageWaves is docWaves, then each other page of docs/ as a wave of its own.
-func pageWaves(t *testing.T) [][]string {
 	t.Helper()
 	found, err := filepath.Glob(filepath.Join(repoRoot(t), "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waves := slices.Clone(docWaves)
-	named := slices.Concat(docWaves...)
+	pages := slices.Clone(docPages)
 	for _, f := range found {
-		if rel := "docs/" + filepath.Base(f); !slices.Contains(named, rel) {
-			waves = append(waves, []string{rel})
+		if rel := "docs/" + filepath.Base(f); !slices.Contains(pages, rel) {
+			pages = append(pages, rel)
 		}
 	}
-	return waves
+	return pages
 }
 
 func readDocBlocks(t *testing.T, page string) []docBlock {
@@ -329,92 +310,71 @@ func TestDocs(t *testing.T) {
 	}
 	stopStack := startDocsStack(t, bin, root, state, stacktest.Need(t), require)
 
-	waves := pageWaves(t)
+	pages := allDocPages(t)
 	if *docsPage != "" {
-		waves = [][]string{{"README.md"}, {*docsPage}}
+		pages = []string{"README.md", *docsPage}
 	}
 	scripts := filepath.Join(tmp, "scripts")
 	if err := os.MkdirAll(scripts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// runPage runs a page's script in its subtest (inPlace: testscript's
-	// own subtest would ask for a parallel slot of its own).
-	runPage := func(t *testing.T, file string) {
-		deadline, _ := t.Deadline()
-		testscript.RunT(inPlace{t}, testscript.Params{
-			Deadline: deadline,
-			Files:    []string{file},
-			Setup: func(e *testscript.Env) error {
-				for _, name := range []string{"template.yaml", "events", "schemas"} {
-					if err := os.Symlink(filepath.Join(root, name), filepath.Join(e.WorkDir, name)); err != nil {
+	ran := 0
+	for _, page := range pages {
+		blocks := readDocBlocks(t, page)
+		script, n := docScript(page, blocks)
+		if n == 0 {
+			continue
+		}
+		ran += n
+		file := filepath.Join(scripts, strings.NewReplacer("/", "_", ".md", "").Replace(page)+".txtar")
+		if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// One page after another, each script in its page's subtest
+		// (inPlace): the pages share the stack, and the README's tour runs
+		// on a fresh one.
+		t.Run(page, func(t *testing.T) {
+			deadline, _ := t.Deadline()
+			testscript.RunT(inPlace{t}, testscript.Params{
+				Deadline: deadline,
+				Files:    []string{file},
+				Setup: func(e *testscript.Env) error {
+					for _, name := range []string{"template.yaml", "events", "schemas"} {
+						if err := os.Symlink(filepath.Join(root, name), filepath.Join(e.WorkDir, name)); err != nil {
+							return err
+						}
+					}
+					if err := os.Symlink(state, filepath.Join(e.WorkDir, ".ddbpipe")); err != nil {
 						return err
 					}
-				}
-				if err := os.Symlink(state, filepath.Join(e.WorkDir, ".ddbpipe")); err != nil {
-					return err
-				}
-				e.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
-				e.Setenv("HOME", home)
-				e.Setenv("LANG", "C.UTF-8")
-				e.Setenv("AWS_PAGER", "")
-				return nil
-			},
-			Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-				// docmatch WANT GOT WHERE: GOT matches the documented WANT.
-				"docmatch": func(ts *testscript.TestScript, neg bool, args []string) {
-					if len(args) != 3 {
-						ts.Fatalf("usage: docmatch want got where")
-					}
-					want, got := ts.ReadFile(args[0]), ts.ReadFile(args[1])
-					if err := docMatch(want, got); err != nil {
-						ts.Fatalf("%s: the output drifted from the documented one: %v\n--- documented\n%s--- got\n%s--- got, quoted\n%q", args[2], err, want, got, got)
-					}
+					e.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+					e.Setenv("HOME", home)
+					e.Setenv("LANG", "C.UTF-8")
+					e.Setenv("AWS_PAGER", "")
+					return nil
 				},
-			},
-		})
-	}
-	ran, pages := 0, 0
-	for i, wave := range waves {
-		files := map[string]string{}
-		for _, page := range wave {
-			script, n := docScript(page, readDocBlocks(t, page))
-			if n == 0 {
-				continue
-			}
-			ran, pages = ran+n, pages+1
-			files[page] = filepath.Join(scripts, strings.NewReplacer("/", "_", ".md", "").Replace(page)+".txtar")
-			if err := os.WriteFile(files[page], []byte(script), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		switch len(files) {
-		case 0:
-			continue
-		case 1:
-			for page, file := range files {
-				t.Run(page, func(t *testing.T) { runPage(t, file) })
-			}
-		default:
-			// The wave's pages at once; t.Run returns when all are done.
-			t.Run(fmt.Sprintf("wave%d", i+1), func(t *testing.T) {
-				for _, page := range wave {
-					if file, ok := files[page]; ok {
-						t.Run(page, func(t *testing.T) {
-							t.Parallel()
-							runPage(t, file)
-						})
-					}
-				}
+				Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+					// docmatch WANT GOT WHERE: GOT matches the documented WANT.
+					"docmatch": func(ts *testscript.TestScript, neg bool, args []string) {
+						if len(args) != 3 {
+							ts.Fatalf("usage: docmatch want got where")
+						}
+						want, got := ts.ReadFile(args[0]), ts.ReadFile(args[1])
+						if err := docMatch(want, got); err != nil {
+							ts.Fatalf("%s: the output drifted from the documented one: %v\n--- documented\n%s--- got\n%s--- got, quoted\n%q", args[2], err, want, got, got)
+						}
+					},
+				},
 			})
-		}
+		})
 		if t.Failed() {
-			break // the waves after build on the same stack
+			break // the pages after build on the same stack
 		}
 	}
 	if err := stopStack(); err != nil {
 		t.Error(err)
 	}
-	t.Logf("%d runnable examples run, in %d pages", ran, pages)
+	t.Logf("%d runnable examples run, in %d pages", ran, len(pages))
 }
 
 // inPlace runs testscript's script in the subtest it makes for it, without
