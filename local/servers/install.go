@@ -118,7 +118,7 @@ func installLocal(ctx context.Context, o Options, java, node string) (*installat
 	if inst.dynamoJarDir, err = findDynamoJar(inst.npmDir); err != nil {
 		return nil, err
 	}
-	inst.dynamoLauncherDir, err = buildDynamoLauncher(ctx, o, java, filepath.Join(o.CacheDir, "dynamodb-launcher"), inst.dynamoJarDir)
+	inst.dynamoLauncherDir, err = buildDynamoLauncher(ctx, o, java, inst.dynamoJarDir)
 	if err != nil {
 		return nil, err
 	}
@@ -279,16 +279,16 @@ func findDynamoJar(npmDir string) (string, error) {
 	return filepath.Dir(jars[len(jars)-1]), nil
 }
 
-// buildDynamoLauncher compiles LoopbackDynamoDB.java against the jar into a
-// folder of root named for the source and the jar's version, once for every
-// clone (javac took 4.6 s of CPU in each fresh clone's make test), and
-// returns that folder. Without a javac it returns "" and the stack falls back
+// buildDynamoLauncher compiles LoopbackDynamoDB.java against the jar into
+// CacheDir/dynamodb-launcher/<digest of the source and the jar's version>,
+// once for every clone (javac took 4.6 s of CPU in each fresh clone's make
+// test), and returns that folder. Without a javac it returns "" and the stack falls back
 // to DynamoDB Local's own main class, which binds all interfaces. It compiles
 // in a temporary folder and renames the class into place, so a server
 // starting from the folder meanwhile (another clone's) never finds it missing.
-func buildDynamoLauncher(ctx context.Context, o Options, java, root, jarDir string) (string, error) {
+func buildDynamoLauncher(ctx context.Context, o Options, java, jarDir string) (string, error) {
 	sum := digest(dynamoLauncherSource, []byte(filepath.Base(jarDir)))
-	dir := filepath.Join(root, sum[:16])
+	dir := filepath.Join(o.CacheDir, "dynamodb-launcher", sum[:16])
 	stamp := filepath.Join(dir, stampFile)
 	if stampMatches(stamp, sum) {
 		return dir, nil

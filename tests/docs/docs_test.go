@@ -330,14 +330,12 @@ func TestDocs(t *testing.T) {
 		if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// One page after another, each script in its page's subtest
-		// (inPlace): the pages share the stack, and the README's tour runs
+		// One page after another (t.Run waits for testscript's parallel
+		// subtest): the pages share the stack, and the README's tour runs
 		// on a fresh one.
 		t.Run(page, func(t *testing.T) {
-			deadline, _ := t.Deadline()
-			testscript.RunT(inPlace{t}, testscript.Params{
-				Deadline: deadline,
-				Files:    []string{file},
+			testscript.Run(t, testscript.Params{
+				Files: []string{file},
 				Setup: func(e *testscript.Env) error {
 					for _, name := range []string{"template.yaml", "events", "schemas"} {
 						if err := os.Symlink(filepath.Join(root, name), filepath.Join(e.WorkDir, name)); err != nil {
@@ -376,20 +374,6 @@ func TestDocs(t *testing.T) {
 	}
 	t.Logf("%d runnable examples run, in %d pages", ran, len(pages))
 }
-
-// inPlace runs testscript's script in the subtest it makes for it, without
-// its t.Parallel: TestDocs holds a parallel slot already, and a script
-// made to wait for a second one waited 34 s in make test while the
-// package's other parallel tests held them all.
-type inPlace struct{ *testing.T }
-
-func (inPlace) Parallel() {}
-
-func (t inPlace) Run(name string, f func(testscript.T)) {
-	t.T.Run(name, func(t *testing.T) { f(inPlace{t}) })
-}
-
-func (inPlace) Verbose() bool { return testing.Verbose() }
 
 // docScript makes a page's runnable blocks into one testscript: page.sh
 // sources each block in one bash session, each block's standard output
