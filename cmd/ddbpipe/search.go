@@ -87,6 +87,10 @@ func searchReindex(ctx context.Context, args []string, stdout, stderr io.Writer)
 		Name:   s.engine.Alias() + "-" + time.Now().UTC().Format("20060102t150405"),
 		Settle: searchos.TargetsTTL() + time.Second, KeepOld: *keep,
 		Progress: func(p search.ReindexProgress) {
+			if p.Refreshing {
+				progress.update(fmt.Sprintf("reindex: %d documents written; waiting for the engine to make them searchable (%s)", p.Written, p.Elapsed.Round(time.Second)))
+				return
+			}
 			progress.update(fmt.Sprintf("reindex: %d keys read, %d documents written, %d already newer (%s)", p.Scanned, p.Written, p.Newer, p.Elapsed.Round(time.Second)))
 		},
 	}

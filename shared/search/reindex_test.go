@@ -245,3 +245,68 @@ func TestReindexStopsWhenAWriteFails(t *testing.T) {
 		t.Errorf("read %v, new index kept %v: want the old index alone", read, x.idx["new"] != nil)
 	}
 }
+
+// refreshing answers a refresh ErrUnavailable until it has been asked
+// busy times, as an engine still indexing a backlog does; fail, if set,
+// is its answer instead.
+type refreshing struct {
+	*memIndexes
+	busy, asked int
+	fail        error
+}
+
+func (r *refreshing) Refresh(context.Context, string) error {
+	r.asked++
+	if r.fail != nil {
+		return r.fail
+	}
+	if r.asked <= r.busy {
+		return fmt.Errorf("%w: 200 of the latest writes not searchable yet", ErrUnavailable)
+	}
+	return nil
+}
+
+// A reindex asks again for a refresh the engine is not done with, until
+// RefreshWait; any other error, or the wait run out, leaves the old index.
+func TestReindexWaitsForTheRefresh(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		busy      int
+		fail      error
+		wait      time.Duration
+		switched  bool
+		minAsked  int
+		maxAsked  int
+		wantError error
+	}{
+		{name: "searchable at once", busy: 0, wait: time.Minute, switched: true, minAsked: 1, maxAsked: 1},
+		{name: "a backlog", busy: 5, wait: 10 * time.Second, switched: true, minAsked: 6, maxAsked: 6},
+		{name: "never within the wait", busy: 1 << 30, wait: 50 * time.Millisecond, minAsked: 2, maxAsked: 1 << 30, wantError: ErrUnavailable},
+		{name: "another error", fail: ErrNoIndex, wait: time.Minute, minAsked: 1, maxAsked: 1, wantError: ErrNoIndex},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := &refreshing{memIndexes: newMemIndexes("old"), busy: c.busy, fail: c.fail}
+			waits := 0
+			r := &Reindex{Indexes: x, Payloads: memPayloads{}, Name: "new", Table: scanner{}, Linger: -1, RefreshWait: c.wait,
+				Progress: func(p ReindexProgress) {
+					if p.Refreshing {
+						waits++
+					}
+				}}
+			_, err := r.Run(context.Background())
+			if c.switched && waits != c.busy {
+				t.Errorf("%d progress reports of the refresh's wait, want one per busy answer (%d)", waits, c.busy)
+			}
+			if c.wantError == nil && err != nil || c.wantError != nil && !errors.Is(err, c.wantError) {
+				t.Fatalf("Run: %v, want %v", err, c.wantError)
+			}
+			if x.asked < c.minAsked || x.asked > c.maxAsked {
+				t.Errorf("refresh asked %d times, want %d to %d", x.asked, c.minAsked, c.maxAsked)
+			}
+			read, _, _ := x.Indexes(context.Background())
+			if want := map[bool]string{true: "new", false: "old"}[c.switched]; !slices.Equal(read, []string{want}) {
+				t.Errorf("search alias on %v, want %s", read, want)
+			}
+		})
+	}
+}
