@@ -71,6 +71,7 @@ func main() {
 	scale := flag.Float64("scale", 1, "workload size factor (0.1 for a quick run)")
 	only := flag.String("only", "", "run only the benchmarks whose names contain one of these comma-separated words (=name: that one alone)")
 	flag.Float64Var(&scaledKeyLimit, "key-limit", scaledKeyLimit, "per-key write units per second of the votes benchmark's scaled runs, beside AWS's 1,000 (0: skip them)")
+	flag.IntVar(&searchCores, "search-cores", searchCores, "cores the search engine may run on at once (its GOMAXPROCS; 0: every core)")
 	flag.Parse()
 	if err := run(context.Background(), *out, *scale, *only, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -120,7 +121,7 @@ func run(ctx context.Context, out string, scale float64, only string, log io.Wri
 			closeStack()
 			start := time.Now()
 			// The function log feeds the votes section the tally's EMF lines.
-			e, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: log, FunctionLog: stackLog, KeyWriteLimit: 1000})
+			e, err := stack.Up(ctx, stack.Options{Root: root, Setups: registry.All, Progress: log, FunctionLog: stackLog, KeyWriteLimit: 1000, SearchCores: searchCores})
 			if err != nil {
 				return err
 			}

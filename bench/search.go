@@ -55,6 +55,13 @@ func benchSearch(ctx context.Context, env *stack.Env, scale float64) (*section, 
 	return b.report(), nil
 }
 
+// searchCores is the cores the search engine runs on (-search-cores): one,
+// as an OpenSearch domain runs on nodes of its own. On every core of this
+// machine, the engine would lose CPU to what feeds it (DynamoDB Local
+// serving the stream, the functions, the bench), and the indexer's rate
+// against the plain loader's would measure the shared machine.
+var searchCores = 1
+
 // searchIndexer is the indexer's logical id in the template.
 const searchIndexer = "SearchIndexerFunction"
 

@@ -64,6 +64,11 @@ type Options struct {
 	Log io.Writer
 	// ReadyTimeout bounds how long each server may take to answer; default 60s.
 	ReadyTimeout time.Duration
+	// SearchCores is how many cores ZincSearch may run on at once (its
+	// GOMAXPROCS); 0 leaves it every core. An OpenSearch domain has nodes
+	// of its own: a benchmark of the indexer gives the engine a fixed
+	// share, so that what feeds it does not slow the engine it measures.
+	SearchCores int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -153,7 +158,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		dynamoSpec(inst, dirs.dynamo),
 		sqsSpec(inst),
 		s3Spec(inst, dirs.s3Data, dirs.s3Versions),
-		zincSpec(inst, dirs.search),
+		zincSpec(inst, dirs.search, o.SearchCores),
 	}
 
 	procs := make([]*process, len(specs))

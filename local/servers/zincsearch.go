@@ -305,7 +305,7 @@ const (
 	SearchPassword = SecretAccessKey
 )
 
-func zincSpec(inst *installation, dataDir string) serverSpec {
+func zincSpec(inst *installation, dataDir string, cores int) serverSpec {
 	return serverSpec{
 		name:  SearchServer,
 		title: "search (ZincSearch)",
@@ -332,6 +332,9 @@ func zincSpec(inst *installation, dataDir string) serverSpec {
 				"ZINC_SHARD_NUM=1",
 				"GIN_MODE=release",
 			)
+			if cores > 0 {
+				cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(cores))
+			}
 			return cmd
 		},
 		ready: zincReady,
@@ -375,7 +378,7 @@ func StartSearch(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := startServer(ctx, o, zincSpec(&installation{zincsearch: bin}, dirs.search))
+	p, err := startServer(ctx, o, zincSpec(&installation{zincsearch: bin}, dirs.search, o.SearchCores))
 	if err != nil {
 		return nil, errors.Join(err, s.removeTemp())
 	}

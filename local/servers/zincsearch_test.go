@@ -106,3 +106,24 @@ func TestDropForcedGC(t *testing.T) {
 		})
 	}
 }
+
+// TestZincSearchCores: the engine's command names its cores only when
+// asked, and then overrides a GOMAXPROCS it would inherit.
+func TestZincSearchCores(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "7")
+	for _, c := range []struct {
+		cores int
+		want  string
+	}{{0, "7"}, {1, "1"}, {2, "2"}} {
+		cmd := zincSpec(&installation{zincsearch: "zincsearch"}, t.TempDir(), c.cores).command(4080)
+		got := ""
+		for _, kv := range cmd.Env { // the last of a key's values wins, as for exec
+			if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+				got = v
+			}
+		}
+		if got != c.want {
+			t.Errorf("cores %d: GOMAXPROCS=%q, want %q", c.cores, got, c.want)
+		}
+	}
+}

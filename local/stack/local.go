@@ -126,6 +126,9 @@ type Options struct {
 	// SearchOff turns features of the search proxy off (see
 	// local/searchproxy); zero keeps them all, as OpenSearch behaves.
 	SearchOff searchproxy.Feature
+	// SearchCores bounds the cores of the search engine Up starts (see
+	// servers.Options.SearchCores); 0: every core. Unused with Servers.
+	SearchCores int
 	// KeepTables keeps the stack's tables on Servers after Close. By
 	// default Close drops them from servers it was given (a test's shared
 	// servers), as deleting the stack would.
@@ -277,7 +280,7 @@ func (u *up) startServers(ctx context.Context) (err error) {
 		return nil
 	}
 	start := time.Now()
-	if e.Servers, err = servers.Start(ctx, servers.Options{Root: u.o.Root, DataDir: u.o.DataDir, Log: u.progress}); err != nil {
+	if e.Servers, err = servers.Start(ctx, servers.Options{Root: u.o.Root, DataDir: u.o.DataDir, Log: u.progress, SearchCores: u.o.SearchCores}); err != nil {
 		return err
 	}
 	e.ownServers = true
