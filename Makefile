@@ -42,9 +42,14 @@ kebab = $(shell echo '$(1)' | sed -E 's/([a-z0-9])([A-Z])/\1-\2/g' | tr 'A-Z' 'a
 build-%Function:
 	$(LAMBDA_GO) -o "$(ARTIFACTS_DIR)/bootstrap" ./functions/$(call kebab,$*)
 
-# Install the local AWS servers (DynamoDB Local, fauxqs, versitygw).
+# Build the CLI into $(DDBPIPE_BIN) and install the local AWS servers
+# (DynamoDB Local, fauxqs, versitygw, ZincSearch). The targets below run
+# that binary: `go run` would link the CLI (DuckDB included, about 10 s of
+# CPU) a second time after every change, and `go build -o` links only
+# when the binary is out of date.
 install: deps
-	$(GO) run ./cmd/ddbpipe local install
+	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
+	$(DDBPIPE_BIN) local install
 
 # Packages with goroutines of their own (the vote counter's scatter-gather,
 # the load generator, the runner's pollers, the fault proxy, the stack,
@@ -138,7 +143,6 @@ lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 # after a change: an instrumented build of each target's dependencies).
 test: install $(SIGV4NODE_PKG)/package.json $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint test-race
-	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	@rm -rf $(IAM_RECORDS)/test
 	DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/test DDBPIPE_REQUIRE_STACK=1 DDBPIPE_BIN=$(abspath $(DDBPIPE_BIN)) $(DDBPIPE_BIN) local servers -- $(MAKE) --no-print-directory test-servers
 	@$(MAKE) --no-print-directory iam-check IAM_RUN=test
@@ -157,7 +161,6 @@ IAM_RECORDS ?= build/iam
 IAM_RUN     ?= iam
 iam: install
 	@rm -rf $(IAM_RECORDS)/iam && mkdir -p $(IAM_RECORDS)/iam
-	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	@echo "demo -votes 300 (its log: $(IAM_RECORDS)/iam/demo.log)"
 	@DDBPIPE_IAM_RECORDS=$(abspath $(IAM_RECORDS))/iam $(DDBPIPE_BIN) demo -votes 300 > $(IAM_RECORDS)/iam/demo.log 2>&1 || { \
 		grep -h '^IAM denied: ' $(IAM_RECORDS)/iam/demo.log; \
@@ -207,7 +210,6 @@ test-servers:
 # as botocore signs them, 1,000 through the CLI (make test runs each with
 # the 230 objectstest.OddKeys alone).
 keys: install
-	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	DDBPIPE_KEYS=full DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- \
 		$(GO) test -count=1 -run 'TestKeysRoundTrip|TestObjectsCommands' ./shared/objects/objectslambda ./cmd/ddbpipe
 
@@ -216,7 +218,7 @@ unit: deps
 	$(GO) test -count=1 -short ./...
 
 demo: install
-	$(GO) run ./cmd/ddbpipe demo
+	$(DDBPIPE_BIN) demo
 
 # BENCH_SCALE sizes the workloads (0.1 for a quick run); KEY_LIMIT is the
 # per-key write units per second of the votes benchmark's scaled runs, beside
@@ -243,12 +245,11 @@ SOAK_PROOFS := ^(TestSoakHoldsUnderFaults|TestVotesExactlyOnceUnderFaults)$$
 soak: install
 	@mkdir -p soak/out
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(SOAK_FUZZTIME) > soak/out/fuzz.txt 2>&1; st=$$?; cat soak/out/fuzz.txt; exit $$st
-	$(GO) build -o $(DDBPIPE_BIN) ./cmd/ddbpipe
 	DDBPIPE_SOAK=1 DDBPIPE_REQUIRE_STACK=1 $(DDBPIPE_BIN) local servers -- $(GO) test -count=1 -timeout 30m -run '$(SOAK_PROOFS)' ./soak ./tests
 	$(GO) run ./soak -duration $(SOAK_DURATION) -rate $(SOAK_RATE) -out soak/out -fuzz-log soak/out/fuzz.txt
 
 up: install
-	$(GO) run ./cmd/ddbpipe local up
+	$(DDBPIPE_BIN) local up
 
 down:
 	$(GO) run ./cmd/ddbpipe local down
