@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -37,14 +37,20 @@ func localSQS(t *testing.T) string {
 }
 
 // sqsClient talks to endpoint; maxAttempts 1 turns the SDK's retries off so
-// the package's own retries do the work.
+// the package's own retries do the work. It is built as the functions and
+// the CLI build theirs (awsenv): with the SDK's default HTTP client, a
+// loaded machine's gate once saw a ReceiveMessage answer lost and retried,
+// and the ten messages it held hidden for their visibility timeout.
 func sqsClient(endpoint string, maxAttempts int) *sqs.Client {
-	return sqs.New(sqs.Options{
-		Region:           servers.Region,
-		BaseEndpoint:     aws.String(endpoint),
-		Credentials:      credentials.NewStaticCredentialsProvider(servers.AccessKeyID, servers.SecretAccessKey, ""),
-		RetryMaxAttempts: maxAttempts,
-	})
+	vars := map[string]string{
+		"AWS_REGION": servers.Region, "AWS_ACCESS_KEY_ID": servers.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY": servers.SecretAccessKey, "AWS_ENDPOINT_URL_SQS": endpoint,
+	}
+	cfg, err := awsenv.FromVars(context.Background(), func(k string) string { return vars[k] })
+	if err != nil {
+		panic(err) // static credentials and a region: nothing to fail on
+	}
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.RetryMaxAttempts = maxAttempts })
 }
 
 // mustQueue creates a queue with a unique name and deletes it after the test.
