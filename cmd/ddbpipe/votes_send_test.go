@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
+	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
@@ -113,10 +113,14 @@ func TestVotesSendToLocalQueue(t *testing.T) {
 		"AWS_REGION": servers.Region, "AWS_ACCESS_KEY_ID": servers.AccessKeyID,
 		"AWS_SECRET_ACCESS_KEY": servers.SecretAccessKey, "AWS_ENDPOINT_URL_SQS": s.SQS,
 	}
-	client := sqs.New(sqs.Options{
-		Region: servers.Region, BaseEndpoint: aws.String(s.SQS),
-		Credentials: credentials.NewStaticCredentialsProvider(servers.AccessKeyID, servers.SecretAccessKey, ""),
-	})
+	// Built as the command builds its own (awsenv): the SDK's default HTTP
+	// client can lose a ReceiveMessage answer on a loaded machine, and its
+	// messages would stay hidden for the 600 s the receive asks.
+	cfg, err := awsenv.FromVars(t.Context(), func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sqs.NewFromConfig(cfg)
 	q, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("votes-send-%d", time.Now().UnixNano()))})
 	if err != nil {
 		t.Fatal(err)
