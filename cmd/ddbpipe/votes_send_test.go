@@ -18,7 +18,6 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 	"github.com/ddbpipe/ddbpipe/shared/votes/votesddb"
 )
@@ -113,14 +112,11 @@ func TestVotesSendToLocalQueue(t *testing.T) {
 		"AWS_REGION": servers.Region, "AWS_ACCESS_KEY_ID": servers.AccessKeyID,
 		"AWS_SECRET_ACCESS_KEY": servers.SecretAccessKey, "AWS_ENDPOINT_URL_SQS": s.SQS,
 	}
-	// Built as the command builds its own (awsenv): the SDK's default HTTP
-	// client can lose a ReceiveMessage answer on a loaded machine, and its
-	// messages would stay hidden for the 600 s the receive asks.
-	cfg, err := awsenv.FromVars(t.Context(), func(k string) string { return vars[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := sqs.NewFromConfig(cfg)
+	// Built as the command builds its own (awsenv, through stacktest.Config):
+	// the SDK's default HTTP client can lose a ReceiveMessage answer on a
+	// loaded machine, and its messages would stay hidden for the 600 s the
+	// receive asks.
+	client := sqs.NewFromConfig(stacktest.Config(t, s, nil))
 	q, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("votes-send-%d", time.Now().UnixNano()))})
 	if err != nil {
 		t.Fatal(err)

@@ -19,9 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ddbpipe/ddbpipe/local/faultproxy"
-	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
-	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
 	"github.com/ddbpipe/ddbpipe/shared/votes"
 )
 
@@ -37,19 +35,13 @@ func localSQS(t *testing.T) string {
 }
 
 // sqsClient talks to endpoint; maxAttempts 1 turns the SDK's retries off so
-// the package's own retries do the work. It is built as the functions and
-// the CLI build theirs (awsenv): with the SDK's default HTTP client, a
-// loaded machine's gate once saw a ReceiveMessage answer lost and retried,
-// and the ten messages it held hidden for their visibility timeout.
-func sqsClient(endpoint string, maxAttempts int) *sqs.Client {
-	vars := map[string]string{
-		"AWS_REGION": servers.Region, "AWS_ACCESS_KEY_ID": servers.AccessKeyID,
-		"AWS_SECRET_ACCESS_KEY": servers.SecretAccessKey, "AWS_ENDPOINT_URL_SQS": endpoint,
-	}
-	cfg, err := awsenv.FromVars(context.Background(), func(k string) string { return vars[k] })
-	if err != nil {
-		panic(err) // static credentials and a region: nothing to fail on
-	}
+// the package's own retries do the work. Its configuration is
+// stacktest.Config's, built as the functions and the CLI build theirs
+// (awsenv): with the SDK's default HTTP client, a loaded machine's gate
+// once saw a ReceiveMessage answer lost and retried, and the ten messages
+// it held hidden for their visibility timeout.
+func sqsClient(t testing.TB, endpoint string, maxAttempts int) *sqs.Client {
+	cfg := stacktest.Config(t, stacktest.Need(t), map[string]string{"AWS_ENDPOINT_URL_SQS": endpoint})
 	return sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.RetryMaxAttempts = maxAttempts })
 }
 
@@ -114,7 +106,7 @@ func receiveAll(t *testing.T, client *sqs.Client, queueURL string, want int) []t
 
 func TestIntegrationProducerSendsVotes(t *testing.T) {
 	endpoint := localSQS(t)
-	client := sqsClient(endpoint, 0)
+	client := sqsClient(t, endpoint, 0)
 	queue := mustQueue(t, client, "votessqs-votes", 262144)
 	p := NewProducer(client, queue)
 
@@ -154,7 +146,7 @@ func TestIntegrationProducerSendsVotes(t *testing.T) {
 
 func TestIntegrationProducerRefusesOversizedVotes(t *testing.T) {
 	endpoint := localSQS(t)
-	client := sqsClient(endpoint, 0)
+	client := sqsClient(t, endpoint, 0)
 	queue := mustQueue(t, client, "votessqs-small", 1024)
 	big := vote(1) // each id escapes to 256 bytes: over 1 KiB in all
 	big.VoterID, big.PollID = strings.Repeat(`\`, 128), strings.Repeat(`"`, 128)
@@ -187,7 +179,7 @@ func TestIntegrationProducerRefusesOversizedVotes(t *testing.T) {
 
 func TestIntegrationRejectsRoundTrip(t *testing.T) {
 	endpoint := localSQS(t)
-	client := sqsClient(endpoint, 0)
+	client := sqsClient(t, endpoint, 0)
 	queue := mustQueue(t, client, "votessqs-rejects", 262144)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rs := []votes.Rejected{
@@ -248,9 +240,9 @@ func TestIntegrationThrottledQueueGetsEveryVoteOnce(t *testing.T) {
 	t.Cleanup(func() { _ = proxy.Close() })
 	onlySends := func(op faultproxy.Operation) bool { return op.Action == "SendMessageBatch" }
 
-	direct := sqsClient(endpoint, 0)
+	direct := sqsClient(t, endpoint, 0)
 	queue := mustQueue(t, direct, "votessqs-throttled", 262144)
-	unsure := &unsureSends{SendAPI: sqsClient(proxyURL, 1)}
+	unsure := &unsureSends{SendAPI: sqsClient(t, proxyURL, 1)}
 	p := NewProducer(unsure, queue,
 		WithMaxAttempts(30), WithBackoff(func(int) time.Duration { return time.Millisecond }))
 

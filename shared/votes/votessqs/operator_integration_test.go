@@ -30,7 +30,7 @@ func sendBodies(t *testing.T, c *sqs.Client, url string, bodies ...string) {
 // Depth, Peek and Inspect on the local SQS server: the depth counts what
 // is waiting and what is received, and reading consumes nothing.
 func TestIntegrationInspect(t *testing.T) {
-	c := sqsClient(localSQS(t), 0)
+	c := sqsClient(t, localSQS(t), 0)
 	ctx := t.Context()
 	dlq, rejects := mustQueue(t, c, "votessqs-dlq", 262144), mustQueue(t, c, "votessqs-rejects", 262144)
 	sendBodies(t, c, dlq, votesJSON(12)...)
@@ -155,7 +155,7 @@ func (f *flakySQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessage
 // within the run and are retried there; hold 3 s: the run ends without
 // them (an error saying so), and the next run moves them.
 func TestIntegrationRedrive(t *testing.T) {
-	c := sqsClient(localSQS(t), 0)
+	c := sqsClient(t, localSQS(t), 0)
 	for _, hold := range []time.Duration{time.Second, 3 * time.Second} {
 		t.Run(fmt.Sprintf("hold %s", hold), func(t *testing.T) {
 			dlq, votesQ := mustQueue(t, c, "votessqs-dlq", 262144), mustQueue(t, c, "votessqs-votes", 262144)

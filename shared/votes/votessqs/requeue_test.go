@@ -14,7 +14,7 @@ import (
 // second, where the queue's own visibility timeout is a minute; a stale
 // receipt handle is reported, the message kept.
 func TestIntegrationRequeueDelaysRedelivery(t *testing.T) {
-	client := sqsClient(localSQS(t), 3)
+	client := sqsClient(t, localSQS(t), 3)
 	ctx := t.Context()
 	url := mustQueue(t, client, "requeue", 262144)
 	if _, err := client.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url),
