@@ -72,7 +72,8 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 	// The transform depends on the template and the script alone: one
 	// cache for every stack of the machine (a test's stack has a state
 	// folder of its own, and make test starts twenty).
-	dir := filepath.Join(o.stateDir(), "iam")
+	stateDir := filepath.Join(o.stateDir(), "iam")
+	dir := stateDir
 	if cache, err := servers.CacheDir(); err == nil {
 		dir = filepath.Join(cache, "sam-transform")
 	}
@@ -89,7 +90,9 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 	if err := servers.InstallIAMJudge(ctx, servers.Options{Root: o.Root, Log: progress}); err != nil {
 		return err
 	}
-	recDir, name := dir, e.Stack.Options.StackName
+	// The records are the stack's own (<state-dir>/iam), never the
+	// machine's transform cache: a stack's calls would pile up there.
+	recDir, name := stateDir, e.Stack.Options.StackName
 	switch d := os.Getenv(IAMRecordsVar); {
 	case o.IAMRecords != "":
 		recDir = o.IAMRecords

@@ -79,7 +79,9 @@ func upJudged(t *testing.T, template string) *stack.Env {
 
 // upJudgedWith is upJudged with the state folder (its iam/ holds the
 // records; "" a new one) and parameter overrides. The records stay out of
-// DDBPIPE_IAM_RECORDS: these stacks make denied calls on purpose.
+// DDBPIPE_IAM_RECORDS (these stacks make denied calls on purpose): with
+// neither it nor Options.IAMRecords, a stack keeps them in its state
+// folder, where the tests read them.
 func upJudgedWith(t *testing.T, template, state string, params map[string]string, tune ...func(*stack.Options)) *stack.Env {
 	t.Helper()
 	st := stacktest.Need(t)
@@ -87,10 +89,15 @@ func upJudgedWith(t *testing.T, template, state string, params map[string]string
 	if state == "" {
 		state = t.TempDir()
 	}
-	return upStack(t, stack.Options{
+	t.Setenv(stack.IAMRecordsVar, "")
+	env := upStack(t, stack.Options{
 		Root: root, Template: template, Servers: st, Setups: registry.All, NoRotation: true, Params: params,
-		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: state, IAMRecords: filepath.Join(state, "iam"),
+		StackName: fmt.Sprintf("iam-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1)), StateDir: state,
 	}, tune...)
+	if want := filepath.Join(state, "iam") + string(filepath.Separator); !strings.HasPrefix(env.IAMLogPath, want) {
+		t.Fatalf("the stack records its IAM calls in %s, want its state folder's %s", env.IAMLogPath, want)
+	}
+	return env
 }
 
 // apiError returns the service error code and HTTP status of err.
