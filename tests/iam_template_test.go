@@ -5,7 +5,6 @@ package tests
 // and AWS managed policies of its own to the functions it transforms.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/ddbpipe/ddbpipe/local/cfn"
+	"github.com/ddbpipe/ddbpipe/local/iam"
+	"github.com/ddbpipe/ddbpipe/local/servers"
 )
 
 // starActions are the only actions allowed on Resource "*": they have no
@@ -37,25 +38,28 @@ var starActions = map[string]bool{
 // needsCondition: allowed on "*" only with a Condition that narrows it.
 var needsCondition = map[string]bool{"lambda:CreateEventSourceMapping": true}
 
-// transformed is the SAM-transformed template (tools/cfncheck/transform.py,
-// as make lint runs it), parsed. Without Python and aws-sam-translator the
-// test skips, or fails under DDBPIPE_REQUIRE_STACK=1 (make test).
+// transformed is the SAM-transformed template, parsed: iam.Transformed's,
+// the one the local stacks' IAM judges read (tools/cfncheck/transform.py,
+// as make lint runs it, cached per template). Without Python and
+// aws-sam-translator the test skips, or fails under
+// DDBPIPE_REQUIRE_STACK=1 (make test).
 func transformed(t *testing.T) map[string]map[string]any {
 	t.Helper()
-	python := os.Getenv("PYTHON")
-	if python == "" {
-		python = "python3"
+	cache, err := servers.CacheDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	root := repoRoot(t)
-	cmd := exec.Command(python, filepath.Join(root, "tools/cfncheck/transform.py"), filepath.Join(root, "template.yaml"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := iam.Transformed(t.Context(), root, filepath.Join(root, "template.yaml"), filepath.Join(cache, "sam-transform"))
 	if err != nil {
+		python := os.Getenv("PYTHON")
+		if python == "" {
+			python = "python3"
+		}
 		if probe := exec.Command(python, "-c", "import samtranslator, boto3"); probe.Run() != nil && os.Getenv("DDBPIPE_REQUIRE_STACK") != "1" {
 			t.Skipf("the SAM transform needs %s with aws-sam-translator and boto3 (pip install aws-sam-translator boto3)", python)
 		}
-		t.Fatalf("transform: %v\n%s", err, stderr.String())
+		t.Fatal(err)
 	}
 	var doc struct {
 		Resources map[string]map[string]any

@@ -101,18 +101,24 @@ def resolve_ifs(tpl, node, memo):
     return node
 
 
-def run(guard, rule, data):
-    p = subprocess.run(
-        [guard, "validate", "-r", rule, "-d", data, "--show-summary", "none", "-o", "json", "--structured"],
-        capture_output=True, text=True)
+def run(guard, rules, data):
+    """Every rule file in one cfn-guard run (a run per file cost 0.1 s of
+    CPU each, 6 s for the 60); a finding names its Control Tower control
+    in its message, else the rule that failed."""
+    args = [guard, "validate"]
+    for rule in rules:
+        args += ["-r", rule]
+    p = subprocess.run(args + ["-d", data, "--show-summary", "none", "-o", "json", "--structured"],
+                       capture_output=True, text=True)
     if p.returncode not in (0, 19):  # 19: validation failed
-        sys.exit(f"{guard} on {rule}: exit {p.returncode}\n{p.stderr}")
+        sys.exit(f"{guard} on {len(rules)} rule files: exit {p.returncode}\n{p.stderr}")
     findings = []
     for doc in json.loads(p.stdout or "[]"):
         for entry in doc.get("not_compliant", []):
             controls, resources = set(), set()
             walk(entry, controls, resources)
-            for c in controls or {os.path.basename(rule)}:
+            rule = (entry.get("Rule") or {}).get("name", "(rule)")
+            for c in controls or {rule}:
                 for r in resources or {"(template)"}:
                     findings.append((c, r))
     return findings
@@ -127,21 +133,22 @@ def main():
     with open(resolved, "w") as f:
         json.dump(resolve_ifs(tpl, tpl, {}), f, indent=1)
     data = resolved
-    seen, findings, skipped, count = set(), [], [], 0
+    seen, findings, skipped, files = set(), [], [], []
     for svc in services:
-        files = sorted(glob.glob(os.path.join(rules, svc, "*.guard")))
-        if not files:
+        found = sorted(glob.glob(os.path.join(rules, svc, "*.guard")))
+        if not found:
             sys.exit(f"no rules for {svc} under {rules}")
-        for rule in files:
-            count += 1
-            with open(rule) as f:
-                seen.update(CT.findall(f.read()))
-            for c, r in sorted(set(run(guard, rule, data))):
-                ids, reason = na.get(c, (set(), ""))
-                if ids is None or r in ids:
-                    skipped.append((c, r, reason))
-                else:
-                    findings.append((c, r))
+        files += found
+    for rule in files:
+        with open(rule) as f:
+            seen.update(CT.findall(f.read()))
+    count = len(files)
+    for c, r in sorted(set(run(guard, files, data))):
+        ids, reason = na.get(c, (set(), ""))
+        if ids is None or r in ids:
+            skipped.append((c, r, reason))
+        else:
+            findings.append((c, r))
     by = {}
     for c, r, reason in skipped:
         by.setdefault((c, reason), []).append(r)
