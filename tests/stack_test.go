@@ -19,6 +19,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/servers/stacktest"
 	"github.com/ddbpipe/ddbpipe/shared/platform/awsenv"
+	"github.com/ddbpipe/ddbpipe/shared/platform/retry"
 )
 
 // TestMain gives the package the servers. The tests that mostly wait on
@@ -62,13 +63,20 @@ func unique(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e6, seq.Add(1))
 }
 
+// eventuallyBackoff spaces eventually's checks: soon at first (most
+// conditions hold within a second), then at most once a second. A check
+// is a round trip through the stack (the results through the API are 8
+// shard reads, signed and judged); at a fixed 50 ms, a proof that waits
+// 100 s for its redeliveries made 2,000 of them.
+var eventuallyBackoff = retry.Backoff{Base: 50 * time.Millisecond, Max: time.Second, Jitter: retry.NoJitter}
+
 // eventually polls cond until it holds or the limit passes. Limits are
 // generous: tests assert behaviour, never speed. A timeout's message ends
 // with what each detail says it last saw.
 func eventually(tb testing.TB, limit time.Duration, what string, cond func() bool, detail ...func() string) {
 	tb.Helper()
 	deadline := time.Now().Add(limit)
-	for !cond() {
+	for n := 1; !cond(); n++ {
 		if time.Now().After(deadline) {
 			msg := fmt.Sprintf("timed out after %s waiting for %s", limit, what)
 			for _, d := range detail {
@@ -76,7 +84,7 @@ func eventually(tb testing.TB, limit time.Duration, what string, cond func() boo
 			}
 			tb.Fatal(msg)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(eventuallyBackoff.Delay(n))
 	}
 }
 
