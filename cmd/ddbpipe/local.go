@@ -22,6 +22,7 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/ddbpipe/ddbpipe/local/iam"
 	"github.com/ddbpipe/ddbpipe/local/registry"
 	"github.com/ddbpipe/ddbpipe/local/servers"
 	"github.com/ddbpipe/ddbpipe/local/stack"
@@ -474,6 +475,17 @@ func localServers(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}()
 	vars := st.Vars()
+	// One IAM evaluator for every stack the command starts (each would
+	// start its own); without one they still do.
+	if v := os.Getenv(stack.EnforceIAMVar); v != "0" && v != "false" && v != "off" {
+		ev, err := startSharedEvaluator(ctx, dir, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "ddbpipe: no shared IAM judge (each stack starts its own): %v\n", err)
+		} else {
+			defer ev.Close()
+			vars[iam.EvaluatorURLVar] = ev.URL
+		}
+	}
 	fmt.Fprintf(stderr, "local servers up in %s: DynamoDB %s, SQS %s, S3 %s, search engine %s\n",
 		time.Since(start).Round(100*time.Millisecond), st.DynamoDB, st.SQS, st.S3, st.Search)
 
@@ -510,6 +522,15 @@ func localServers(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 	}
+}
+
+// startSharedEvaluator installs the IAM judge's packages when they are
+// missing and starts its evaluator.
+func startSharedEvaluator(ctx context.Context, root string, stderr io.Writer) (*iam.Evaluator, error) {
+	if err := servers.InstallIAMJudge(ctx, servers.Options{Root: root, Log: stderr}); err != nil {
+		return nil, err
+	}
+	return iam.StartEvaluator(ctx, "", servers.IAMJudgeDir(root), stderr)
 }
 
 // exitStatus is a command's exit status that main passes on as its own.

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +79,10 @@ type Config struct {
 	// Node runs the evaluator (default: node on PATH); Dir holds its npm
 	// packages (servers.IAMJudgeDir).
 	Node, Dir string
+	// Evaluator, when set, is a running evaluator shared with other
+	// judges (EvaluatorURLVar): the judge loads its policies into it as a
+	// set of its own and starts no process. Node and Dir are then unused.
+	Evaluator string
 	// Log, when set, receives one JSON line per distinct judged triple
 	// (identity, action, resource) and decision: the record `make iam`
 	// reads. Stderr receives the evaluator's own errors.
@@ -95,10 +101,9 @@ type Judge struct {
 	byKey    map[string]Identity
 	policies *Policies
 	url      string
+	set      string     // the judge's policy set in the evaluator
+	own      *Evaluator // the evaluator this judge started; nil when shared
 	client   *http.Client
-	cmd      *exec.Cmd
-	stdin    io.WriteCloser
-	done     chan struct{}
 
 	cache sync.Map // cacheKey → string decision
 
@@ -117,50 +122,59 @@ type Triple struct {
 	Identity, Action, Resource, Decision string
 }
 
-// Start starts the evaluator process and loads the policies into it.
-func Start(ctx context.Context, c Config) (*Judge, error) {
-	if c.Policies == nil {
-		return nil, errors.New("iam: no policies")
-	}
-	node := c.Node
+// EvaluatorURLVar names a running evaluator for every stack of a run to
+// share (`ddbpipe local servers` starts one): a judge then costs no node
+// process of its own, and the evaluator's code is warm from the first
+// call. make test's stacks each started one: 27 processes, 25 s of CPU.
+const EvaluatorURLVar = "DDBPIPE_IAM_JUDGE_URL"
+
+// Evaluator is the judge's evaluator process (judge.mjs under node).
+type Evaluator struct {
+	URL   string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan struct{}
+}
+
+// StartEvaluator starts an evaluator: node (default: node on PATH) runs
+// judge.mjs from dir, where its npm packages are (servers.IAMJudgeDir).
+// Its own errors go to stderr.
+func StartEvaluator(ctx context.Context, node, dir string, stderr io.Writer) (*Evaluator, error) {
 	if node == "" {
 		var err error
 		if node, err = exec.LookPath("node"); err != nil {
 			return nil, fmt.Errorf("iam: the IAM judge needs node: %w", err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(c.Dir, "node_modules", "@cloud-copilot", "iam-simulate")); err != nil {
-		return nil, fmt.Errorf("iam: the IAM judge's npm packages are not in %s (ddbpipe local install): %w", c.Dir, err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@cloud-copilot", "iam-simulate")); err != nil {
+		return nil, fmt.Errorf("iam: the IAM judge's npm packages are not in %s (ddbpipe local install): %w", dir, err)
 	}
-	script := filepath.Join(c.Dir, "judge.mjs")
+	script := filepath.Join(dir, "judge.mjs")
 	if old, err := os.ReadFile(script); err != nil || !bytes.Equal(old, judgeScript) {
-		if err := os.WriteFile(script, judgeScript, 0o644); err != nil {
+		// Written aside then renamed: a judge starting meanwhile never
+		// reads half a script.
+		tmp := fmt.Sprintf("%s.%d", script, os.Getpid())
+		if err := os.WriteFile(tmp, judgeScript, 0o644); err != nil {
+			return nil, fmt.Errorf("iam: %w", err)
+		}
+		if err := os.Rename(tmp, script); err != nil {
 			return nil, fmt.Errorf("iam: %w", err)
 		}
 	}
-	j := &Judge{
-		place: c.Place, adminKey: c.AdminKey, policies: c.Policies, byKey: map[string]Identity{},
-		seen: map[Triple]int{}, log: c.Log, denials: c.Denials, done: make(chan struct{}),
-	}
-	for name, ip := range c.Policies.Identities {
-		key := AccessKeyID(c.AdminKey, name)
-		j.byKey[key] = Identity{Name: name, AccessKeyID: key, Principal: ip.Principal, Role: ip.Role}
-	}
-
-	j.cmd = exec.Command(node, script)
-	j.cmd.Dir = c.Dir
-	j.cmd.Stderr = c.Stderr
-	stdout, err := j.cmd.StdoutPipe()
+	ev := &Evaluator{cmd: exec.Command(node, script), done: make(chan struct{})}
+	ev.cmd.Dir = dir
+	ev.cmd.Stderr = stderr
+	stdout, err := ev.cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("iam: %w", err)
 	}
-	if j.stdin, err = j.cmd.StdinPipe(); err != nil {
+	if ev.stdin, err = ev.cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("iam: %w", err)
 	}
-	if err := j.cmd.Start(); err != nil {
+	if err := ev.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("iam: start the judge: %w", err)
 	}
-	go func() { _ = j.cmd.Wait(); close(j.done) }()
+	go func() { _ = ev.cmd.Wait(); close(ev.done) }()
 	port := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -172,15 +186,51 @@ func Start(ctx context.Context, c Config) (*Judge, error) {
 	}()
 	select {
 	case p := <-port:
-		j.url = "http://" + net.JoinHostPort("127.0.0.1", p)
-	case <-j.done:
+		ev.URL = "http://" + net.JoinHostPort("127.0.0.1", p)
+		return ev, nil
+	case <-ev.done:
 		return nil, errors.New("iam: the judge exited before listening (see its stderr)")
 	case <-time.After(30 * time.Second):
-		_ = j.Close()
+		_ = ev.Close()
 		return nil, errors.New("iam: the judge did not listen within 30 s")
 	case <-ctx.Done():
-		_ = j.Close()
+		_ = ev.Close()
 		return nil, ctx.Err()
+	}
+}
+
+// Close stops the evaluator.
+func (ev *Evaluator) Close() error {
+	_ = ev.stdin.Close()
+	select {
+	case <-ev.done:
+	case <-time.After(3 * time.Second):
+		_ = ev.cmd.Process.Kill()
+		<-ev.done
+	}
+	return nil
+}
+
+// Start loads the policies into an evaluator as a set of their own: the
+// shared one c.Evaluator names, else one it starts for this judge alone.
+func Start(ctx context.Context, c Config) (*Judge, error) {
+	if c.Policies == nil {
+		return nil, errors.New("iam: no policies")
+	}
+	j := &Judge{
+		place: c.Place, adminKey: c.AdminKey, policies: c.Policies, byKey: map[string]Identity{},
+		seen: map[Triple]int{}, log: c.Log, denials: c.Denials, url: c.Evaluator, set: newSetName(),
+	}
+	for name, ip := range c.Policies.Identities {
+		key := AccessKeyID(c.AdminKey, name)
+		j.byKey[key] = Identity{Name: name, AccessKeyID: key, Principal: ip.Principal, Role: ip.Role}
+	}
+	if j.url == "" {
+		ev, err := StartEvaluator(ctx, c.Node, c.Dir, c.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		j.own, j.url = ev, ev.URL
 	}
 	j.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		Proxy: nil, MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Minute,
@@ -190,6 +240,13 @@ func Start(ctx context.Context, c Config) (*Judge, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// newSetName names a judge's policy set: unique among the evaluator's.
+func newSetName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (j *Judge) load(ctx context.Context) error {
@@ -208,7 +265,7 @@ func (j *Judge) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, j.url+"/policies", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, j.url+"/policies/"+j.set, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
@@ -224,16 +281,26 @@ func (j *Judge) load(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the evaluator.
+// Close stops the judge's own evaluator, or removes its policies from the
+// shared one.
 func (j *Judge) Close() error {
-	if j.stdin != nil {
-		_ = j.stdin.Close()
+	if j.own != nil {
+		return j.own.Close()
 	}
-	select {
-	case <-j.done:
-	case <-time.After(3 * time.Second):
-		_ = j.cmd.Process.Kill()
-		<-j.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, j.url+"/policies/"+j.set, nil)
+	if err != nil {
+		return fmt.Errorf("iam: %w", err)
+	}
+	resp, err := j.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("iam: remove the policies from the judge: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("iam: remove the policies from the judge: %s: %s", resp.Status, b)
 	}
 	return nil
 }
@@ -379,7 +446,7 @@ func (j *Judge) ask(ctx context.Context, id Identity, calls []Call, ask []int) (
 	if err != nil {
 		return nil, fmt.Errorf("iam: %w", err)
 	}
-	hr, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, j.url+"/judge", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, j.url+"/judge/"+j.set, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("iam: %w", err)
 	}

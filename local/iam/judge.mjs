@@ -3,19 +3,23 @@
 // separate process, never linked into ddbpipe's binaries).
 //
 //   node judge.mjs            prints "listening <port>" once ready
-//   PUT  /policies            {identities: {name: {principal, policies: [{name, policy}]}},
-//                              resources: {key: policy}}   replaces every policy
-//   POST /judge               {calls: [{identity, action, resource, resourcePolicy, context}]}
+//   PUT    /policies/SET      {identities: {name: {principal, policies: [{name, policy}]}},
+//                              resources: {key: policy}}   replaces SET's policies
+//   DELETE /policies/SET      forgets SET
+//   POST   /judge/SET         {calls: [{identity, action, resource, resourcePolicy, context}]}
 //                           → {results: [{decision, error?}]}
 //
-// decision is "Allowed", "ExplicitlyDenied" or "ImplicitlyDenied"; a call
-// the simulator cannot evaluate (unknown action, a resource of the wrong
-// type for the action) comes back as "Error" with the reason.
+// A set is one stack's policies: the judge `ddbpipe local servers` starts
+// serves every stack of its run, each under a set of its own (a stack's
+// own judge uses one). decision is "Allowed", "ExplicitlyDenied" or
+// "ImplicitlyDenied"; a call the simulator cannot evaluate (unknown
+// action, a resource of the wrong type for the action, an unknown set)
+// comes back as "Error" with the reason.
 import http from "node:http";
 import { runSimulation } from "@cloud-copilot/iam-simulate";
 
-let identities = {};
-let resources = {};
+// sets: name → {identities, resources}
+const sets = new Map();
 
 function read(req) {
   return new Promise((resolve, reject) => {
@@ -23,7 +27,8 @@ function read(req) {
     req.on("data", (c) => chunks.push(c));
     req.on("end", () => {
       try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+        const text = Buffer.concat(chunks).toString("utf8");
+        resolve(text === "" ? {} : JSON.parse(text));
       } catch (e) {
         reject(e);
       }
@@ -32,8 +37,8 @@ function read(req) {
   });
 }
 
-async function judge(call) {
-  const id = identities[call.identity];
+async function judge(set, call) {
+  const id = set.identities[call.identity];
   if (!id) {
     return { decision: "Error", error: `unknown identity ${call.identity}` };
   }
@@ -48,8 +53,8 @@ async function judge(call) {
       contextVariables: call.context || {},
     },
   };
-  if (call.resourcePolicy && resources[call.resourcePolicy]) {
-    sim.resourcePolicy = resources[call.resourcePolicy];
+  if (call.resourcePolicy && set.resources[call.resourcePolicy]) {
+    sim.resourcePolicy = set.resources[call.resourcePolicy];
   }
   const res = await runSimulation(sim, {});
   if (res.resultType === "error") {
@@ -61,16 +66,22 @@ async function judge(call) {
 const server = http.createServer(async (req, res) => {
   try {
     const body = await read(req);
-    if (req.method === "PUT" && req.url === "/policies") {
-      identities = body.identities || {};
-      resources = body.resources || {};
+    const [, route, name] = req.url.match(/^\/(policies|judge)\/([^/?]+)$/) || [];
+    if (route === "policies" && req.method === "PUT") {
+      sets.set(name, { identities: body.identities || {}, resources: body.resources || {} });
       res.writeHead(204).end();
       return;
     }
-    if (req.method === "POST" && req.url === "/judge") {
+    if (route === "policies" && req.method === "DELETE") {
+      sets.delete(name);
+      res.writeHead(204).end();
+      return;
+    }
+    if (route === "judge" && req.method === "POST") {
+      const set = sets.get(name);
       const results = [];
       for (const call of body.calls || []) {
-        results.push(await judge(call));
+        results.push(set ? await judge(set, call) : { decision: "Error", error: `unknown policy set ${name}` });
       }
       const out = JSON.stringify({ results });
       res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(out) }).end(out);

@@ -115,7 +115,7 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 	e.iamLog, e.IAMLogPath = f, logPath
 	j, err := iam.Start(ctx, iam.Config{
 		Place: place, Policies: pol, AdminKey: e.Vars["AWS_ACCESS_KEY_ID"],
-		Dir: servers.IAMJudgeDir(o.Root), Log: f, Stderr: e.flog, Denials: progress,
+		Dir: servers.IAMJudgeDir(o.Root), Evaluator: os.Getenv(iam.EvaluatorURLVar), Log: f, Stderr: e.flog, Denials: progress,
 	})
 	if err != nil {
 		return err
