@@ -136,7 +136,7 @@ lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
 # DDBPIPE_BIN is the CLI the docs' examples run (tests/docs/). The demo runs
-# in the gate too, as make demo runs it (cmd/ddbpipe TestDemoRunsAsMakeDemoDoes).
+# in the gate too, as make demo runs it (tests/demo: the binary, `demo -attach`).
 # The fuzz targets' seed corpora and saved finds run with every package's
 # tests; their exploration, random by nature, runs in make fuzz and before
 # make soak's load, not in the gate (it cost 45 s of CPU a run, and more
@@ -196,13 +196,13 @@ fuzz: deps
 
 # Every package, on the servers the environment names. The slowest (one
 # to two minutes each, mostly waiting on the pipeline: the docs' examples,
-# tests/, the CLI's, the soak's, the objects API's) are named first, slowest
+# tests/, the CLI's, the demo, the soak's, the objects API's) are named first, slowest
 # first, so they start first; last, they would start after the rest and
 # add their length. Three packages run at once, and within a package up to
 # four tests that call t.Parallel (those of tests/ that wait on the
 # pipeline): together they keep the 2 cores about 1.8 busy, so more at
 # once only stretches each.
-SLOW_PKGS := ./tests/docs ./tests ./cmd/ddbpipe ./soak ./shared/objects/objectslambda
+SLOW_PKGS := ./tests/docs ./tests ./cmd/ddbpipe ./tests/demo ./soak ./shared/objects/objectslambda
 test-servers:
 	$(GO) test -vet=off -count=1 -p 3 -parallel 4 -timeout $(TEST_TIMEOUT) $(SLOW_PKGS) ./...
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -44,6 +45,17 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer logf.Close()
+	if o.Servers != nil {
+		// -attach: the servers' endpoints and key this process was started
+		// with (`ddbpipe local servers --`) have served their purpose. The
+		// demo's commands (tables rotate, archive ls and query) read the
+		// process environment before the stack's local.env, as against AWS;
+		// left set, those variables would take them past the stack's
+		// proxies and its IAM judge, to the servers themselves.
+		for k := range o.Servers.Vars() {
+			os.Unsetenv(k)
+		}
+	}
 	return runDemo(ctx, o, *nVotes, stdout, stderr)
 }
 

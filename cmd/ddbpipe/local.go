@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,7 +59,13 @@ type upFlags struct {
 	conflicts                        bool
 	iam                              bool
 	attach                           bool
+	stackName                        string
 }
+
+// stackNamePattern is what -stack-name takes: the names of the stack's
+// tables, queues and buckets start with it, and a bucket's name (lower
+// case, at most 63 characters) adds up to 47 more.
+var stackNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
 
 func (u *upFlags) register(fs *flag.FlagSet) {
 	u.params = paramFlags{}
@@ -66,6 +73,7 @@ func (u *upFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&u.dataDir, "data-dir", "", "keep tables and objects in this folder between runs (default: in memory)")
 	fs.StringVar(&u.stateDir, "state-dir", "", "where local.env, the pid file and the logs go (default: <root>/.ddbpipe)")
 	fs.StringVar(&u.logFile, "log-file", "", "functions' JSON logs (default: <state-dir>/functions.log)")
+	fs.StringVar(&u.stackName, "stack-name", "ddbpipe", "the stack's name, first in the names of its tables, queues and buckets: two stacks on the same servers (-attach) need two names")
 	fs.Var(u.params, "param", "template parameter override Name=Value (repeatable)")
 	fs.Float64Var(&u.keyLimit, "key-write-limit", 0, "per-partition-key write units/s enforced by the DynamoDB proxy (AWS: 1000; 0: off)")
 	fs.IntVar(&u.streamShards, "stream-shards", 1, "present each DynamoDB stream as this many shards, routed by item key, as a busy table's stream is on AWS (1: DynamoDB Local's one shard)")
@@ -82,6 +90,9 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 	dir, err := findRoot(u.root)
 	if err != nil {
 		return stack.Options{}, nil, err
+	}
+	if !stackNamePattern.MatchString(u.stackName) {
+		return stack.Options{}, nil, fmt.Errorf("-stack-name %q: want a lower-case letter, then up to 15 lower-case letters, digits and dashes", u.stackName)
 	}
 	if u.streamShards < 1 || u.streamShards > 1024 {
 		return stack.Options{}, nil, fmt.Errorf("-stream-shards %d: want 1 to 1024", u.streamShards)
@@ -123,6 +134,7 @@ func (u *upFlags) options(stdout io.Writer) (stack.Options, *os.File, error) {
 		Progress: stdout, FunctionLog: logf, KeyWriteLimit: u.keyLimit,
 		StreamShards: u.streamShards, StreamSplitAfter: u.splitAfter, Conflicts: u.conflicts, TableWriteScale: u.tableScale,
 		APIPort: u.apiPort, LambdaPort: u.lambdaPort, NoIAM: !u.iam, StateDir: u.stateDir, Servers: attached,
+		StackName: u.stackName,
 	}, logf, nil
 }
 

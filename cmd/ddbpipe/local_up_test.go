@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"io"
+	"strings"
+	"testing"
+)
 
 // local up says how its DynamoDB behaves, whatever the flags.
 func TestLocalUpEchoesDynamoDB(t *testing.T) {
@@ -14,6 +18,26 @@ func TestLocalUpEchoesDynamoDB(t *testing.T) {
 	} {
 		if got := tt.u.dynamoDB(); got != tt.want {
 			t.Errorf("%+v:\n got %s\nwant %s", tt.u, got, tt.want)
+		}
+	}
+}
+
+// -stack-name takes what the stack's bucket names can start with, and
+// says what it wants otherwise.
+func TestStackNameFlagRejects(t *testing.T) {
+	for _, name := range []string{"", "Demo", "1demo", "-demo", "de_mo", "de.mo", "demo-1234567890ab", "démo", "demo\n"} {
+		u := upFlags{stackName: name, streamShards: 1}
+		_, logf, err := u.options(io.Discard)
+		if logf != nil {
+			logf.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "-stack-name") {
+			t.Errorf("-stack-name %q: %v, want it refused", name, err)
+		}
+	}
+	for _, name := range []string{"ddbpipe", "demo-123456", "a", "a234567890123456"} {
+		if !stackNamePattern.MatchString(name) {
+			t.Errorf("-stack-name %q refused", name)
 		}
 	}
 }
