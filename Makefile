@@ -135,7 +135,7 @@ lint: $(CFNGUARD_PKG)/package.json $(OPENAPI_PKG)/package.json
 # once for all packages (`ddbpipe local servers` exports their endpoints;
 # stacktest and stack.Up use them) and stopped after, even on failure or
 # Ctrl-C. DDBPIPE_REQUIRE_STACK makes integration tests fail, not skip;
-# DDBPIPE_BIN is the CLI the docs' examples run (tests/docs/). The demo runs
+# DDBPIPE_BIN is the CLI the docs' examples and the demo run. The demo runs
 # in the gate too, as make demo runs it (tests/demo: the binary, `demo -attach`).
 # The fuzz targets' seed corpora and saved finds run with every package's
 # tests; their exploration, random by nature, runs in make fuzz and before

@@ -60,7 +60,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // runDemo is the demo on a stack of options o: the servers it starts, or
-// those of o.Servers (the gate's test runs it so, on its shared servers).
+// those of o.Servers (-attach: the gate runs it so, on its shared servers).
 func runDemo(ctx context.Context, o stack.Options, nVotes int, stdout, stderr io.Writer) error {
 	began := time.Now()
 	fmt.Fprintln(stdout, "== ddbpipe demo: the whole pipeline on this machine ==")
