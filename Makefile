@@ -54,14 +54,14 @@ install: deps
 # Packages with goroutines of their own (the vote counter's scatter-gather,
 # the load generator, the runner's pollers, the fault proxy, the stack,
 # the search proxy, the objects' parallel reads and writes, the reindex's
-# scan segments and writers) or whose tests call them from several
+# scan segments and writers, the IAM judge every proxy asks) or whose tests call them from several
 # goroutines (the SQS producer, the objects' handlers): their unit tests
 # also run under the race detector. The others (handler adapters, S3
 # adapters, EMF) start none, in the package or its tests, so the
 # detector would have nothing to watch.
 RACE_PKGS := ./shared/votes ./shared/votes/votesddb ./shared/votes/votesload ./shared/votes/votessqs \
 	./shared/objects ./shared/objects/objectsddb ./shared/objects/objectslambda \
-	./shared/search ./local/runner ./local/faultproxy ./local/stack ./local/searchproxy
+	./shared/search ./local/runner ./local/faultproxy ./local/stack ./local/searchproxy ./local/iam
 # Tests that start no goroutine, in the package or in the code they
 # drive, and that the detector slows tenfold (load, big bodies, every
 # placement and codec case): they run once, without it, with the

@@ -104,6 +104,12 @@ type Judge struct {
 	set      string     // the judge's policy set in the evaluator
 	own      *Evaluator // the evaluator this judge started; nil when shared
 	client   *http.Client
+	// closeMu: Authorize holds it to read while it may ask the evaluator,
+	// Close to write; after Close, Authorize fails as it did when the
+	// judge's own evaluator had stopped. (A shared evaluator would answer
+	// a removed set's calls "unknown policy set", recorded as denied.)
+	closeMu sync.RWMutex
+	closed  bool
 
 	cache sync.Map // cacheKey → string decision
 
@@ -284,6 +290,12 @@ func (j *Judge) load(ctx context.Context) error {
 // Close stops the judge's own evaluator, or removes its policies from the
 // shared one.
 func (j *Judge) Close() error {
+	j.closeMu.Lock()
+	defer j.closeMu.Unlock()
+	if j.closed {
+		return nil
+	}
+	j.closed = true
 	if j.own != nil {
 		return j.own.Close()
 	}
@@ -304,6 +316,8 @@ func (j *Judge) Close() error {
 	}
 	return nil
 }
+
+var errJudgeClosed = errors.New("iam: the judge is closed (its stack is stopping)")
 
 // Identity returns the identity of an access key id.
 func (j *Judge) Identity(accessKey string) (Identity, bool) {
@@ -328,6 +342,11 @@ func (j *Judge) Authorize(ctx context.Context, accessKey string, calls []Call) (
 	start := time.Now()
 	asked := false
 	defer func() { j.observe(time.Since(start), asked) }()
+	j.closeMu.RLock()
+	defer j.closeMu.RUnlock()
+	if j.closed {
+		return Decision{}, errJudgeClosed
+	}
 	id, known := j.Identity(accessKey)
 	if !known {
 		d := Decision{Identity: accessKey, Reason: ImplicitlyDenied}
