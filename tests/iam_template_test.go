@@ -18,7 +18,7 @@ import (
 
 	"github.com/ddbpipe/ddbpipe/local/cfn"
 	"github.com/ddbpipe/ddbpipe/local/iam"
-	"github.com/ddbpipe/ddbpipe/local/servers"
+	"github.com/ddbpipe/ddbpipe/local/stack"
 )
 
 // starActions are the only actions allowed on Resource "*": they have no
@@ -45,12 +45,12 @@ var needsCondition = map[string]bool{"lambda:CreateEventSourceMapping": true}
 // DDBPIPE_REQUIRE_STACK=1 (make test).
 func transformed(t *testing.T) map[string]map[string]any {
 	t.Helper()
-	cache, err := servers.CacheDir()
+	cache, err := stack.TransformCacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := repoRoot(t)
-	out, err := iam.Transformed(t.Context(), root, filepath.Join(root, "template.yaml"), filepath.Join(cache, "sam-transform"))
+	out, err := iam.Transformed(t.Context(), root, filepath.Join(root, "template.yaml"), cache)
 	if err != nil {
 		python := os.Getenv("PYTHON")
 		if python == "" {

@@ -489,7 +489,7 @@ func localServers(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	vars := st.Vars()
 	// One IAM evaluator for every stack the command starts (each would
 	// start its own); without one they still do.
-	if v := os.Getenv(stack.EnforceIAMVar); v != "0" && v != "false" && v != "off" {
+	if stack.EnforceIAM(true) {
 		ev, err := startSharedEvaluator(ctx, dir, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "ddbpipe: no shared IAM judge (each stack starts its own): %v\n", err)

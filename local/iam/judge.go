@@ -271,18 +271,24 @@ func (j *Judge) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, j.url+"/policies/"+j.set, bytes.NewReader(body))
+	return j.policySet(ctx, http.MethodPut, bytes.NewReader(body), "load the policies into the judge")
+}
+
+// policySet sends method (PUT, DELETE) to the judge's policy set in the
+// evaluator, which answers 204 when it did so; what says what for errors.
+func (j *Judge) policySet(ctx context.Context, method string, body io.Reader, what string) error {
+	req, err := http.NewRequestWithContext(ctx, method, j.url+"/policies/"+j.set, body)
 	if err != nil {
 		return fmt.Errorf("iam: %w", err)
 	}
 	resp, err := j.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("iam: load the policies into the judge: %w", err)
+		return fmt.Errorf("iam: %s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("iam: load the policies into the judge: %s: %s", resp.Status, b)
+		return fmt.Errorf("iam: %s: %s: %s", what, resp.Status, b)
 	}
 	return nil
 }
@@ -301,20 +307,7 @@ func (j *Judge) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, j.url+"/policies/"+j.set, nil)
-	if err != nil {
-		return fmt.Errorf("iam: %w", err)
-	}
-	resp, err := j.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("iam: remove the policies from the judge: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("iam: remove the policies from the judge: %s: %s", resp.Status, b)
-	}
-	return nil
+	return j.policySet(ctx, http.MethodDelete, nil, "remove the policies from the judge")
 }
 
 var errJudgeClosed = errors.New("iam: the judge is closed (its stack is stopping)")

@@ -74,8 +74,8 @@ func (e *Env) startJudge(ctx context.Context, o Options, progress io.Writer) err
 	// folder of its own, and make test starts twenty).
 	stateDir := filepath.Join(o.stateDir(), "iam")
 	dir := stateDir
-	if cache, err := servers.CacheDir(); err == nil {
-		dir = filepath.Join(cache, "sam-transform")
+	if cache, err := TransformCacheDir(); err == nil {
+		dir = cache
 	}
 	transformed, err := iam.Transformed(ctx, o.Root, o.Template, dir)
 	if err != nil {
@@ -145,6 +145,26 @@ func mapKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// EnforceIAM reports whether stacks judge IAM: as EnforceIAMVar says
+// (1/true/on, else off) when it is set, else def (Options.NoIAM's
+// opposite for a stack).
+func EnforceIAM(def bool) bool {
+	if v := os.Getenv(EnforceIAMVar); v != "" {
+		return v == "1" || v == "true" || v == "on"
+	}
+	return def
+}
+
+// TransformCacheDir is the machine's cache of SAM-transformed templates
+// (iam.Transformed), which every stack's judge and tests/ read.
+func TransformCacheDir() (string, error) {
+	cache, err := servers.CacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "sam-transform"), nil
 }
 
 // iamOffBy says what turned the IAM judge off, for the stack's first words.

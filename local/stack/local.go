@@ -251,10 +251,7 @@ func newUp(o Options) *up {
 	if o.Template == "" {
 		o.Template = filepath.Join(o.Root, "template.yaml")
 	}
-	u := &up{o: o, enforceIAM: !o.NoIAM, progress: o.Progress}
-	if v := os.Getenv(EnforceIAMVar); v != "" {
-		u.enforceIAM = v == "1" || v == "true" || v == "on"
-	}
+	u := &up{o: o, enforceIAM: EnforceIAM(!o.NoIAM), progress: o.Progress}
 	if u.progress == nil {
 		u.progress = io.Discard
 	}
