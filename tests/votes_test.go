@@ -109,8 +109,17 @@ func TestVotesExactlyOnceUnderFaults(t *testing.T) {
 	if stacktest.Soak() {
 		n = 3000
 	}
+	// The queue's timings are the template's defaults divided by twelve (the
+	// counter's 60 s to 5 s, the visibility's 360 s to 30 s) and its
+	// deliveries multiplied by twelve (20 to 240): 240 × 30 s last two hours,
+	// as 20 × 360 s do, past the hour a vote given back must stay
+	// deliverable (votes.RetryBudget). With 20 of 30 s, the counter
+	// would stretch every give-back to the full 30 s to keep that hour,
+	// and a vote it did not reach under the gate's load would wait that
+	// long instead of the second or two the store needs to reach it.
 	env := upLocalOn(t, stacktest.Need(t), map[string]string{
-		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
+		"CounterTimeoutSeconds": "5", "VotesVisibilityTimeoutSeconds": "30", "VotesMaxReceiveCount": "240",
+		"CounterShards": "8", "CounterBatchSize": "250", "CounterBatchingWindowSeconds": "1",
 	}, 0, func(o *stack.Options) { o.StreamShards, o.StreamSplitAfter, o.Conflicts = 4, n/12, true })
 	ctx := context.Background()
 	options := []string{"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"}
