@@ -23,7 +23,7 @@ import (
 )
 
 // TestMain gives the package the servers. The tests that mostly wait on
-// the pipeline (visibility timeouts, batching windows, a 5,000-vote load)
+// the pipeline (visibility timeouts, batching windows, a 1,000-vote load)
 // call t.Parallel: they run together once the quick ones are done. Each
 // names its own stack, tables, queues and buckets, so they share the
 // servers safely; make test runs the package with -parallel 4.
