@@ -54,11 +54,11 @@ install: deps
 # Packages with goroutines of their own (the vote counter's scatter-gather,
 # the load generator, the runner's pollers, the fault proxy, the stack,
 # the search proxy, the objects' parallel reads and writes, the reindex's
-# scan segments and writers, the IAM judge every proxy asks) or whose tests call them from several
-# goroutines (the SQS producer, the objects' handlers): their unit tests
-# also run under the race detector. The others (handler adapters, S3
-# adapters, EMF) start none, in the package or its tests, so the
-# detector would have nothing to watch.
+# scan segments and writers, the IAM judge every proxy asks) or whose
+# tests call them from several goroutines (the SQS producer, the objects'
+# handlers): their unit tests also run under the race detector. The others
+# (handler adapters, S3 adapters, EMF) start none, in the package or its
+# tests, so the detector would have nothing to watch.
 RACE_PKGS := ./shared/votes ./shared/votes/votesddb ./shared/votes/votesload ./shared/votes/votessqs \
 	./shared/objects ./shared/objects/objectsddb ./shared/objects/objectslambda \
 	./shared/search ./local/runner ./local/faultproxy ./local/stack ./local/searchproxy ./local/iam
@@ -196,12 +196,12 @@ fuzz: deps
 
 # Every package, on the servers the environment names. The slowest (one
 # to two minutes each, mostly waiting on the pipeline: the docs' examples,
-# tests/, the CLI's, the demo, the soak's, the objects API's) are named first, slowest
-# first, so they start first; last, they would start after the rest and
-# add their length. Three packages run at once, and within a package up to
-# four tests that call t.Parallel (those of tests/ that wait on the
-# pipeline): together they keep the 2 cores about 1.8 busy, so more at
-# once only stretches each.
+# tests/, the CLI's, the demo, the soak's, the objects API's) are named
+# first, slowest first, so they start first; last, they would start after
+# the rest and add their length. Three packages run at once, and within a
+# package up to four tests that call t.Parallel (those of tests/ that wait
+# on the pipeline): together they keep the 2 cores 1.3 to 1.8 busy, so
+# more at once only stretches each.
 SLOW_PKGS := ./tests/docs ./tests ./cmd/ddbpipe ./tests/demo ./soak ./shared/objects/objectslambda
 test-servers:
 	$(GO) test -vet=off -count=1 -p 3 -parallel 4 -timeout $(TEST_TIMEOUT) $(SLOW_PKGS) ./...

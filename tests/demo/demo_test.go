@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +26,8 @@ func TestMain(m *testing.M) { stacktest.Main(m) }
 // The gate runs the demo as `make demo` does: the CLI binary make test
 // built, `ddbpipe demo` with its default flags (2,000 votes), on the
 // gate's servers (-attach) instead of servers of its own, under a stack
-// name of its own. The demo checks
-// each of its steps and exits 1 on one that does not hold; the test reads
-// what it printed for each part.
+// name of its own. The demo checks each of its steps and exits 1 on one
+// that does not hold; the test reads what it printed for each part.
 func TestDemoRunsAsMakeDemoDoes(t *testing.T) {
 	st := stacktest.Need(t)
 	root, err := servers.FindRoot(".")
@@ -38,7 +38,7 @@ func TestDemoRunsAsMakeDemoDoes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("demo-%d", time.Now().UnixNano()%1e6) // the servers' other stacks have theirs
-	cmd := exec.CommandContext(ctx, clibin.Path(t, root, tmp), "demo", "-attach", "-stack-name", name, "-state-dir", tmp+"/state")
+	cmd := exec.CommandContext(ctx, clibin.Path(t, root, tmp), "demo", "-attach", "-stack-name", name, "-state-dir", filepath.Join(tmp, "state"))
 	cmd.Dir = root
 	cmd.Env = os.Environ()
 	for k, v := range st.Vars() {
